@@ -1,0 +1,44 @@
+# myriad build. One binary (bin/myriad) over a static library of subsystems (build/libmyriad.a).
+# Every .c under src/<subsystem>/ goes into the library; src/main.c is the CLI entry point.
+# Tests: every tests/test_*.c becomes build/tests/test_*; `make test` runs tests/run.sh.
+
+CC       := mpicc
+OPT      ?= -O3 -march=native
+CFLAGS   ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fopenmp -Isrc
+LDLIBS   := -lopenblas -lcjson -lm -lpthread
+LDFLAGS  ?= -fopenmp
+
+LIB_SRCS := $(wildcard src/*/*.c)
+LIB_OBJS := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRCS))
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
+
+.PHONY: all test tests bench clean fuzz
+all: bin/myriad $(TEST_BINS)
+
+build/obj/%.o: src/%.c $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/libmyriad.a: $(LIB_OBJS)
+	@mkdir -p build
+	rm -f $@ && ar rcs $@ $^
+
+bin/myriad: src/main.c build/libmyriad.a
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+
+build/tests/%: tests/%.c tests/test.h build/libmyriad.a
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+
+tests: $(TEST_BINS)
+
+test: all
+	bash tests/run.sh
+
+bench: all
+	bash bench/run.sh
+
+clean:
+	rm -rf build bin

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages myriad needs to build and test (only those missing).
+# Build: gcc, make, OpenBLAS, cJSON, Open MPI. Tests: python3-torch (PyTorch oracle), numpy.
+set -euo pipefail
+pkgs=(build-essential libopenblas-dev libcjson-dev openmpi-bin libopenmpi-dev python3-numpy python3-torch)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,11 @@
+/* commands.h: the subcommands of bin/myriad. Each takes the arguments after its name
+ * (argv[0] is the subcommand name) and returns the process exit code.
+ * To add a subcommand: declare it here and add one row to the table in src/main.c. */
+#ifndef MYRIAD_CLI_COMMANDS_H
+#define MYRIAD_CLI_COMMANDS_H
+
+int cmd_train(int argc, char **argv); /* src/train/train_cmd.c */
+int cmd_eval(int argc, char **argv);  /* src/train/eval_cmd.c */
+int cmd_data(int argc, char **argv);  /* src/data/data_cmd.c */
+
+#endif

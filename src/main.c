@@ -1,0 +1,34 @@
+/* main.c: bin/myriad entry point; dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} Command;
+
+static const Command commands[] = {
+    {"train", cmd_train, "train a transformer (single process, or under mpirun)"},
+    {"eval", cmd_eval, "evaluate a saved model on token shards"},
+    {"data", cmd_data, "prepare token shards from text (data prepare)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: myriad <command> [options]   (myriad <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "myriad: unknown command '%s' (see myriad --help)\n", argv[1]);
+    return 2;
+}

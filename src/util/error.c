@@ -1,0 +1,30 @@
+/* error.c: thread-local last-error message and the CLI's fatal exit. */
+#include "util/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Thread_local char last_error[1024];
+
+int myr_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *myr_last_error(void) { return last_error; }
+
+void myr_die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("myriad: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+void myr_die_last(void) { myr_die("%s", last_error[0] ? last_error : "unknown error"); }

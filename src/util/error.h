@@ -1,0 +1,19 @@
+/* error.h: how myriad reports failures.
+ * Library functions return 0 on success and -1 on failure after recording a one-line,
+ * human-readable reason with myr_error(); callers either propagate (-1) or, at the CLI
+ * boundary, print it with myr_die_last(). The message names what was wrong and the fix. */
+#ifndef MYRIAD_UTIL_ERROR_H
+#define MYRIAD_UTIL_ERROR_H
+
+#include <stdnoreturn.h>
+
+/* Record the reason for the current failure (printf-style); always returns -1. */
+int myr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The last recorded reason ("" if none). Thread-local. */
+const char *myr_last_error(void);
+/* Print "myriad: <fmt>" to stderr and exit(1). For the CLI layer only. */
+noreturn void myr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print the last recorded error and exit(1). */
+noreturn void myr_die_last(void);
+
+#endif
