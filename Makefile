@@ -10,6 +10,8 @@ LDFLAGS  ?= -fopenmp
 
 LIB_SRCS := $(wildcard src/*/*.c)
 LIB_OBJS := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRCS))
+LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/model/*.c src/optim/*.c)
+LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
 
@@ -19,6 +21,15 @@ all: bin/myriad $(TEST_BINS)
 build/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The same sources in double precision (real = double), for the finite-difference gradient check.
+build/obj64/%.o: src/%.c $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DMYRIAD_F64 -c $< -o $@
+
+build/libmyriad_f64.a: $(LIB64_OBJS)
+	@mkdir -p build
+	rm -f $@ && ar rcs $@ $^
 
 build/libmyriad.a: $(LIB_OBJS)
 	@mkdir -p build
@@ -31,6 +42,10 @@ bin/myriad: src/main.c build/libmyriad.a
 build/tests/%: tests/%.c tests/test.h build/libmyriad.a
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+
+build/tests/%_f64: tests/%_f64.c tests/test.h build/libmyriad_f64.a
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) -DMYRIAD_F64 -Itests $< build/libmyriad_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 tests: $(TEST_BINS)
 

@@ -1,0 +1,55 @@
+/* cpu_reduce.c: reductions whose result does not depend on the number of threads.
+ * Column sums over many rows use fixed row chunks: each chunk is summed in row order into
+ * its own partial, then the partials are added in chunk order. The chunking depends only on
+ * the shape, so --threads 1 and --threads 2 produce the same bits. */
+#include <stdlib.h>
+
+#include "kernels/cpu_reduce.h"
+#include "kernels/kernels.h"
+
+enum { ROWS_PER_CHUNK = 64 };
+
+void column_sums_accumulate(real *acc, const real *x, int N, int C) {
+    int chunks = (N + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
+    real *partial = malloc((size_t)chunks * C * sizeof(real));
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < chunks; ch++) {
+        real *p = partial + (size_t)ch * C;
+        for (int c = 0; c < C; c++) p[c] = 0;
+        int end = (ch + 1) * ROWS_PER_CHUNK < N ? (ch + 1) * ROWS_PER_CHUNK : N;
+        for (int n = ch * ROWS_PER_CHUNK; n < end; n++) {
+            const real *row = x + (size_t)n * C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) p[c] += row[c];
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        real s = 0;
+        for (int ch = 0; ch < chunks; ch++) s += partial[(size_t)ch * C + c];
+        acc[c] += s;
+    }
+    free(partial);
+}
+
+double sum_squares(const real *x, size_t n) {
+    enum { CHUNK = 1 << 14 };
+    size_t chunks = (n + CHUNK - 1) / CHUNK;
+    double *partial = malloc((chunks ? chunks : 1) * sizeof(double));
+#pragma omp parallel for schedule(static)
+    for (size_t ch = 0; ch < chunks; ch++) {
+        size_t end = (ch + 1) * CHUNK < n ? (ch + 1) * CHUNK : n;
+        double s = 0;
+        for (size_t i = ch * CHUNK; i < end; i++) s += (double)x[i] * x[i];
+        partial[ch] = s;
+    }
+    double total = 0;
+    for (size_t ch = 0; ch < chunks; ch++) total += partial[ch];
+    free(partial);
+    return total;
+}
+
+void scale_inplace(real *x, real s, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

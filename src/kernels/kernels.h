@@ -1,0 +1,84 @@
+/* kernels.h: the compute boundary between the model and a backend.
+ * The model (src/model/) calls only these functions, on flat row-major buffers that live in
+ * the backend's memory. This file's CPU implementation is src/kernels/cpu_*.c (OpenBLAS +
+ * OpenMP); a CUDA backend implements the same declarations in its own files and is chosen
+ * at link time. Conventions:
+ *   - N rows of activations (N = B*T tokens), C channels; weights are [out, in] (nn.Linear).
+ *   - *_backward functions ACCUMULATE (+=) into parameter gradients, so gradient
+ *     accumulation over micro-batches needs no extra pass; input gradients are written
+ *     (=) unless the argument says otherwise.
+ *   - Every reduction has a fixed order independent of the thread count, so results are
+ *     bit-identical for any --threads. */
+#ifndef MYRIAD_KERNELS_KERNELS_H
+#define MYRIAD_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/real.h"
+
+/* ---- memory and threads ---- */
+real *dev_alloc(size_t count);     /* zeroed; dies on out-of-memory with the size asked */
+void dev_free(real *p);
+void dev_zero(real *p, size_t count);
+void kernels_set_threads(int threads); /* OpenMP and BLAS threads */
+int kernels_threads(void);
+
+/* ---- linear layer: out[N,OC] = inp[N,IC] @ w[OC,IC]^T + bias ---- */
+void matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC);
+/* dinp (= or += when accumulate_dinp) dout @ w; dw += dout^T @ inp; dbias += colsum(dout).
+ * dbias may be NULL. */
+void matmul_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp, const real *w,
+                     int N, int IC, int OC, int accumulate_dinp);
+
+/* ---- normalisation (mean/rstd are saved per row for backward) ---- */
+void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
+                       int N, int C, real eps);
+/* dinp += ..., dw += ..., db += ... */
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, int N, int C);
+void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *w, int N, int C, real eps);
+void rmsnorm_backward(real *dinp, real *dw, const real *dout, const real *inp, const real *w, const real *rstd,
+                      int N, int C);
+
+/* ---- pointwise ---- */
+void gelu_forward(real *out, const real *inp, size_t n);             /* tanh approximation */
+void gelu_backward(real *dinp, const real *inp, const real *dout, size_t n); /* dinp = ... */
+/* inp rows are [gate (F) | up (F)]: out = silu(gate) * up, out is [N, F]. */
+void swiglu_forward(real *out, const real *inp, int N, int F);
+void swiglu_backward(real *dinp, const real *inp, const real *dout, int N, int F);
+void residual_forward(real *out, const real *a, const real *b, size_t n); /* out = a + b */
+void add_inplace(real *acc, const real *x, size_t n);                    /* acc += x */
+
+/* ---- embeddings ---- */
+/* out[n] = tok[tokens[n]] (+ pos[n % T] when pos != NULL) */
+void embedding_forward(real *out, const int32_t *tokens, const real *tok, const real *pos, int N, int T, int C);
+/* dtok[tokens[n]] += dout[n]; dpos[n % T] += dout[n] (when dpos != NULL); deterministic order. */
+void embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C);
+
+/* ---- rotary embeddings (rotate-half), applied in place to the q and k heads of each row.
+ * qkv rows have `stride` values; q = heads*hd at offset 0, k = kv_heads*hd right after.
+ * cos/sin tables are [max_seq, hd/2]; row n has position n % T. inverse=1 rotates back
+ * (this is the backward of the rotation). */
+void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta);
+void rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
+                int stride, int inverse);
+
+/* ---- causal self-attention over qkv rows [q (H*hd) | k (KV*hd) | v (KV*hd)] ----
+ * out [N, H*hd]; att [B, H, T, T] holds the softmax probabilities (saved for backward). */
+void attention_forward(real *out, real *att, const real *qkv, int B, int T, int H, int KV, int hd);
+/* dqkv = gradient w.r.t. qkv (written), from dout and saved att. */
+void attention_backward(real *dqkv, const real *dout, const real *qkv, const real *att, int B, int T, int H, int KV,
+                        int hd);
+
+/* ---- softmax + cross-entropy, fused ----
+ * losses[n] = -log softmax(logits[n])[targets[n]]; returns the mean over n (double).
+ * With want_grad, logits are overwritten by dloss/dlogits for the mean loss times grad_scale. */
+double cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
+                                      int want_grad, double grad_scale);
+
+/* ---- deterministic reductions ---- */
+double sum_squares(const real *x, size_t n); /* fixed-order, double accumulation */
+void scale_inplace(real *x, real s, size_t n);
+
+#endif

@@ -1,0 +1,59 @@
+/* model.h: one decoder-only transformer (GPT-2 or Llama family): parameters, gradients and
+ * activations in flat allocations, and the forward/backward pass over them (llm.c-style).
+ * The model calls only src/kernels/kernels.h, so a different backend does not touch it. */
+#ifndef MYRIAD_MODEL_MODEL_H
+#define MYRIAD_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "model/params.h"
+
+typedef struct {
+    /* per layer (arrays of pointers into acts) */
+    real **res_in, **norm1, **norm1_mean, **norm1_rstd, **qkv, **att, **attn_y, **res_mid;
+    real **norm2, **norm2_mean, **norm2_rstd, **fc, **act;
+    real *res_out, *normf, *normf_mean, *normf_rstd, *logits, *losses;
+} Activations;
+
+typedef struct {
+    real *d_res, *d_norm, *d_qkv, *d_attn_y, *d_fc, *d_act;
+} GradScratch;
+
+typedef struct {
+    ModelConfig cfg;
+    ParamTable table;
+    real *params, *grads;
+    ModelTensors p, g;
+    real *rope_cos, *rope_sin; /* Llama only */
+    /* activations, sized for B x T on first use */
+    int B, T;
+    real *acts_mem, *scratch_mem;
+    size_t acts_count, scratch_count;
+    Activations a;
+    GradScratch s;
+    int32_t *tokens, *targets;
+    int have_grad_logits; /* last forward prepared dlogits for backward */
+} Model;
+
+/* Allocate parameters and gradients (zeroed) for a validated config. */
+int model_create(Model *m, const ModelConfig *cfg);
+void model_destroy(Model *m);
+/* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
+ * biases 0, norm weights 1. Depends only on (seed, config). */
+void model_init_weights(Model *m, uint64_t seed);
+/* Forward over x[B*T] (positions 0..T-1 per row). With targets, returns the mean cross-entropy
+ * (else 0 and logits stay in m->a.logits). With grad_scale > 0, also prepares backward: the
+ * logits buffer becomes d(grad_scale * mean loss)/dlogits. */
+double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, int T, double grad_scale);
+/* Accumulate parameter gradients (+=) for the last forward (which must have had grad_scale > 0). */
+void model_backward(Model *m);
+void model_zero_grad(Model *m);
+size_t model_num_params(const Model *m);
+/* Training FLOPs per token: 6 x (matmul parameters) + causal attention 6 x L x T x C (fwd+bwd). */
+double model_flops_per_token(const ModelConfig *c, int T);
+/* Elements of stored activations for B x T (what the forward keeps for backward). */
+size_t model_activation_count(const ModelConfig *c, int B, int T);
+
+#endif

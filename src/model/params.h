@@ -1,0 +1,54 @@
+/* params.h: the parameter table of a model — every tensor's name, shape and place in the one
+ * flat allocation that holds all parameters (and, with the same offsets, all gradients).
+ * Internal layout, shared by both families:
+ *   tok_emb [V,C]; pos_emb [S,C] (GPT-2 only);
+ *   per layer: norm1_w [C], norm1_b [C] (GPT-2), qkv_w [(H+2KV)*hd, C] (rows q | k | v),
+ *   qkv_b (GPT-2), attn_out_w [C, C], attn_out_b (GPT-2), norm2_w, norm2_b (GPT-2),
+ *   fc_w [F, C] (GPT-2) or [2F, C] (Llama: rows gate | up), fc_b (GPT-2),
+ *   mlp_out_w [C, F], mlp_out_b (GPT-2);
+ *   normf_w [C], normf_b (GPT-2); lm_head [V, C] when not tied to tok_emb.
+ * Weights are [out, in] like nn.Linear. Hugging Face names are mapped in hf_weights.c. */
+#ifndef MYRIAD_MODEL_PARAMS_H
+#define MYRIAD_MODEL_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/real.h"
+#include "model/config.h"
+
+typedef struct {
+    char name[48];
+    int layer;      /* -1 for non-layer tensors */
+    int ndim;
+    int64_t shape[2];
+    size_t offset;  /* in elements, into the flat buffer */
+    size_t numel;
+    int decay;      /* AdamW weight decay applies (tensors with 2 or more dimensions) */
+} ParamInfo;
+
+typedef struct {
+    real *norm1_w, *norm1_b, *qkv_w, *qkv_b, *attn_out_w, *attn_out_b;
+    real *norm2_w, *norm2_b, *fc_w, *fc_b, *mlp_out_w, *mlp_out_b;
+} LayerTensors;
+
+typedef struct {
+    real *tok_emb, *pos_emb, *normf_w, *normf_b, *lm_head;
+    LayerTensors *layer; /* [layers] */
+} ModelTensors;
+
+typedef struct {
+    int count;
+    ParamInfo *info;
+    size_t total; /* elements */
+} ParamTable;
+
+/* Build the table for a (validated) config. */
+void param_table_build(ParamTable *t, const ModelConfig *c);
+void param_table_free(ParamTable *t);
+const ParamInfo *param_table_find(const ParamTable *t, const char *name);
+/* Point every tensor field at its place in `base` (params or grads); allocates m->layer. */
+void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base);
+void model_tensors_free(ModelTensors *m);
+
+#endif
