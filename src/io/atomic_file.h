@@ -1,0 +1,30 @@
+/* atomic_file.h: write a file so that readers see either the old contents or the complete
+ * new contents, never a torn mix. Bytes go to "<path>.tmp"; commit fsyncs it, renames it over
+ * <path> and fsyncs the directory. Any failure (or an abort) removes the temporary file and
+ * leaves an existing <path> untouched. Used by every writer of model and data files. */
+#ifndef MYRIAD_IO_ATOMIC_FILE_H
+#define MYRIAD_IO_ATOMIC_FILE_H
+
+#include <stddef.h>
+
+typedef struct {
+    int fd;          /* -1 once closed */
+    char *path;      /* final destination */
+    char *tmp_path;  /* "<path>.tmp" */
+    char *buf;       /* write-behind buffer (fewer syscalls for many small writes) */
+    size_t buf_used;
+    int failed;      /* a write failed: commit will refuse */
+    int created;     /* the temporary file exists and is ours to remove */
+} AtomicFile;
+
+/* Create "<path>.tmp" (truncating a stale one). -1 + myr_error on failure. */
+int atomic_open(AtomicFile *a, const char *path);
+/* Append bytes. On failure records the error, marks the file failed and returns -1. */
+int atomic_write(AtomicFile *a, const void *data, size_t n);
+/* Flush, fsync, rename over the destination, fsync the directory, free. On failure the
+ * temporary file is removed, the destination is untouched and -1 is returned. */
+int atomic_commit(AtomicFile *a);
+/* Drop the temporary file and free (safe after a failed write). */
+void atomic_abort(AtomicFile *a);
+
+#endif

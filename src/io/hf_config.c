@@ -1,0 +1,266 @@
+/* hf_config.c: read/write Hugging Face config.json for the gpt2 and llama families. */
+#include "io/hf_config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/atomic_file.h"
+#include "util/error.h"
+
+/* ---------- reading ---------- */
+
+typedef struct {
+    const cJSON *root;
+    const char *src;
+} Reader;
+
+/* Integer key: required unless `fallback` is given (has_fallback). JSON null counts as absent. */
+static int get_int(const Reader *r, const char *key, int has_fallback, int fallback, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (has_fallback) {
+            *out = fallback;
+            return 0;
+        }
+        return myr_error("%s: missing required key \"%s\" (is this a complete Hugging Face config.json?)", r->src, key);
+    }
+    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!(d == floor(d)) || d < INT_MIN || d > INT_MAX)
+        return myr_error("%s: \"%s\" must be an integer", r->src, key);
+    *out = (int)d;
+    return 0;
+}
+
+static int get_float(const Reader *r, const char *key, double fallback, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = (float)fallback;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > 3e38)
+        return myr_error("%s: \"%s\" must be a finite number", r->src, key);
+    *out = (float)v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const Reader *r, const char *key, int fallback, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = fallback;
+        return 0;
+    }
+    if (!cJSON_IsBool(v)) return myr_error("%s: \"%s\" must be true or false", r->src, key);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* A string key that must equal one of the accepted values when present (null = absent). */
+static int expect_string(const Reader *r, const char *key, const char *const *accepted, const char *why) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (cJSON_IsString(v))
+        for (int i = 0; accepted[i]; i++)
+            if (!strcmp(v->valuestring, accepted[i])) return 0;
+    return myr_error("%s: \"%s\" = %.40s is not supported (%s)", r->src, key,
+                     cJSON_IsString(v) ? v->valuestring : "(not a string)", why);
+}
+
+/* A key that must be absent, null or false (a feature we do not implement). */
+static int expect_off(const Reader *r, const char *key, const char *why) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return 0;
+    return myr_error("%s: \"%s\" is set but not supported (%s)", r->src, key, why);
+}
+
+static int read_gpt2(const Reader *r, ModelConfig *c) {
+    static const char *const gelu_tanh[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    model_config_defaults(c, ARCH_GPT2);
+    if (get_int(r, "n_layer", 0, 0, &c->layers) || get_int(r, "n_embd", 0, 0, &c->hidden) ||
+        get_int(r, "n_head", 0, 0, &c->heads) || get_int(r, "vocab_size", 0, 0, &c->vocab) ||
+        get_int(r, "n_positions", 0, 0, &c->max_seq))
+        return -1;
+    /* n_inner: null or absent means 4 * n_embd (transformers' GPT2MLP) */
+    long long inner4 = 4LL * c->hidden;
+    if (get_int(r, "n_inner", 1, inner4 > INT_MAX ? INT_MAX : (int)inner4, &c->ffn)) return -1;
+    if (get_float(r, "layer_norm_epsilon", 1e-5, &c->norm_eps)) return -1;
+    if (get_bool(r, "tie_word_embeddings", 1, &c->tied_embeddings)) return -1;
+    c->kv_heads = c->heads;
+    c->rope_theta = 0.0f;
+    if (expect_string(r, "activation_function", gelu_tanh, "myriad's GPT-2 uses the tanh GELU, \"gelu_new\"") ||
+        expect_off(r, "scale_attn_by_inverse_layer_idx", "attention is scaled by 1/sqrt(head_dim) only") ||
+        expect_off(r, "add_cross_attention", "decoder-only models only"))
+        return -1;
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(r->root, "scale_attn_weights");
+    if (scale && cJSON_IsFalse(scale))
+        return myr_error("%s: \"scale_attn_weights\": false is not supported (attention is always scaled)", r->src);
+    return 0;
+}
+
+static int read_llama(const Reader *r, ModelConfig *c) {
+    static const char *const silu[] = {"silu", NULL};
+    model_config_defaults(c, ARCH_LLAMA);
+    if (get_int(r, "num_hidden_layers", 0, 0, &c->layers) || get_int(r, "hidden_size", 0, 0, &c->hidden) ||
+        get_int(r, "num_attention_heads", 0, 0, &c->heads) || get_int(r, "intermediate_size", 0, 0, &c->ffn) ||
+        get_int(r, "vocab_size", 0, 0, &c->vocab) || get_int(r, "max_position_embeddings", 0, 0, &c->max_seq))
+        return -1;
+    if (get_int(r, "num_key_value_heads", 1, c->heads, &c->kv_heads)) return -1;
+    /* rms_norm_eps: LlamaConfig's default is 1e-6 */
+    if (get_float(r, "rms_norm_eps", 1e-6, &c->norm_eps) || get_float(r, "rope_theta", 10000.0, &c->rope_theta) ||
+        get_bool(r, "tie_word_embeddings", 0, &c->tied_embeddings))
+        return -1;
+    if (!(c->rope_theta > 0)) return myr_error("%s: \"rope_theta\" must be positive", r->src);
+    if (expect_string(r, "hidden_act", silu, "Llama's MLP is SwiGLU with silu") ||
+        expect_off(r, "rope_scaling", "only plain rotary embeddings with rope_theta are implemented") ||
+        expect_off(r, "attention_bias", "Llama projections have no biases here") ||
+        expect_off(r, "mlp_bias", "Llama projections have no biases here"))
+        return -1;
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
+    if (hd && !cJSON_IsNull(hd) && c->heads > 0 &&
+        (!cJSON_IsNumber(hd) || hd->valuedouble != (double)c->hidden / c->heads))
+        return myr_error("%s: \"head_dim\" must equal hidden_size / num_attention_heads (%d)", r->src,
+                         c->heads ? c->hidden / c->heads : 0);
+    return 0;
+}
+
+int hf_config_parse(const char *text, size_t len, const char *src, ModelConfig *c) {
+    memset(c, 0, sizeof *c);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) return myr_error("%s: not valid JSON (error near byte %td)", src, end ? end - text : (ptrdiff_t)0);
+    int rc = 0;
+    for (const char *p = end; p < text + len && !rc; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            rc = myr_error("%s: unexpected text after the JSON object (byte %td)", src, p - text);
+    Reader r = {root, src};
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (rc) {
+    } else if (!cJSON_IsObject(root)) {
+        rc = myr_error("%s: expected a JSON object (a Hugging Face config.json)", src);
+    } else if (!mt) {
+        rc = myr_error("%s: missing required key \"model_type\" (supported: gpt2, llama)", src);
+    } else if (!cJSON_IsString(mt)) {
+        rc = myr_error("%s: \"model_type\" must be a string (supported: gpt2, llama)", src);
+    } else if (!strcmp(mt->valuestring, "gpt2")) {
+        rc = read_gpt2(&r, c);
+    } else if (!strcmp(mt->valuestring, "llama")) {
+        rc = read_llama(&r, c);
+    } else {
+        rc = myr_error("%s: unknown model_type '%.60s' (supported: gpt2, llama)", src, mt->valuestring);
+    }
+    cJSON_Delete(root);
+    if (!rc && model_config_validate(c)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", myr_last_error());
+        rc = myr_error("%s: %s", src, why);
+    }
+    return rc;
+}
+
+int hf_config_read(const char *path, ModelConfig *c) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return myr_error("cannot open %s: %s (expected a Hugging Face config.json)", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, fp)) > 0;) {
+        len += got;
+        if (len == cap) {
+            if (cap >= (64u << 20)) { /* a config.json is a few KB; refuse to slurp something huge */
+                free(buf);
+                fclose(fp);
+                return myr_error("%s is larger than 64 MB; not a config.json", path);
+            }
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) free(buf);
+            buf = bigger;
+        }
+    }
+    int err = ferror(fp);
+    fclose(fp);
+    if (!buf) return myr_error("out of memory reading %s", path);
+    if (err) {
+        free(buf);
+        return myr_error("cannot read %s", path);
+    }
+    int rc = hf_config_parse(buf, len, path, c);
+    free(buf);
+    return rc;
+}
+
+/* ---------- writing ---------- */
+
+/* Shortest decimal that reads back as the same float, as a raw JSON number (e.g. 1e-05). */
+static cJSON *float_number(float v) {
+    char s[48];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, (double)v);
+        if (strtof(s, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(s);
+}
+
+char *hf_config_to_json(const ModelConfig *c) {
+    if (model_config_validate(c)) return NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) {
+        myr_error("out of memory");
+        return NULL;
+    }
+    cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
+    if (c->arch == ARCH_GPT2) {
+        cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+        cJSON_AddStringToObject(root, "model_type", "gpt2");
+        cJSON_AddNumberToObject(root, "n_layer", c->layers);
+        cJSON_AddNumberToObject(root, "n_embd", c->hidden);
+        cJSON_AddNumberToObject(root, "n_head", c->heads);
+        cJSON_AddNumberToObject(root, "n_inner", c->ffn);
+        cJSON_AddNumberToObject(root, "vocab_size", c->vocab);
+        cJSON_AddNumberToObject(root, "n_positions", c->max_seq);
+        cJSON_AddNumberToObject(root, "n_ctx", c->max_seq); /* older transformers read n_ctx */
+        cJSON_AddItemToObject(root, "layer_norm_epsilon", float_number(c->norm_eps));
+        cJSON_AddStringToObject(root, "activation_function", "gelu_new");
+        /* myriad trains without dropout; say so, or transformers would apply its 0.1 defaults */
+        cJSON_AddNumberToObject(root, "attn_pdrop", 0);
+        cJSON_AddNumberToObject(root, "embd_pdrop", 0);
+        cJSON_AddNumberToObject(root, "resid_pdrop", 0);
+    } else {
+        cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+        cJSON_AddStringToObject(root, "model_type", "llama");
+        cJSON_AddNumberToObject(root, "num_hidden_layers", c->layers);
+        cJSON_AddNumberToObject(root, "hidden_size", c->hidden);
+        cJSON_AddNumberToObject(root, "num_attention_heads", c->heads);
+        cJSON_AddNumberToObject(root, "num_key_value_heads", c->kv_heads);
+        cJSON_AddNumberToObject(root, "intermediate_size", c->ffn);
+        cJSON_AddNumberToObject(root, "vocab_size", c->vocab);
+        cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_seq);
+        cJSON_AddItemToObject(root, "rms_norm_eps", float_number(c->norm_eps));
+        cJSON_AddItemToObject(root, "rope_theta", float_number(c->rope_theta));
+        cJSON_AddStringToObject(root, "hidden_act", "silu");
+        cJSON_AddFalseToObject(root, "attention_bias");
+        cJSON_AddNullToObject(root, "rope_scaling");
+    }
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tied_embeddings != 0);
+    cJSON_AddStringToObject(root, "torch_dtype", "float32");
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) myr_error("out of memory");
+    return text;
+}
+
+int hf_config_write(const char *path, const ModelConfig *c) {
+    char *text = hf_config_to_json(c);
+    if (!text) return -1;
+    AtomicFile a;
+    int rc = atomic_open(&a, path);
+    if (!rc) {
+        rc = atomic_write(&a, text, strlen(text));
+        if (!rc) rc = atomic_write(&a, "\n", 1);
+        rc = rc ? (atomic_abort(&a), -1) : atomic_commit(&a);
+    }
+    free(text);
+    return rc;
+}
