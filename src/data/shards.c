@@ -38,11 +38,15 @@ struct TokenData {
 /* ---------- header ---------- */
 
 int shards_parse_header(const uint8_t *buf, size_t len, const char *name, int *token_bytes, uint64_t *count) {
+    int32_t h[3] = {0, 0, 0};
+    memcpy(h, buf, len < sizeof h ? len : sizeof h);
+    /* a wrong magic says more than "too short" about, say, a text file passed as --data */
+    if (len >= 4 && h[0] != SHARD_MAGIC_V1 && h[0] != SHARD_MAGIC_V7)
+        return myr_error("shard %s: wrong magic %d (expected %d or %d): not an llm.c token shard (make one with "
+                         "myriad data prepare)", name, h[0], SHARD_MAGIC_V1, SHARD_MAGIC_V7);
     if (len < SHARD_HEADER_BYTES)
         return myr_error("shard %s is truncated: %zu bytes, shorter than the %d-byte llm.c header (regenerate it with "
                          "myriad data prepare)", name, len, SHARD_HEADER_BYTES);
-    int32_t h[3];
-    memcpy(h, buf, sizeof h);
     int width;
     if (h[0] == SHARD_MAGIC_V1) {
         if (h[1] != 1)
