@@ -3,4 +3,3 @@
 #include "util/error.h"
 int cmd_train(int argc, char **argv) { myr_die("train: not built yet"); }
 int cmd_eval(int argc, char **argv) { myr_die("eval: not built yet"); }
-int cmd_data(int argc, char **argv) { myr_die("data: not built yet"); }

@@ -1,0 +1,323 @@
+/* data_cmd.c: `myriad data prepare` (text -> byte-level token shards) and `myriad data info`. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "data/shards.h"
+#include "util/args.h"
+#include "util/error.h"
+
+static const char prepare_usage[] =
+    "usage: myriad data prepare INPUT... --out DIR [--val-fraction F] [--version 1|7] [--shard-tokens N]\n"
+    "  Tokenizes text with a byte-level tokenizer (vocab 256: token = byte value) and writes llm.c\n"
+    "  shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a file or a directory\n"
+    "  (read recursively, sorted, hidden entries skipped); inputs are concatenated in order.\n"
+    "  --val-fraction F  the last F of the bytes become the validation split (default 0.1, 0 <= F < 1)\n"
+    "  --version 1|7     1: uint16 tokens (default), 7: uint32 tokens\n"
+    "  --shard-tokens N  at most N tokens per shard (default 100000000)\n"
+    "  Train on the result with --data 'DIR/train_*.bin' (a directory spec would also read val).\n";
+static const char info_usage[] =
+    "usage: myriad data info PATH\n"
+    "  Validates the shards PATH names (a file, a directory of *.bin or a glob) and prints each\n"
+    "  shard's version, token count and largest token, then the total.\n";
+
+/* ---------- input listing ---------- */
+
+typedef struct {
+    char **paths;
+    uint64_t *sizes;
+    int n, cap;
+} FileList;
+
+static int list_push(FileList *l, const char *path, uint64_t size) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **p = realloc(l->paths, l->cap * sizeof *p);
+        if (p) l->paths = p;
+        uint64_t *s = realloc(l->sizes, l->cap * sizeof *s);
+        if (s) l->sizes = s;
+        if (!p || !s) return myr_error("out of memory listing inputs");
+    }
+    if (!(l->paths[l->n] = strdup(path))) return myr_error("out of memory listing inputs");
+    l->sizes[l->n++] = size;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Is `path` inside directory `dir_real` (a realpath)? Keeps our own output out of the input. */
+static int inside(const char *path, const char *dir_real) {
+    if (!dir_real) return 0;
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return 0;
+    size_t n = strlen(dir_real);
+    return !strncmp(real, dir_real, n) && real[n] == '/';
+}
+
+static int add_input(FileList *l, const char *path, const char *skip_dir) {
+    struct stat st;
+    if (stat(path, &st)) return myr_error("cannot open input %s: %s (check the path)", path, strerror(errno));
+    if (S_ISREG(st.st_mode)) return inside(path, skip_dir) ? 0 : list_push(l, path, (uint64_t)st.st_size);
+    if (!S_ISDIR(st.st_mode)) return myr_error("input %s is neither a file nor a directory", path);
+    DIR *dir = opendir(path);
+    if (!dir) return myr_error("cannot list input directory %s: %s", path, strerror(errno));
+    char **names = NULL;
+    int n = 0, cap = 0, rc = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        if (e->d_name[0] == '.') continue; /* ., .., .git, editor droppings */
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **p = realloc(names, cap * sizeof *p);
+            if (!p) { rc = myr_error("out of memory listing %s", path); break; }
+            names = p;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = myr_error("out of memory listing %s", path); break; }
+        n++;
+    }
+    closedir(dir);
+    if (!rc) qsort(names, n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+        if (!rc) {
+            size_t len = strlen(path) + strlen(names[i]) + 2;
+            char *child = malloc(len);
+            if (!child) rc = myr_error("out of memory");
+            else {
+                snprintf(child, len, "%s/%s", path, names[i]);
+                struct stat cs;
+                /* recurse into directories and regular files only (no sockets, fifos, ...) */
+                if (stat(child, &cs) == 0 && (S_ISREG(cs.st_mode) || S_ISDIR(cs.st_mode)))
+                    rc = add_input(l, child, skip_dir);
+                free(child);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* ---------- streaming bytes into a split's shards ---------- */
+
+typedef struct {
+    const char *dir, *split; /* "train" / "val" */
+    int version;
+    uint64_t total, per_shard, done;
+    int shard, open;
+    ShardWriter w;
+} SplitWriter;
+
+static void shard_name(char *buf, size_t len, const char *dir, const char *split, int i) {
+    snprintf(buf, len, "%s/%s_%06d.bin", dir, split, i);
+}
+
+static int split_open_next(SplitWriter *s) {
+    char path[PATH_MAX];
+    shard_name(path, sizeof path, s->dir, s->split, s->shard);
+    uint64_t left = s->total - s->done, n = left < s->per_shard ? left : s->per_shard;
+    if (shard_writer_open(&s->w, path, s->version, n)) return -1;
+    s->open = 1;
+    return 0;
+}
+
+static int split_close(SplitWriter *s) {
+    s->open = 0;
+    if (shard_writer_commit(&s->w)) return -1;
+    s->shard++;
+    return 0;
+}
+
+static int split_feed(SplitWriter *s, const uint8_t *bytes, uint64_t n) {
+    while (n > 0) {
+        if (!s->open && split_open_next(s)) return -1;
+        uint64_t room = s->w.expected - s->w.written, take = n < room ? n : room;
+        if (shard_writer_append_bytes(&s->w, bytes, take)) return -1;
+        s->done += take;
+        bytes += take;
+        n -= take;
+        if (s->w.written == s->w.expected && split_close(s)) return -1;
+    }
+    return 0;
+}
+
+/* Close out the split: an empty split still writes its one empty shard. */
+static int split_finish(SplitWriter *s) {
+    if (s->done != s->total) return myr_error("internal: %s split short by %" PRIu64 " tokens", s->split,
+                                              s->total - s->done);
+    if (s->shard == 0 && !s->open && split_open_next(s)) return -1;
+    if (s->open && split_close(s)) return -1;
+    return 0;
+}
+
+/* Remove <split>_NNNNNN.bin files numbered >= keep, left by an earlier, larger run; otherwise
+ * a later `--data DIR/train_*.bin` would silently read stale shards. Returns how many. */
+static int remove_stale(const char *dir, const char *split, int keep) {
+    int removed = 0;
+    for (int i = keep;; i++) {
+        char path[PATH_MAX];
+        shard_name(path, sizeof path, dir, split, i);
+        if (unlink(path)) break;
+        removed++;
+    }
+    return removed;
+}
+
+static int mkdir_p(const char *dir) {
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return myr_error("--out path too long");
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || !*p) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST)
+                return myr_error("cannot create directory %s: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return myr_error("--out %s is not a directory", dir);
+    return 0;
+}
+
+static int prepare(int argc, char **argv) {
+    const char *out = NULL;
+    double val_fraction = 0.1;
+    int version = 1;
+    long long shard_tokens = 100000000;
+    const char **inputs = calloc(argc, sizeof *inputs);
+    int n_inputs = 0;
+    if (!inputs) myr_die("out of memory");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(prepare_usage, stdout);
+            free(inputs);
+            return 0;
+        } else if (!strcmp(argv[i], "--out")) out = args_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--val-fraction")) val_fraction = args_next_double(argc, argv, &i);
+        else if (!strcmp(argv[i], "--version")) version = args_next_int(argc, argv, &i);
+        else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = args_next_i64(argc, argv, &i);
+        else if (argv[i][0] == '-' && argv[i][1]) myr_die("data prepare: unknown option %s (see --help)", argv[i]);
+        else inputs[n_inputs++] = argv[i];
+    }
+    if (!out) myr_die("data prepare: --out DIR is required (see --help)");
+    if (n_inputs == 0) myr_die("data prepare: give at least one input text file or directory (see --help)");
+    if (!(val_fraction >= 0 && val_fraction < 1)) myr_die("--val-fraction must be in [0, 1), got %g", val_fraction);
+    if (version != 1 && version != 7) myr_die("--version must be 1 (uint16 tokens) or 7 (uint32 tokens)");
+    if (shard_tokens < 1 || shard_tokens > INT32_MAX) myr_die("--shard-tokens must be in [1, %d]", INT32_MAX);
+    if (mkdir_p(out)) myr_die_last();
+
+    char out_real[PATH_MAX];
+    const char *skip = realpath(out, out_real) ? out_real : NULL;
+    FileList files = {0};
+    for (int i = 0; i < n_inputs; i++)
+        if (add_input(&files, inputs[i], skip)) myr_die_last();
+    if (files.n == 0) myr_die("data prepare: the inputs contain no files");
+    uint64_t total = 0;
+    for (int i = 0; i < files.n; i++) total += files.sizes[i];
+    uint64_t n_val = (uint64_t)((long double)total * val_fraction);
+    SplitWriter train = {.dir = out, .split = "train", .version = version, .total = total - n_val,
+                         .per_shard = (uint64_t)shard_tokens};
+    SplitWriter val = {.dir = out, .split = "val", .version = version, .total = n_val, .per_shard = (uint64_t)shard_tokens};
+
+    enum { CHUNK = 1 << 20 };
+    uint8_t *buf = malloc(CHUNK);
+    if (!buf) myr_die("out of memory");
+    int rc = 0;
+    for (int i = 0; i < files.n && !rc; i++) {
+        FILE *fp = fopen(files.paths[i], "rb");
+        if (!fp) {
+            rc = myr_error("cannot open input %s: %s", files.paths[i], strerror(errno));
+            break;
+        }
+        uint64_t got_total = 0;
+        for (size_t got; !rc && (got = fread(buf, 1, CHUNK, fp)) > 0;) {
+            got_total += got;
+            if (got_total > files.sizes[i]) break;
+            /* bytes go to train until its share is full, the rest to val */
+            uint64_t to_train = train.total - train.done;
+            if (to_train > got) to_train = got;
+            rc = split_feed(&train, buf, to_train);
+            if (!rc) rc = split_feed(&val, buf + to_train, got - to_train);
+        }
+        if (!rc && ferror(fp)) rc = myr_error("reading %s failed", files.paths[i]);
+        if (!rc && got_total != files.sizes[i])
+            rc = myr_error("input %s changed size while being read (%" PRIu64 " bytes, expected %" PRIu64
+                           "); run again", files.paths[i], got_total, files.sizes[i]);
+        fclose(fp);
+    }
+    if (!rc) rc = split_finish(&train);
+    if (!rc) rc = split_finish(&val);
+    if (rc) {
+        if (train.open) shard_writer_abort(&train.w);
+        if (val.open) shard_writer_abort(&val.w);
+        myr_die_last();
+    }
+    int stale = remove_stale(out, "train", train.shard) + remove_stale(out, "val", val.shard);
+    printf("data prepare: %d input file%s, %" PRIu64 " bytes -> train %" PRIu64 " tokens in %d shard%s (%s/train_*.bin), "
+           "val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); byte-level vocab 256, version %d",
+           files.n, files.n == 1 ? "" : "s", total, train.total, train.shard, train.shard == 1 ? "" : "s", out,
+           val.total, val.shard, val.shard == 1 ? "" : "s", out, version);
+    if (stale) printf("; removed %d stale shard%s", stale, stale == 1 ? "" : "s");
+    printf("\n");
+    for (int i = 0; i < files.n; i++) free(files.paths[i]);
+    free(files.paths);
+    free(files.sizes);
+    free(buf);
+    free(inputs);
+    return 0;
+}
+
+static int info(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(info_usage, stdout);
+        return 0;
+    }
+    if (argc != 2) myr_die("data info: give exactly one PATH (a shard, a directory or a glob; see --help)");
+    TokenData *d;
+    if (tokens_open(argv[1], &d)) myr_die_last();
+    enum { CHUNK = 1 << 16 };
+    int32_t *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf) myr_die("out of memory");
+    uint64_t pos = 0;
+    for (int s = 0; s < tokens_num_shards(d); s++) {
+        uint64_t n = tokens_shard_count(d, s);
+        int32_t max = -1;
+        for (uint64_t done = 0; done < n;) {
+            uint64_t m = n - done < CHUNK ? n - done : CHUNK;
+            if (tokens_read(d, pos + done, m, buf)) myr_die_last();
+            for (uint64_t i = 0; i < m; i++)
+                if (buf[i] > max) max = buf[i];
+            done += m;
+        }
+        pos += n;
+        int v = tokens_shard_version(d, s);
+        printf("%s: version %d (%s tokens), %" PRIu64 " tokens", tokens_shard_path(d, s), v,
+               v == 1 ? "uint16" : "uint32", n);
+        if (n) printf(", max token %d", max);
+        printf("\n");
+    }
+    printf("total: %d shard%s, %" PRIu64 " tokens\n", tokens_num_shards(d), tokens_num_shards(d) == 1 ? "" : "s",
+           tokens_count(d));
+    free(buf);
+    tokens_close(d);
+    return 0;
+}
+
+int cmd_data(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs("usage: myriad data prepare|info ...   (myriad data prepare --help)\n", argc < 2 ? stderr : stdout);
+        fputs(prepare_usage, argc < 2 ? stderr : stdout);
+        fputs(info_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "prepare")) return prepare(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info")) return info(argc - 1, argv + 1);
+    myr_die("data: unknown subcommand '%s' (use prepare or info)", argv[1]);
+}
