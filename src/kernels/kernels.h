@@ -77,6 +77,9 @@ void attention_backward(real *dqkv, const real *dout, const real *qkv, const rea
 double cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
                                       int want_grad, double grad_scale);
 
+/* ---- measured matmul rate (FLOP/s) of an n x n x n GEMM, best of `reps` ---- */
+double kernels_measure_peak_flops(int n, int reps);
+
 /* ---- deterministic reductions ---- */
 double sum_squares(const real *x, size_t n); /* fixed-order, double accumulation */
 void scale_inplace(real *x, real s, size_t n);

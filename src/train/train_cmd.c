@@ -1,5 +1,149 @@
-/* train_cmd.c: `myriad train` (being built). */
+/* train_cmd.c: `myriad train`: builds the model, reads batches, steps the trainer, reports
+ * progress, evaluates, samples and saves. */
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
 #include "cli/commands.h"
+#include "data/loader.h"
+#include "kernels/kernels.h"
+#include "model/hf_weights.h"
+#include "train/evaluate.h"
+#include "train/progress.h"
+#include "train/train_options.h"
 #include "util/error.h"
-int cmd_train(int argc, char **argv) { myr_die("train: not built yet"); }
-int cmd_eval(int argc, char **argv) { myr_die("eval: not built yet"); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int glob_matches(const char *pattern) {
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    globfree(&g);
+    return n;
+}
+
+/* A directory made by `myriad data prepare` holds train_*.bin and val_*.bin: train on the
+ * first, validate on the second. Any other spec is used as given. */
+static void resolve_data(const TrainOptions *o, char *train, char *val, size_t n) {
+    struct stat st;
+    snprintf(train, n, "%s", o->data);
+    val[0] = 0;
+    if (o->val_data) snprintf(val, n, "%s", o->val_data);
+    if (stat(o->data, &st) || !S_ISDIR(st.st_mode)) return;
+    char pattern[4096];
+    snprintf(pattern, sizeof pattern, "%s/train_*.bin", o->data);
+    if (!glob_matches(pattern)) return;
+    snprintf(train, n, "%s", pattern);
+    snprintf(pattern, sizeof pattern, "%s/val_*.bin", o->data);
+    if (!o->val_data && glob_matches(pattern)) snprintf(val, n, "%s", pattern);
+}
+
+static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed) {
+    if (m->cfg.vocab != 256) {
+        fprintf(stderr, "(--sample prints text for the byte-level vocabulary (256) only)\n");
+        return;
+    }
+    int32_t prompt[64];
+    int plen = tokens_count(source) < 64 ? (int)tokens_count(source) : 64;
+    if (tokens_read(source, 0, (uint64_t)plen, prompt)) return;
+    int32_t *out = malloc((size_t)n * sizeof(int32_t));
+    sample_tokens(m, prompt, plen, n, seed, out);
+    printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
+    for (int i = 0; i < plen; i++) putchar(prompt[i]);
+    printf("\033[1m");
+    for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
+    printf("\033[0m\n---\n");
+    free(out);
+}
+
+int cmd_train(int argc, char **argv) {
+    TrainOptions o;
+    train_options_parse(&o, argc, argv);
+    if (o.threads) kernels_set_threads(o.threads);
+    else kernels_set_threads(kernels_threads());
+
+    /* model */
+    Model m;
+    if (o.init_dir) {
+        if (hf_load(o.init_dir, &m)) myr_die_last();
+    } else {
+        ModelConfig c;
+        train_options_model_config(&o, &c);
+        if (model_create(&m, &c)) myr_die_last();
+        model_init_weights(&m, o.seed);
+    }
+    if (o.seq > m.cfg.max_seq)
+        myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
+                m.cfg.max_seq);
+
+    /* data */
+    char train_spec[4096], val_spec[4096];
+    resolve_data(&o, train_spec, val_spec, sizeof train_spec);
+    TokenData *train = NULL, *val = NULL;
+    if (tokens_open(train_spec, &train)) myr_die_last();
+    if (val_spec[0] && tokens_open(val_spec, &val)) myr_die_last();
+    BatchLoader loader;
+    if (loader_init(&loader, train, o.batch, o.seq, o.shuffle, o.seed)) myr_die_last();
+    if (o.eval_every > 0 && !val) myr_die("--eval-every needs validation data: give --val-data PATH");
+
+    double peak = o.peak_tflops > 0 ? o.peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
+    double flops_per_step = model_flops_per_token(&m.cfg, o.seq) * o.batch * o.seq;
+    fprintf(stderr,
+            "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d: %.2fM parameters | "
+            "%llu training tokens, batch %d x %d | %d threads, peak %.1f GFLOP/s (%s)\n",
+            model_arch_name(m.cfg.arch), m.cfg.layers, m.cfg.hidden, m.cfg.heads, m.cfg.kv_heads, m.cfg.vocab,
+            model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq, kernels_threads(),
+            peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+
+    Trainer t;
+    trainer_create(&t, &m, &o.optim);
+    Progress progress;
+    progress_open(&progress, o.log_path, o.steps, o.print_every);
+    size_t n = (size_t)o.batch * o.seq;
+    int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
+    double last_val = NAN;
+    for (long s = 0; s < o.steps; s++) {
+        if (loader_batch(&loader, (uint64_t)s, 0, o.batch, x, y)) myr_die_last();
+        if (check_tokens(x, (int)n, m.cfg.vocab, "training", s) || check_tokens(y, (int)n, m.cfg.vocab, "training", s))
+            myr_die_last();
+        double t0 = now_s();
+        StepResult r = trainer_step(&t, x, y, o.batch, o.seq);
+        double dt = now_s() - t0;
+        StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
+                          .ms = dt * 1e3, .tokens_per_s = n / dt, .mfu = flops_per_step / dt / peak};
+        if (o.eval_every > 0 && ((s + 1) % o.eval_every == 0 || s + 1 == o.steps)) {
+            uint64_t toks;
+            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, &last_val, &toks)) myr_die_last();
+            rep.have_val = 1;
+            rep.val_loss = last_val;
+        }
+        progress_step(&progress, &rep);
+    }
+    progress_close(&progress);
+    if (val && o.eval_every == 0) {
+        uint64_t toks;
+        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, &last_val, &toks)) myr_die_last();
+    }
+    if (val) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
+    int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
+    if (sample > 0) print_sample(&m, val ? val : train, sample, o.seed);
+    if (o.save_dir) {
+        if (hf_save(o.save_dir, &m)) myr_die_last();
+        printf("saved %s/config.json and %s/model.safetensors\n", o.save_dir, o.save_dir);
+    }
+    free(x);
+    free(y);
+    loader_free(&loader);
+    tokens_close(train);
+    if (val) tokens_close(val);
+    trainer_destroy(&t);
+    model_destroy(&m);
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* cpu_peak.c: this machine's achievable matmul rate, measured (the denominator of MFU on CPU,
+ * where no datasheet peak applies). Best of a few square GEMMs at the current thread count. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double kernels_measure_peak_flops(int n, int reps) {
+    real *a = dev_alloc((size_t)n * n), *b = dev_alloc((size_t)n * n), *c = dev_alloc((size_t)n * n);
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        a[i] = (real)((i % 7) * 0.01);
+        b[i] = (real)((i % 5) * 0.02);
+    }
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) { /* first run warms caches and threads */
+        double t0 = now();
+        cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        double dt = now() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    dev_free(a);
+    dev_free(b);
+    dev_free(c);
+    return 2.0 * n * n * (double)n / best;
+}

@@ -1,0 +1,27 @@
+/* progress.h: what a training run reports: a live progress line on a terminal (or periodic
+ * lines in a log), and one JSON object per step in --log FILE.jsonl. */
+#ifndef MYRIAD_TRAIN_PROGRESS_H
+#define MYRIAD_TRAIN_PROGRESS_H
+
+#include <stdio.h>
+
+typedef struct {
+    long step, steps;
+    double loss, lr, grad_norm, ms, tokens_per_s, mfu;
+    int have_val;
+    double val_loss;
+} StepReport;
+
+typedef struct {
+    FILE *log;        /* --log, or NULL */
+    int tty;          /* stderr is a terminal: redraw one line */
+    long print_every; /* lines when not a terminal */
+    double elapsed_s; /* sum of step times, for the ETA */
+} Progress;
+
+/* Opens the log (truncating it); dies with the reason if it cannot be created. */
+void progress_open(Progress *p, const char *log_path, long steps, int print_every);
+void progress_step(Progress *p, const StepReport *r);
+void progress_close(Progress *p);
+
+#endif

@@ -1,0 +1,225 @@
+/* train_options.c: flag and config-file parsing for `myriad train`. */
+#include "train/train_options.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/hf_config.h"
+#include "model/presets.h"
+#include "util/args.h"
+#include "util/error.h"
+
+void train_usage(void) {
+    printf(
+        "usage: myriad train --data PATH --batch B --seq T --steps N [options]\n"
+        "model (one of):\n"
+        "  --init DIR              start from DIR/config.json + DIR/model.safetensors (Hugging Face layout)\n"
+        "  --preset NAME           %s\n"
+        "  --arch gpt2|llama --layers N --hidden N --heads N --kv-heads N --ffn N --vocab N [--max-seq N]\n"
+        "  --config FILE.json      flags as JSON keys ({\"batch\": 8, \"no-shuffle\": true, ...}) or a\n"
+        "                          Hugging Face config.json for the shape; command-line flags override it\n"
+        "data:\n"
+        "  --data PATH             llm.c token shards: a file, a directory or a glob; a directory made by\n"
+        "                          `myriad data prepare` trains on train_*.bin and evaluates on val_*.bin\n"
+        "  --val-data PATH         validation shards (default: DIR/val_*.bin, see above)\n"
+        "  --batch B --seq T       global batch in sequences, sequence length in tokens\n"
+        "  --steps N --seed N      steps to run; seed for init and the shuffle (default 1337)\n"
+        "  --no-shuffle            batch k = tokens [k*B*T, k*B*T + B*T + 1) of the concatenated shards\n"
+        "optimizer (AdamW as torch.optim.AdamW; decay only on tensors with >= 2 dims):\n"
+        "  --lr X (3e-4) --lr-schedule constant|cosine --warmup N (0) --min-lr X (0)\n"
+        "  --weight-decay X (0.1) --beta1 X (0.9) --beta2 X (0.95) --eps X (1e-8) --clip X (1.0; 0 = off)\n"
+        "output:\n"
+        "  --eval-every N [--eval-batches K]  validation loss every N steps (and at the end) over K batches\n"
+        "  --log FILE.jsonl        one JSON object per step: step, loss, lr, grad_norm, tokens_per_s, mfu, ms\n"
+        "  --save DIR              write the final model as DIR/config.json + DIR/model.safetensors\n"
+        "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
+        "  --threads N             compute threads (default: all cores); results do not depend on it\n"
+        "  --print-every N         progress lines when stderr is not a terminal\n"
+        "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n",
+        model_preset_names());
+}
+
+static void defaults(TrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    o->layers = o->hidden = o->heads = o->kv_heads = o->ffn = o->vocab = o->max_seq = -1;
+    o->batch = o->seq = -1;
+    o->steps = -1;
+    o->shuffle = 1;
+    o->seed = 1337;
+    optim_options_default(&o->optim);
+    o->eval_batches = 20;
+    o->sample_tokens = -1;
+    o->print_every = 0;
+    o->threads = 0;
+}
+
+/* Consume argv[*i] (and its value); returns 0 if the flag is unknown. */
+static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
+    const char *f = argv[*i];
+    OptimOptions *p = &o->optim;
+#define IS(name) (!strcmp(f, name))
+    if (IS("--init")) o->init_dir = args_value(argc, argv, i);
+    else if (IS("--preset")) o->preset = args_value(argc, argv, i);
+    else if (IS("--arch")) {
+        if (model_arch_parse(args_value(argc, argv, i), &o->arch)) myr_die_last();
+        o->arch_given = 1;
+    } else if (IS("--layers")) o->layers = args_next_int(argc, argv, i);
+    else if (IS("--hidden")) o->hidden = args_next_int(argc, argv, i);
+    else if (IS("--heads")) o->heads = args_next_int(argc, argv, i);
+    else if (IS("--kv-heads")) o->kv_heads = args_next_int(argc, argv, i);
+    else if (IS("--ffn")) o->ffn = args_next_int(argc, argv, i);
+    else if (IS("--vocab")) o->vocab = args_next_int(argc, argv, i);
+    else if (IS("--max-seq")) o->max_seq = args_next_int(argc, argv, i);
+    else if (IS("--data")) o->data = args_value(argc, argv, i);
+    else if (IS("--val-data")) o->val_data = args_value(argc, argv, i);
+    else if (IS("--batch")) o->batch = args_next_int(argc, argv, i);
+    else if (IS("--seq")) o->seq = args_next_int(argc, argv, i);
+    else if (IS("--steps")) o->steps = args_next_i64(argc, argv, i);
+    else if (IS("--seed")) o->seed = (uint64_t)args_next_i64(argc, argv, i);
+    else if (IS("--no-shuffle")) o->shuffle = 0;
+    else if (IS("--lr")) p->schedule.lr = args_next_double(argc, argv, i);
+    else if (IS("--lr-schedule")) {
+        if (lr_schedule_parse(args_value(argc, argv, i), &p->schedule.kind)) myr_die_last();
+    } else if (IS("--warmup")) p->schedule.warmup = args_next_i64(argc, argv, i);
+    else if (IS("--min-lr")) p->schedule.min_lr = args_next_double(argc, argv, i);
+    else if (IS("--weight-decay")) p->adam.weight_decay = args_next_double(argc, argv, i);
+    else if (IS("--beta1")) p->adam.beta1 = args_next_double(argc, argv, i);
+    else if (IS("--beta2")) p->adam.beta2 = args_next_double(argc, argv, i);
+    else if (IS("--eps")) p->adam.eps = args_next_double(argc, argv, i);
+    else if (IS("--clip")) p->clip = args_next_double(argc, argv, i);
+    else if (IS("--eval-every")) o->eval_every = args_next_int(argc, argv, i);
+    else if (IS("--eval-batches")) o->eval_batches = args_next_int(argc, argv, i);
+    else if (IS("--log")) o->log_path = args_value(argc, argv, i);
+    else if (IS("--save")) o->save_dir = args_value(argc, argv, i);
+    else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
+    else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
+    else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
+    else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
+    else return 0;
+#undef IS
+    return 1;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) myr_die("--config %s: cannot open (check the path)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) myr_die("--config %s: read failed", path);
+    buf[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* A flags file: every key becomes "--key value" (true booleans become "--key"). Strings are
+ * kept alive for the whole run (options point into them). */
+static void apply_config_file(TrainOptions *o, const char *path) {
+    size_t len;
+    char *text = read_file(path, &len);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root || !cJSON_IsObject(root)) {
+        const char *at = cJSON_GetErrorPtr();
+        int line = 1;
+        if (at) for (const char *c = text; c < at && *c; c++) line += *c == '\n';
+        myr_die("--config %s: malformed JSON near line %d (expected an object of flag names)", path, line);
+    }
+    if (cJSON_GetObjectItem(root, "model_type")) {
+        if (hf_config_parse(text, len, path, &o->hf_shape)) myr_die_last();
+        o->hf_shape_given = 1;
+        cJSON_Delete(root);
+        free(text);
+        return;
+    }
+    int n = cJSON_GetArraySize(root);
+    char **argv = calloc((size_t)2 * n + 1, sizeof(char *));
+    int argc = 0;
+    for (cJSON *it = root->child; it; it = it->next) {
+        char flag[128], value[64];
+        snprintf(flag, sizeof flag, "--%s", it->string);
+        if (cJSON_IsBool(it)) {
+            if (cJSON_IsTrue(it)) argv[argc++] = strdup(flag);
+            continue;
+        }
+        argv[argc++] = strdup(flag);
+        if (cJSON_IsString(it)) argv[argc++] = strdup(it->valuestring);
+        else if (cJSON_IsNumber(it)) {
+            double v = it->valuedouble;
+            if (v == (long long)v) snprintf(value, sizeof value, "%lld", (long long)v);
+            else snprintf(value, sizeof value, "%.17g", v);
+            argv[argc++] = strdup(value);
+        } else myr_die("--config %s: key \"%s\" must be a string, number or boolean", path, it->string);
+    }
+    for (int i = 0; i < argc; i++) {
+        if (!parse_flag(o, argc, argv, &i))
+            myr_die("--config %s: unknown key \"%s\" (keys are train flags without --)", path, argv[i] + 2);
+    }
+    cJSON_Delete(root);
+    free(text);
+}
+
+void train_options_parse(TrainOptions *o, int argc, char **argv) {
+    defaults(o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            train_usage();
+            exit(0);
+        }
+        if (!strcmp(argv[i], "--config")) apply_config_file(o, args_value(argc, argv, &i));
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) { i++; continue; }
+        if (!parse_flag(o, argc, argv, &i)) myr_die("train: unknown option '%s' (see myriad train --help)", argv[i]);
+    }
+    if (!o->data) myr_die("train: --data PATH is required (token shards; make some with `myriad data prepare`)");
+    if (o->batch <= 0) myr_die("train: --batch B (sequences per step, > 0) is required");
+    if (o->seq <= 0) myr_die("train: --seq T (tokens per sequence, > 0) is required");
+    if (o->steps < 0) myr_die("train: --steps N is required");
+    if (o->threads < 0) myr_die("--threads must be positive");
+    if (o->eval_every < 0 || o->eval_batches <= 0) myr_die("--eval-every must be >= 0 and --eval-batches > 0");
+    if (o->optim.schedule.lr < 0 || o->optim.schedule.min_lr < 0) myr_die("--lr and --min-lr must be >= 0");
+    if (o->optim.adam.beta1 < 0 || o->optim.adam.beta1 >= 1 || o->optim.adam.beta2 < 0 || o->optim.adam.beta2 >= 1)
+        myr_die("--beta1 and --beta2 must be in [0, 1)");
+    if (o->optim.adam.eps <= 0) myr_die("--eps must be positive");
+    if (o->optim.schedule.warmup < 0) myr_die("--warmup must be >= 0");
+    o->optim.schedule.steps = o->steps;
+    int shape_flags = o->arch_given || o->layers > 0 || o->hidden > 0 || o->heads > 0 || o->kv_heads > 0 ||
+                      o->ffn > 0 || o->vocab > 0;
+    if (o->init_dir && (shape_flags || o->preset || o->hf_shape_given))
+        myr_die("train: --init takes the shape from DIR/config.json; drop --preset and the shape flags");
+}
+
+void train_options_model_config(const TrainOptions *o, ModelConfig *c) {
+    if (o->hf_shape_given) *c = o->hf_shape;
+    else if (o->preset) {
+        if (model_preset(o->preset, c)) myr_die_last();
+    } else {
+        memset(c, 0, sizeof *c);
+        model_config_defaults(c, o->arch_given ? o->arch : ARCH_GPT2);
+        c->layers = c->hidden = c->heads = c->kv_heads = c->ffn = c->vocab = c->max_seq = 0;
+    }
+    if (o->arch_given && o->arch != c->arch) {
+        ModelConfig shape = *c;
+        model_config_defaults(c, o->arch);
+        c->layers = shape.layers; c->hidden = shape.hidden; c->heads = shape.heads; c->kv_heads = shape.kv_heads;
+        c->ffn = shape.ffn; c->vocab = shape.vocab; c->max_seq = shape.max_seq;
+    }
+    if (o->layers > 0) c->layers = o->layers;
+    if (o->hidden > 0) c->hidden = o->hidden;
+    if (o->heads > 0) c->heads = o->heads;
+    /* kv heads default to heads (plain multi-head attention) unless given or kept from a preset */
+    if (o->kv_heads > 0) c->kv_heads = o->kv_heads;
+    else if (c->arch == ARCH_GPT2 || o->heads > 0 || c->kv_heads <= 0) c->kv_heads = c->heads;
+    if (o->ffn > 0) c->ffn = o->ffn;
+    else if (c->ffn <= 0 && c->hidden > 0) c->ffn = 4 * c->hidden;
+    if (o->vocab > 0) c->vocab = o->vocab;
+    if (o->max_seq > 0) c->max_seq = o->max_seq;
+    else if (c->max_seq <= 0) c->max_seq = o->seq;
+    if (c->layers <= 0 || c->hidden <= 0 || c->heads <= 0 || c->vocab <= 0)
+        myr_die("train: no model shape: give --init DIR, --preset NAME, or --layers --hidden --heads --vocab");
+    if (model_config_validate(c)) myr_die_last();
+}

@@ -1,0 +1,40 @@
+/* train_options.h: the options of `myriad train`, parsed from an optional JSON config file
+ * (--config: keys are flag names without "--"; or a Hugging Face config.json for the shape)
+ * and then the command line, which overrides the file. */
+#ifndef MYRIAD_TRAIN_TRAIN_OPTIONS_H
+#define MYRIAD_TRAIN_TRAIN_OPTIONS_H
+
+#include <stdint.h>
+
+#include "model/config.h"
+#include "train/trainer.h"
+
+typedef struct {
+    /* model: --init DIR, else --preset NAME and/or shape flags (-1 = not given) */
+    const char *init_dir, *preset;
+    int arch_given;
+    ModelArch arch;
+    int layers, hidden, heads, kv_heads, ffn, vocab, max_seq;
+    int hf_shape_given; /* --config was a Hugging Face config.json */
+    ModelConfig hf_shape;
+    /* data */
+    const char *data, *val_data;
+    int batch, seq;
+    long steps;
+    int shuffle;
+    uint64_t seed;
+    /* optimisation */
+    OptimOptions optim;
+    /* evaluation, logging, output */
+    int eval_every, eval_batches, sample_tokens, print_every, threads;
+    const char *log_path, *save_dir;
+    double peak_tflops; /* 0: measure */
+} TrainOptions;
+
+/* Parse argv (argv[0] = "train"); dies with a one-line message on bad input. */
+void train_options_parse(TrainOptions *o, int argc, char **argv);
+/* The model shape these options describe (not for --init). Dies with the reason if invalid. */
+void train_options_model_config(const TrainOptions *o, ModelConfig *c);
+void train_usage(void);
+
+#endif
