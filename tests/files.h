@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fresh scratch directory under /tmp (removed by tmpdir_remove). */
@@ -26,10 +27,13 @@ static inline void tmpdir_remove(const char *dir) {
 }
 
 static inline char *path_in(const char *dir, const char *name) {
-    static char bufs[8][512];
+    static char bufs[8][1024];
     static int next;
     char *p = bufs[next++ % 8];
-    snprintf(p, 512, "%s/%s", dir, name);
+    if (snprintf(p, sizeof bufs[0], "%s/%s", dir, name) >= (int)sizeof bufs[0]) {
+        fprintf(stderr, "path too long: %s/%s\n", dir, name);
+        exit(1);
+    }
     return p;
 }
 
