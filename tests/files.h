@@ -66,10 +66,14 @@ static inline int file_exists(const char *path) { return access(path, F_OK) == 0
 /* One line: non-empty, no newline. */
 static inline int one_line(const char *msg) { return msg[0] && !strchr(msg, '\n'); }
 
-/* Is /usr/bin/python3 with the given modules (space separated imports) available? */
+/* Is /usr/bin/python3 with the given modules (comma separated) installed? Looks the modules
+ * up without importing them (importing torch takes seconds). */
 static inline int python_has(const char *modules) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import %s' >/dev/null 2>&1", modules);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import importlib.util as u, sys; "
+             "sys.exit(any(u.find_spec(m.strip()) is None for m in \"%s\".split(\",\")))' >/dev/null 2>&1",
+             modules);
     return system(cmd) == 0;
 }
 
