@@ -232,30 +232,33 @@ static void test_python_written_file(void) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/py/safetensors_oracle.py write %s >/dev/null", dir);
     CHECK(system(cmd) == 0, "python writer ran");
-    StFile f;
-    CHECK(st_open(path_in(dir, "py.safetensors"), &f) == 0, "open: %s", myr_last_error());
-    if (f.n != 7) { CHECK(0, "n = %d", f.n); st_close(&f); return; }
-    CHECK(st_metadata(&f, "source") && !strcmp(st_metadata(&f, "source"), "numpy"), "metadata");
-    const char *names[] = {"w_f32", "h_f16", "b_bf16", "d_f64", "scalar", "empty"};
-    for (int i = 0; i < 6; i++) {
-        const StTensor *t = st_find(&f, names[i]);
-        CHECK(t != NULL, "%s present", names[i]);
-        if (!t) continue;
-        char ref[64];
-        snprintf(ref, sizeof ref, "ref_%s.f32", names[i]);
-        size_t n;
-        unsigned char *want = file_read(path_in(dir, ref), &n);
-        int64_t numel = st_numel(t);
-        CHECK(want && (int64_t)n == 4 * numel, "%s reference size", names[i]);
-        float *got = malloc(4 * (numel + 1));
-        CHECK(st_read_f32(&f, t, got, numel) == 0, "%s: %s", names[i], myr_last_error());
-        CHECK(want && !memcmp(got, want, n), "%s values differ from numpy/torch's float32 conversion", names[i]);
-        free(got);
-        free(want);
+    for (int file = 0; file < 2; file++) { /* struct+json by hand, then scripts/safetensors_io.py */
+        StFile f;
+        CHECK(st_open(path_in(dir, file ? "helper.safetensors" : "py.safetensors"), &f) == 0, "open: %s", myr_last_error());
+        if (f.n != 7) { CHECK(0, "n = %d", f.n); st_close(&f); return; }
+        if (!file) CHECK(st_metadata(&f, "source") && !strcmp(st_metadata(&f, "source"), "numpy"), "metadata");
+        else CHECK(st_metadata(&f, "format") && !strcmp(st_metadata(&f, "format"), "pt"), "helper metadata");
+        const char *names[] = {"w_f32", "h_f16", "b_bf16", "d_f64", "scalar", "empty"};
+        for (int i = 0; i < 6; i++) {
+            const StTensor *t = st_find(&f, names[i]);
+            CHECK(t != NULL, "%s present", names[i]);
+            if (!t) continue;
+            char ref[64];
+            snprintf(ref, sizeof ref, "ref_%s.f32", names[i]);
+            size_t n;
+            unsigned char *want = file_read(path_in(dir, ref), &n);
+            int64_t numel = st_numel(t);
+            CHECK(want && (int64_t)n == 4 * numel, "%s reference size", names[i]);
+            float *got = malloc(4 * (numel + 1));
+            CHECK(st_read_f32(&f, t, got, numel) == 0, "%s: %s", names[i], myr_last_error());
+            CHECK(want && !memcmp(got, want, n), "%s values differ from numpy/torch's float32 conversion", names[i]);
+            free(got);
+            free(want);
+        }
+        const StTensor *ids = st_find(&f, "ids");
+        CHECK(ids && ids->dtype == ST_I64 && ids->shape[0] == 5, "int tensor described");
+        st_close(&f);
     }
-    const StTensor *ids = st_find(&f, "ids");
-    CHECK(ids && ids->dtype == ST_I64 && ids->shape[0] == 5, "int tensor described");
-    st_close(&f);
 }
 
 /* Our writer's output, read by the independent Python reader (and torch.frombuffer). */

@@ -56,6 +56,12 @@ def write(out):
     text += b" " * ((8 - (len(text) + 8) % 8) % 8)
     with open(f"{out}/py.safetensors", "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + data)
+    sys.path.insert(0, "scripts")  # the same tensors through the repo's helper writer
+    from safetensors_io import save
+    save(f"{out}/helper.safetensors", {
+        "w_f32": torch.from_numpy(w), "h_f16": torch.from_numpy(h), "b_bf16": b,
+        "d_f64": torch.from_numpy(d), "scalar": torch.from_numpy(s), "empty": torch.from_numpy(e),
+        "ids": torch.from_numpy(ids)})
     for name, _, _, _, ref in tensors:
         if ref is not None:
             np.ascontiguousarray(ref, dtype="<f4").tofile(f"{out}/ref_{name}.f32")
@@ -97,6 +103,14 @@ def check(path, d):
         offset = end
     if offset != len(data):
         return f"data section has {len(data) - offset} trailing bytes"
+    # the repo's Python helper (used by fixture scripts) reads it the same way
+    sys.path.insert(0, "scripts")
+    from safetensors_io import load
+    loaded = load(path)
+    for name, *dims in expected:
+        raw = open(f"{d}/raw_{name}.bin", "rb").read()
+        if loaded[name].numpy().tobytes() != raw or list(loaded[name].shape) != [int(x) for x in dims]:
+            return f"{name}: scripts/safetensors_io.py reads something else"
     return None
 
 
