@@ -111,6 +111,14 @@ def check(path, d):
         raw = open(f"{d}/raw_{name}.bin", "rb").read()
         if loaded[name].numpy().tobytes() != raw or list(loaded[name].shape) != [int(x) for x in dims]:
             return f"{name}: scripts/safetensors_io.py reads something else"
+    try:  # and Hugging Face's own reader, where it is installed (Debian does not ship it)
+        from safetensors.numpy import load_file
+    except ImportError:
+        return None
+    official = load_file(path)
+    for name, *dims in expected:
+        if official[name].tobytes() != open(f"{d}/raw_{name}.bin", "rb").read():
+            return f"{name}: the safetensors package reads something else"
     return None
 
 
