@@ -170,8 +170,6 @@ static int map_shard(Shard *s) {
     s->map_size = size;
     if (shards_parse_header(map, size, s->path, &s->token_bytes, &s->count)) return -1;
     s->tokens = (const uint8_t *)map + SHARD_HEADER_BYTES;
-    /* tokens are read sequentially within each window */
-    madvise(map, size, MADV_SEQUENTIAL);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io/atomic_file.h"
+#include "io/quote.h"
 #include "util/error.h"
 
 /* ---------- reading ---------- */
@@ -66,8 +67,8 @@ static int expect_string(const Reader *r, const char *key, const char *const *ac
     if (cJSON_IsString(v))
         for (int i = 0; accepted[i]; i++)
             if (!strcmp(v->valuestring, accepted[i])) return 0;
-    return myr_error("%s: \"%s\" = %.40s is not supported (%s)", r->src, key,
-                     cJSON_IsString(v) ? v->valuestring : "(not a string)", why);
+    return myr_error("%s: \"%s\" = %s is not supported (%s)", r->src, key,
+                     cJSON_IsString(v) ? io_quote(v->valuestring) : "(not a string)", why);
 }
 
 /* A key that must be absent, null or false (a feature we do not implement). */
@@ -150,7 +151,7 @@ int hf_config_parse(const char *text, size_t len, const char *src, ModelConfig *
     } else if (!strcmp(mt->valuestring, "llama")) {
         rc = read_llama(&r, c);
     } else {
-        rc = myr_error("%s: unknown model_type '%.60s' (supported: gpt2, llama)", src, mt->valuestring);
+        rc = myr_error("%s: unknown model_type '%s' (supported: gpt2, llama)", src, io_quote(mt->valuestring));
     }
     cJSON_Delete(root);
     if (!rc && model_config_validate(c)) {

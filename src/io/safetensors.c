@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
+#include "io/quote.h"
 #include "util/error.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -76,7 +77,7 @@ static int parse_metadata(const cJSON *meta, const char *src, StFile *f) {
     if (!f->meta_keys || !f->meta_values) return myr_error("out of memory reading %s", src);
     for (const cJSON *m = meta->child; m; m = m->next) {
         if (!cJSON_IsString(m))
-            return myr_error("safetensors %s: \"__metadata__\" value of '%s' is not a string", src, m->string);
+            return myr_error("safetensors %s: \"__metadata__\" value of '%s' is not a string", src, io_quote(m->string));
         f->meta_keys[f->n_meta] = strdup(m->string);
         f->meta_values[f->n_meta] = strdup(m->valuestring);
         f->n_meta++;
@@ -89,7 +90,7 @@ static int parse_metadata(const cJSON *meta, const char *src, StFile *f) {
 /* Fill one StTensor from its header entry, checking dtype, shape and that the byte range
  * matches the shape exactly and lies inside the data buffer. */
 static int parse_tensor(const cJSON *e, const char *src, size_t data_size, StTensor *t) {
-    const char *name = e->string;
+    const char *name = io_quote(e->string);
     if (!cJSON_IsObject(e)) return myr_error("safetensors %s: entry '%s' is not an object", src, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
@@ -99,8 +100,8 @@ static int parse_tensor(const cJSON *e, const char *src, size_t data_size, StTen
     for (int d = 0; d < ST_NUM_DTYPES; d++)
         if (!strcmp(dt->valuestring, dtype_info[d].name)) found = d;
     if (found < 0)
-        return myr_error("safetensors %s: tensor '%s' has unsupported dtype '%.40s' (supported: F32 F16 BF16 F64 I64 "
-                         "I32 I16 I8 U8 BOOL)", src, name, dt->valuestring);
+        return myr_error("safetensors %s: tensor '%s' has unsupported dtype '%s' (supported: F32 F16 BF16 F64 I64 "
+                         "I32 I16 I8 U8 BOOL)", src, name, io_quote(dt->valuestring));
     t->dtype = (StDtype)found;
     if (!cJSON_IsArray(sh)) return myr_error("safetensors %s: tensor '%s' has no \"shape\" array", src, name);
     int ndim = cJSON_GetArraySize(sh);
@@ -160,14 +161,14 @@ static int check_layout(const StFile *f, const char *src) {
     qsort(idx, f->n, sizeof *idx, cmp_by_name);
     for (int i = 1; i < f->n && !rc; i++)
         if (!strcmp(idx[i - 1]->name, idx[i]->name))
-            rc = myr_error("safetensors %s: tensor '%s' appears twice in the header", src, idx[i]->name);
+            rc = myr_error("safetensors %s: tensor '%s' appears twice in the header", src, io_quote(idx[i]->name));
     qsort(idx, f->n, sizeof *idx, cmp_by_begin);
     const StTensor *prev = NULL; /* the non-empty tensor reaching furthest so far */
     for (int i = 0; i < f->n && !rc; i++) {
         if (idx[i]->begin == idx[i]->end) continue;
         if (prev && idx[i]->begin < prev->end)
             rc = myr_error("safetensors %s: header offsets lie: tensors '%s' and '%s' overlap in the data section "
-                           "(file corrupt)", src, prev->name, idx[i]->name);
+                           "(file corrupt)", src, io_quote(prev->name), io_quote(idx[i]->name));
         if (!prev || idx[i]->end > prev->end) prev = idx[i];
     }
     free(idx);
@@ -294,7 +295,7 @@ int st_read_f32(const StFile *f, const StTensor *t, float *dst, int64_t count) {
     int64_t n = st_numel(t);
     if (count != n)
         return myr_error("tensor '%s' has %" PRId64 " elements but %" PRId64 " were expected (shape mismatch with the "
-                         "model config)", t->name, n, count);
+                         "model config)", io_quote(t->name), n, count);
     const uint8_t *src = f->data + t->begin;
     switch (t->dtype) {
     case ST_F32: memcpy(dst, src, (size_t)n * 4); break; /* memcpy: the data may be unaligned */
@@ -322,7 +323,7 @@ int st_read_f32(const StFile *f, const StTensor *t, float *dst, int64_t count) {
         break;
     default:
         return myr_error("tensor '%s' has dtype %s; only F32, F16, BF16 and F64 tensors can be loaded as weights",
-                         t->name, st_dtype_name(t->dtype));
+                         io_quote(t->name), st_dtype_name(t->dtype));
     }
     return 0;
 }
@@ -367,7 +368,7 @@ static char *build_header(const StWriteTensor *tensors, int n, const char *const
             break;
         }
         for (int j = 0; j < i; j++)
-            if (!strcmp(tensors[j].name, t->name)) rc = myr_error("safetensors writer: tensor '%s' given twice", t->name);
+            if (!strcmp(tensors[j].name, t->name)) rc = myr_error("safetensors writer: tensor '%s' given twice", io_quote(t->name));
         if (t->ndim < 0 || t->ndim > ST_MAX_NDIM) {
             rc = myr_error("safetensors writer: tensor '%s' has %d dims (0..8 allowed)", t->name, t->ndim);
             break;
@@ -375,13 +376,13 @@ static char *build_header(const StWriteTensor *tensors, int n, const char *const
         uint64_t numel = 1;
         cJSON *shape = cJSON_CreateArray();
         for (int d = 0; d < t->ndim; d++) {
-            if (t->shape[d] < 0) rc = myr_error("safetensors writer: tensor '%s' has a negative dim", t->name);
+            if (t->shape[d] < 0) rc = myr_error("safetensors writer: tensor '%s' has a negative dim", io_quote(t->name));
             else if (t->shape[d] && numel > (UINT64_C(1) << 60) / (uint64_t)t->shape[d])
-                rc = myr_error("safetensors writer: tensor '%s' is absurdly large", t->name);
+                rc = myr_error("safetensors writer: tensor '%s' is absurdly large", io_quote(t->name));
             else numel *= (uint64_t)t->shape[d];
             cJSON_AddItemToArray(shape, raw_u64((uint64_t)t->shape[d]));
         }
-        if (!rc && numel && !t->data) rc = myr_error("safetensors writer: tensor '%s' has no data", t->name);
+        if (!rc && numel && !t->data) rc = myr_error("safetensors writer: tensor '%s' has no data", io_quote(t->name));
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "dtype", "F32");
         cJSON_AddItemToObject(e, "shape", shape);
