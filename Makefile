@@ -15,7 +15,7 @@ LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
 
-.PHONY: all test tests bench clean fuzz
+.PHONY: all test tests bench clean fuzz demo
 all: bin/myriad $(TEST_BINS)
 
 build/obj/%.o: src/%.c $(wildcard src/*/*.h)
@@ -57,3 +57,11 @@ bench: all
 
 clean:
 	rm -rf build bin
+
+# The README's default job: prepare shards from this project's sources, train, sample, save.
+demo: bin/myriad
+	bash scripts/demo.sh
+
+# A longer fuzz campaign than the suite's (tests/test_fuzz.sh runs 100,000 inputs per parser).
+fuzz:
+	FUZZ_INPUTS=1000000 bash tests/test_fuzz.sh
