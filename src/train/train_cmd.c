@@ -22,6 +22,30 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Peak resident set size of this process (VmHWM), in bytes; 0 if unknown. */
+static double peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
+ * activations the forward stores for backward (model_activation_count). */
+static void print_memory(const Model *m, int B, int T) {
+    double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
+    double acts = (double)model_activation_count(&m->cfg, B, T) * sizeof(real);
+    double analytic = 4 * psize + acts;
+    double rss = peak_rss_bytes();
+    printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
+           "state %.1f + stored activations %.1f)\n",
+           rss / MiB, rss / analytic, analytic / MiB, psize / MiB, psize / MiB, 2 * psize / MiB, acts / MiB);
+}
+
 static int glob_matches(const char *pattern) {
     glob_t g;
     int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
@@ -131,6 +155,7 @@ int cmd_train(int argc, char **argv) {
         uint64_t toks;
         if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, &last_val, &toks)) myr_die_last();
     }
+    if (o.steps > 0) print_memory(&m, o.batch, o.seq);
     if (val) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
     if (sample > 0) print_sample(&m, val ? val : train, sample, o.seed);
