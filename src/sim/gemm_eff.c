@@ -1,7 +1,7 @@
 /* gemm_eff.c: time of one GEMM and of memory-bound kernels on one GPU.
  * A GEMM C[M,N] += A[M,K] B[K,N] runs as 128x128 output tiles spread over the SMs in waves; its
  * efficiency is the GPU's best achievable fraction (gemm_eff) times
- *   tile padding   M N / (ceil(M/128) 128 ceil(N/128) 128)
+ *   tile padding   M N / (ceil(M/tm) tm ceil(N/tn) tn), tile sides 128 (16..128 for skinny operands)
  *   wave fill      tiles / (ceil(tiles/SMs) SMs)
  *   K ramp         K / (K + 64)         (prologue/epilogue of the K loop; short K cannot hide them)
  * and its time is the larger of compute at that efficiency and the HBM traffic of A, B and C
@@ -23,9 +23,17 @@ static double peak_flops(const GpuSpec *g, SimDtype dt) {
     return p * 1e12;
 }
 
+/* cuBLAS picks narrower tiles for skinny operands: a power of two from 16 to 128 */
+static double tile_for(double dim) {
+    double t = 16;
+    while (t < dim && t < TILE) t *= 2;
+    return t;
+}
+
 static double eff_batched(const GpuSpec *g, double M, double N, double K, double batch) {
-    double tm = ceil(M / TILE), tn = ceil(N / TILE);
-    double pad = (M * N) / (tm * TILE * tn * TILE);
+    double am = tile_for(M), an = tile_for(N);
+    double tm = ceil(M / am), tn = ceil(N / an);
+    double pad = (M * N) / (tm * am * tn * an);
     double tiles = tm * tn * batch;
     double waves = ceil(tiles / g->sms);
     double fill = tiles / (waves * g->sms);

@@ -43,15 +43,102 @@ int sim_config_path(const char *kind, const char *name, char *out, size_t cap) {
                      name, kind);
 }
 
-/* Describe what the parser expected at the failing character. */
-static const char *expectation(const char *at) {
-    while (*at && isspace((unsigned char)*at)) at++;
-    if (!*at) return "the document ended early: a closing '}' or ']' is missing";
-    if (*at == '}' || *at == ']') return "a value, but found a closing bracket (trailing comma?)";
-    if (*at == '\'') return "a double-quoted string (JSON does not allow single quotes)";
-    if (*at == '/') return "a value (JSON does not allow comments)";
-    if (*at == '"') return "',' or ':' before this string";
-    return "a value: a number, \"string\", true/false/null, object or array";
+/* A small JSON syntax checker used only to explain a parse failure: it finds the first offending
+ * character and says what the grammar expected there (cJSON's error pointer can land one past it). */
+typedef struct {
+    const char *p;
+    const char *why;
+} Syntax;
+
+static void skip_ws(Syntax *x) { while (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r') x->p++; }
+static int fail(Syntax *x, const char *why) { x->why = why; return -1; }
+
+static int check_string(Syntax *x) {
+    if (*x->p != '"') return fail(x, *x->p == '\'' ? "a double-quoted string (JSON has no single quotes)" : "a double-quoted string");
+    x->p++;
+    while (*x->p != '"') {
+        if (!*x->p || *x->p == '\n') return fail(x, "a closing '\"' (the string is not terminated)");
+        if ((unsigned char)*x->p < 0x20) return fail(x, "no control characters inside a string (escape them)");
+        if (*x->p == '\\') {
+            x->p++;
+            if (!*x->p || !strchr("\"\\/bfnrtu", *x->p)) return fail(x, "a valid escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+        }
+        x->p++;
+    }
+    x->p++;
+    return 0;
+}
+
+static int check_value(Syntax *x, int depth);
+
+static int check_number(Syntax *x) {
+    if (*x->p == '-') x->p++;
+    if (!isdigit((unsigned char)*x->p)) return fail(x, "a digit");
+    while (isdigit((unsigned char)*x->p)) x->p++;
+    if (*x->p == '.') {
+        x->p++;
+        if (!isdigit((unsigned char)*x->p)) return fail(x, "a digit after the decimal point");
+        while (isdigit((unsigned char)*x->p)) x->p++;
+    }
+    if (*x->p == 'e' || *x->p == 'E') {
+        x->p++;
+        if (*x->p == '+' || *x->p == '-') x->p++;
+        if (!isdigit((unsigned char)*x->p)) return fail(x, "a digit in the exponent");
+        while (isdigit((unsigned char)*x->p)) x->p++;
+    }
+    return 0;
+}
+
+static int check_value(Syntax *x, int depth) {
+    if (depth > 200) return fail(x, "less nesting (more than 200 levels)");
+    skip_ws(x);
+    char c = *x->p;
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        x->p++;
+        skip_ws(x);
+        if (*x->p == close) { x->p++; return 0; }
+        for (;;) {
+            skip_ws(x);
+            if (c == '{') {
+                if (*x->p == '}') return fail(x, "another member after ',' (trailing comma before '}')");
+                if (check_string(x)) return x->why[0] == 'a' && *x->p != '\'' ? fail(x, "a \"key\" string") : -1;
+                skip_ws(x);
+                if (*x->p != ':') return fail(x, "':' after the key");
+                x->p++;
+            } else if (*x->p == ']') {
+                return fail(x, "another element after ',' (trailing comma before ']')");
+            }
+            if (check_value(x, depth + 1)) return -1;
+            skip_ws(x);
+            if (*x->p == ',') { x->p++; continue; }
+            if (*x->p == close) { x->p++; return 0; }
+            if (!*x->p) return fail(x, c == '{' ? "',' or '}' (the document ended early)" : "',' or ']' (the document ended early)");
+            return fail(x, c == '{' ? "',' or '}' (a comma is missing?)" : "',' or ']' (a comma is missing?)");
+        }
+    }
+    if (c == '"') return check_string(x);
+    if (c == '-' || isdigit((unsigned char)c)) return check_number(x);
+    if (!strncmp(x->p, "true", 4)) { x->p += 4; return 0; }
+    if (!strncmp(x->p, "false", 5)) { x->p += 5; return 0; }
+    if (!strncmp(x->p, "null", 4)) { x->p += 4; return 0; }
+    if (c == '/') return fail(x, "a value (JSON has no comments)");
+    if (c == '\'') return fail(x, "a double-quoted string (JSON has no single quotes)");
+    if (!c) return fail(x, "a value (the document ended early)");
+    return fail(x, "a value: a number, \"string\", true, false, null, {object} or [array]");
+}
+
+/* Where and why `buf` is not JSON; returns the offending position. */
+static const char *diagnose(const char *buf, const char **why) {
+    Syntax x = {buf, NULL};
+    if (check_value(&x, 0) == 0) {
+        skip_ws(&x);
+        if (*x.p) { *why = "the end of the document after the top-level value"; return x.p; }
+        *why = NULL;
+        return NULL;
+    }
+    *why = x.why;
+    return x.p;
 }
 
 static cJSON *parse_file(const char *path) {
@@ -69,13 +156,18 @@ static cJSON *parse_file(const char *path) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);
     if (!root) {
-        const char *at = end ? end : cJSON_GetErrorPtr();
+        const char *why = NULL;
+        const char *at = diagnose(buf, &why);
+        if (!at) { /* our checker accepts it: fall back to cJSON's pointer */
+            at = end ? end : cJSON_GetErrorPtr();
+            why = "valid JSON";
+        }
         if (!at || at < buf || at > buf + got) at = buf + got;
         int line = 1, col = 1;
         for (const char *p = buf; p < at; p++) {
             if (*p == '\n') { line++; col = 1; } else col++;
         }
-        myr_error("%s:%d:%d: malformed JSON: expected %s", path, line, col, expectation(at));
+        myr_error("%s:%d:%d: malformed JSON: expected %s", path, line, col, why);
         free(buf);
         return NULL;
     }

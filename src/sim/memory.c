@@ -8,8 +8,9 @@
  *     all of it / t with sequence parallelism, the 5 a s^2 b term dropped by selective recompute or
  *     flash attention, only the 2 sbh layer input kept with full recompute; times the layers whose
  *     activations a stage holds at its peak (the schedule's in-flight micro-batches).
- *   workspace: transient buffers: one layer's recomputed activations during backward, fp32 logits
- *     on the last stage, NCCL buffers, ZeRO-3 prefetched layers. */
+ *   buffers/workspace: 1 GiB for the CUDA context, cuBLAS workspace and NCCL buffers, plus transient
+ *     buffers: one layer's recomputed activations during backward, fp32 logits on the last stage,
+ *     the sequence-parallel gathered input, ZeRO-3 prefetched layers. */
 #include <math.h>
 #include <string.h>
 
@@ -118,7 +119,7 @@ int sim_memory(const SimModel *m, const Layout *l, SimMemory *out) {
         double ws = 0;
         if (l->recompute != RECOMPUTE_NONE) ws += layer_full_bytes(m, l, b) - sim_layer_activation_bytes(m, l, b);
         if (s == stages - 1) ws += 4.0 * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* fp32 logits */
-        x.comm_buffers = 0.25 * GIB;
+        x.comm_buffers = 1.0 * GIB; /* CUDA context, cuBLAS workspace, NCCL channel buffers */
         if (l->zero >= 3) x.comm_buffers += 2.0 * wb * sim_model_layer_params(m) / l->tp; /* prefetch */
         if (l->tp > 1 && l->sp) ws += sim_dtype_bytes(l->dtype) * l->seq / l->cp * b * m->hidden; /* gathered input */
         x.comm_buffers += ws;

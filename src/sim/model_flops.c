@@ -91,3 +91,22 @@ double sim_narayanan_flops(int B, int s, int l, int h, int V) {
     double hh = (double)h * h;
     return 96.0 * B * s * l * hh * (1.0 + s / (6.0 * h) + V / (16.0 * l * (double)h));
 }
+
+int sim_software_preset(Layout *l, const char *name) {
+    if (!strcmp(name, "current")) {
+        Layout d;
+        sim_layout_defaults(&d);
+        l->flash = d.flash; l->fused_grad_accum = d.fused_grad_accum; l->overlap_p2p = d.overlap_p2p;
+        l->overlap_dp = d.overlap_dp; l->zero = d.zero; l->grad_bytes = d.grad_bytes;
+        return 0;
+    }
+    if (strcmp(name, "megatron-2021") && strcmp(name, "megatron-2022"))
+        return myr_error("unknown software preset '%s' (use current, megatron-2021 or megatron-2022)", name);
+    l->flash = 0;
+    l->overlap_p2p = 0;
+    l->overlap_dp = 0;
+    l->zero = 0;
+    l->grad_bytes = 4;
+    l->fused_grad_accum = !strcmp(name, "megatron-2022");
+    return 0;
+}

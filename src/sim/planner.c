@@ -42,6 +42,8 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                 for (int ep = 1; ep <= (m->experts > 1 ? m->experts : 1); ep++) {
                     if (m->experts > 1 && (m->experts % ep || dp % ep)) continue;
                     for (int ri = 0; ri < 3; ri++) {
+                        /* with fused attention there is no attention core to recompute: selective == none */
+                        if (base->flash && recs[ri] == RECOMPUTE_SELECTIVE) continue;
                         Layout l = *base;
                         l.tp = tp; l.cp = cp; l.pp = pp; l.dp = dp; l.ep = ep; l.vpp = 1;
                         l.recompute = recs[ri];

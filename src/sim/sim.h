@@ -102,6 +102,11 @@ typedef struct {
     int overlap_p2p;      /* pipeline sends/receives run asynchronously to compute */
 } Layout;
 void sim_layout_defaults(Layout *l);
+/* Software presets: "current" (the defaults: flash attention, fused gradient accumulation, overlapped
+ * p2p and data-parallel reduction, distributed optimizer), "megatron-2022" (Korthikanti et al. 2022:
+ * unfused attention, fused gradient accumulation, blocking p2p, no overlap, no ZeRO, fp32 gradients),
+ * "megatron-2021" (Narayanan et al. 2021: as 2022 but gradient accumulation as a separate pass). */
+int sim_software_preset(Layout *l, const char *name);
 const char *sim_recompute_name(Recompute r);
 int sim_recompute_parse(const char *s, Recompute *out);
 

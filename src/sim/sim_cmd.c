@@ -23,7 +23,7 @@ static void usage(FILE *o) {
             "                  [--micro-batch N|auto] [--global-batch N] [--recompute none|selective|full]\n"
             "                  [--sp | --no-sp] [--zero 0-3] [--dtype fp32|tf32|bf16|fp16|fp8]\n"
             "                  [--schedule 1f1b|gpipe] [--attention flash|unfused] [--no-overlap-dp]\n"
-            "                  [--grad-bytes 2|4] [--tokens X] [--hot-spares N] [--in-memory-ckpt]\n"
+            "                  [--grad-bytes 2|4] [--software current|megatron-2021|megatron-2022] [--tokens X] [--hot-spares N] [--in-memory-ckpt]\n"
             "                  [--json] [--trace FILE]\n"
             "       myriad sim validate FILE.csv [--json]\n"
             "Simulates one training step: time and breakdown, MFU, memory per GPU, days to train.\n"

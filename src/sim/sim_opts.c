@@ -48,7 +48,7 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
                                    "--ep", "--micro-batch", "--global-batch", "--seq", "--recompute", "--zero",
                                    "--dtype", "--tokens", "--trace", "--arch", "--layers", "--hidden", "--heads",
                                    "--kv-heads", "--ffn", "--vocab", "--experts", "--top-k", "--schedule",
-                                   "--attention", "--grad-bytes", "--hot-spares", "--top", NULL};
+                                   "--attention", "--grad-bytes", "--hot-spares", "--top", "--software", NULL};
     static const char *bare[] = {"--json", "--sp", "--no-sp", "--no-overlap-dp", "--in-memory-ckpt", "--ignore-memory", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -89,6 +89,9 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         sim_cluster_defaults(&o->cluster);
     }
     if (sim_load_gpu(gpu ? gpu : o->cluster.gpu, &o->gpu)) return -1;
+    /* the software preset first, so that explicit flags override it */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--software") && sim_software_preset(&o->layout, argv[i + 1])) return -1;
     /* pass 2: everything else */
     SimModel *m = &o->model;
     Layout *l = &o->layout;
@@ -105,6 +108,7 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         else if (!strcmp(a, "--compare")) { i += 2; continue; }
         else if (!strcmp(a, "--model") || !strcmp(a, "--cluster") || !strcmp(a, "--gpu")) {}
         else if (!strcmp(a, "--gpus")) rc = flag_int(a, v, 1, &o->gpus);
+        else if (!strcmp(a, "--software")) {}
         else if (!strcmp(a, "--tp")) { rc = flag_int(a, v, 1, &l->tp); o->set_tp = 1; }
         else if (!strcmp(a, "--cp")) { rc = flag_int(a, v, 1, &l->cp); o->set_cp = 1; }
         else if (!strcmp(a, "--pp")) { rc = flag_int(a, v, 1, &l->pp); o->set_pp = 1; }

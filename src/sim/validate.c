@@ -55,15 +55,9 @@ static void load_cluster(const char *gpu_name, ClusterSpec *c, GpuSpec *g, int *
     *have = sim_load_gpu(gpu_name, g) == 0;
 }
 
+/* The software of a source's runs (see sim_software_preset). */
 static void published_software(Layout *l, const char *source) {
-    /* Megatron-LM of 2021 accumulated each micro-batch's gradients into main_grad with a separate
-     * kernel; gradient-accumulation fusion into the wgrad GEMM came with the 2022 code base */
-    l->fused_grad_accum = strncmp(source, "narayanan2021", 13) != 0;
-    l->overlap_p2p = 0;
-    l->flash = 0;
-    l->overlap_dp = 0;
-    l->zero = 0;
-    l->grad_bytes = 4;
+    sim_software_preset(l, strncmp(source, "narayanan2021", 13) ? "megatron-2022" : "megatron-2021");
 }
 
 /* vpp of the run with the same shape and layout in published_a100.csv beside `path`. */
