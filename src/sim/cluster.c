@@ -35,6 +35,7 @@ void sim_network(const ClusterSpec *c, const GpuSpec *g, Network *n) {
             below = c->rail_optimized ? down * c->gpus_per_node : down / (nics > 0 ? nics : 1);
         else
             below *= down;
+        if (t->gpus_below > 0) below = t->gpus_below; /* as built (e.g. Llama 3 pods of 3,072 GPUs) */
         if (below < n->reach[0]) below = n->reach[0];
         n->reach[k] = below;
     }

@@ -336,6 +336,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
                 rc |= get_int(path, t, "radix", &nt->radix);
                 rc |= get_num(path, t, "oversubscription", &nt->oversub);
                 rc |= get_num(path, t, "latency_us", &nt->latency_us);
+                rc |= get_num(path, t, "gpus_below", &nt->gpus_below);
                 if (!rc && (nt->radix < 2 || nt->oversub < 1))
                     rc = myr_error("%s: tiers[%d]: radix must be >= 2 and oversubscription >= 1", path, i);
             }

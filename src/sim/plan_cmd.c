@@ -71,11 +71,11 @@ static int compare(SimOpts *o) {
     }
     double tokens = o->tokens > 0 ? o->tokens : 1e12;
     printf("%s (%.1f B) on %d GPUs, %.4g tokens\n\n", o->model.name, sim_model_params(&o->model) / 1e9, o->gpus, tokens);
-    printf("%-28s %22s %22s\n", "", side[0].cluster.name, side[1].cluster.name);
-#define ROW(label, fmt, a, b) printf("%-28s " fmt " " fmt "\n", label, a, b)
-    ROW("GPU", "%22s", side[0].gpu.name, side[1].gpu.name);
-    ROW("fabric", "%22s", side[0].cluster.roce ? "RoCE" : "InfiniBand", side[1].cluster.roce ? "RoCE" : "InfiniBand");
-    ROW("topology", "%22s", side[0].cluster.rail_optimized ? "rail-optimized" : "fat-tree",
+    printf("%-26s %26s %26s\n", "", side[0].cluster.name, side[1].cluster.name);
+#define ROW(label, fmt, a, b) printf("%-26s " fmt " " fmt "\n", label, a, b)
+    ROW("GPU", "%26s", side[0].gpu.name, side[1].gpu.name);
+    ROW("fabric", "%26s", side[0].cluster.roce ? "RoCE" : "InfiniBand", side[1].cluster.roce ? "RoCE" : "InfiniBand");
+    ROW("topology", "%26s", side[0].cluster.rail_optimized ? "rail-optimized" : "fat-tree",
         side[1].cluster.rail_optimized ? "rail-optimized" : "fat-tree");
     double days[2], run_days[2];
     for (int i = 0; i < 2; i++) {
@@ -90,19 +90,19 @@ static int compare(SimOpts *o) {
                      e->layout.dp, e->res.micro_batch);
         } else snprintf(lay[i], sizeof lay[i], "none fits");
     }
-    ROW("best layout", "%22s", lay[0], lay[1]);
-    ROW("step time (s)", "%22.3f", pr[0].nbest ? pr[0].best[0].res.step_time : NAN, pr[1].nbest ? pr[1].best[0].res.step_time : NAN);
-    ROW("MFU", "%22.3f", pr[0].nbest ? pr[0].best[0].res.mfu : NAN, pr[1].nbest ? pr[1].best[0].res.mfu : NAN);
-    ROW("days (no failures)", "%22.2f", days[0], days[1]);
-    ROW("goodput", "%22.3f", rel[0].goodput, rel[1].goodput);
-    ROW("days (with failures)", "%22.2f", run_days[0], run_days[1]);
-    ROW("network tiers", "%22d", cost[0].tiers, cost[1].tiers);
-    ROW("switches", "%22.0f", cost[0].switches, cost[1].switches);
-    ROW("optics", "%22.0f", cost[0].optics, cost[1].optics);
-    ROW("network capex ($M)", "%22.2f", cost[0].network_usd / 1e6, cost[1].network_usd / 1e6);
-    ROW("power (MW, with PUE)", "%22.2f", cost[0].power_kw / 1e3, cost[1].power_kw / 1e3);
-    ROW("energy of the run (GWh)", "%22.2f", cost[0].power_kw * run_days[0] * 24 / 1e6, cost[1].power_kw * run_days[1] * 24 / 1e6);
-    ROW("$ of the run (M, rental)", "%22.2f", o->gpus * run_days[0] * 24 * side[0].cluster.gpu_hour_usd / 1e6,
+    ROW("best layout", "%26s", lay[0], lay[1]);
+    ROW("step time (s)", "%26.3f", pr[0].nbest ? pr[0].best[0].res.step_time : NAN, pr[1].nbest ? pr[1].best[0].res.step_time : NAN);
+    ROW("MFU", "%26.3f", pr[0].nbest ? pr[0].best[0].res.mfu : NAN, pr[1].nbest ? pr[1].best[0].res.mfu : NAN);
+    ROW("days (no failures)", "%26.2f", days[0], days[1]);
+    ROW("goodput", "%26.3f", rel[0].goodput, rel[1].goodput);
+    ROW("days (with failures)", "%26.2f", run_days[0], run_days[1]);
+    ROW("network tiers", "%26d", cost[0].tiers, cost[1].tiers);
+    ROW("switches", "%26.0f", cost[0].switches, cost[1].switches);
+    ROW("optics", "%26.0f", cost[0].optics, cost[1].optics);
+    ROW("network capex ($M)", "%26.2f", cost[0].network_usd / 1e6, cost[1].network_usd / 1e6);
+    ROW("power (MW, with PUE)", "%26.2f", cost[0].power_kw / 1e3, cost[1].power_kw / 1e3);
+    ROW("energy of the run (GWh)", "%26.2f", cost[0].power_kw * run_days[0] * 24 / 1e6, cost[1].power_kw * run_days[1] * 24 / 1e6);
+    ROW("$ of the run (M, rental)", "%26.2f", o->gpus * run_days[0] * 24 * side[0].cluster.gpu_hour_usd / 1e6,
         o->gpus * run_days[1] * 24 * side[1].cluster.gpu_hour_usd / 1e6);
 #undef ROW
     for (int i = 0; i < 2; i++) sim_plan_free(&pr[i]);

@@ -37,6 +37,7 @@ typedef struct {
     int radix;          /* switch ports */
     double oversub;     /* down:up ratio of the links that reach this tier (1 = non-blocking) */
     double latency_us;  /* per-step latency of a collective whose traffic reaches this tier */
+    double gpus_below;  /* GPUs under one switch group of this tier; 0 = derived from radix */
 } NetTier;
 
 typedef struct {

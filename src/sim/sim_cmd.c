@@ -23,7 +23,8 @@ static void usage(FILE *o) {
             "                  [--micro-batch N|auto] [--global-batch N] [--recompute none|selective|full]\n"
             "                  [--sp | --no-sp] [--zero 0-3] [--dtype fp32|tf32|bf16|fp16|fp8]\n"
             "                  [--schedule 1f1b|gpipe] [--attention flash|unfused] [--no-overlap-dp]\n"
-            "                  [--grad-bytes 2|4] [--software current|megatron-2021|megatron-2022] [--tokens X] [--hot-spares N] [--in-memory-ckpt]\n"
+            "                  [--grad-bytes 2|4] [--software current|megatron-2021|megatron-2022]\n"
+            "                  [--tokens X] [--hot-spares NODES] [--in-memory-ckpt] [--ignore-memory]\n"
             "                  [--json] [--trace FILE]\n"
             "       myriad sim validate FILE.csv [--json]\n"
             "Simulates one training step: time and breakdown, MFU, memory per GPU, days to train.\n"
@@ -47,7 +48,7 @@ static int validate_main(int argc, char **argv) {
     return 0;
 }
 
-static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel) {
+static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel, const ReliabilityResult *alt) {
     const SimModel *m = &o->model;
     const Layout *l = &o->layout;
     printf("model %s: %.1f B parameters (%.1f B active), %d layers, hidden %d, heads %d/%d, ffn %d, vocab %d\n",
@@ -56,7 +57,7 @@ static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityRe
     printf("cluster %s: %d x %s, scale-up domain %d, %s %s", o->cluster.name, r->gpus, o->gpu.name,
            o->cluster.scaleup_domain, o->cluster.roce ? "RoCE" : "InfiniBand",
            o->cluster.rail_optimized ? "rail-optimized" : "fat-tree");
-    for (int k = 0; k < o->cluster.ntiers; k++) printf("%s %s %g:1", k ? "," : " (", o->cluster.tier[k].name, o->cluster.tier[k].oversub);
+    for (int k = 0; k < o->cluster.ntiers; k++) printf("%s%s %g:1", k ? ", " : " (", o->cluster.tier[k].name, o->cluster.tier[k].oversub);
     printf(")%s\n", o->cluster.sharp ? ", SHARP" : "");
     printf("layout: tp %d cp %d pp %d vpp %d dp %d ep %d; micro batch %d x %d per step; global batch %d x %d tokens;\n"
            "        recompute %s, sp %s, zero %d, %s, %s attention, %s schedule\n",
@@ -82,10 +83,19 @@ static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityRe
         double n = sim_model_active_params(m);
         printf("\ntraining %.4g tokens: compute 6ND = %.0f ZFLOPs, 8ND (with full recompute) = %.0f ZFLOPs\n",
                o->tokens, 6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
-        printf("  %.1f days without failures; ", days);
-        printf("job MTBF %.1f h, checkpoint every %.0f min (%s, %.0f s each), %d hot spares: goodput %.1f%% -> %.1f days\n",
-               rel->mtbf_h, rel->interval_s / 60, o->in_memory ? "in-memory" : "to storage", rel->ckpt_s, o->hot_spares,
-               100 * rel->goodput, days / rel->goodput);
+        printf("  %.1f days without failures\n", days);
+        printf("  job MTBF %.1f h; %d hot spare nodes; checkpoints %s every %.0f min (%.1f s each; Young %.0f min): "
+               "goodput %.1f%% -> %.1f days\n",
+               rel->mtbf_h, o->hot_spares, o->in_memory ? "in memory" : "to storage", rel->interval_s / 60, rel->ckpt_s,
+               rel->young_s / 60, 100 * rel->goodput, days / rel->goodput);
+        printf("  (checkpoints %s instead: every %.1f min, goodput %.1f%% -> %.1f days)\n",
+               o->in_memory ? "to storage" : "in memory", alt->interval_s / 60, 100 * alt->goodput, days / alt->goodput);
+        ClusterCost cc;
+        sim_cost(&o->cluster, &o->gpu, r->gpus, &cc);
+        double run_h = days / rel->goodput * 24;
+        printf("  power %.2f MW (TDP + host, PUE %.2f), energy %.2f GWh, $%.2f M at $%.2f per GPU-hour\n", cc.power_kw / 1e3,
+               o->cluster.pue, cc.power_kw * run_h / 1e6, r->gpus * run_h * o->cluster.gpu_hour_usd / 1e6,
+               o->cluster.gpu_hour_usd);
     }
 }
 
@@ -137,9 +147,12 @@ int cmd_sim(int argc, char **argv) {
                 "(--ignore-memory to simulate anyway)",
                 r.mem.total / GIB, o.gpu.hbm_gib, o.gpu.name, r.mem.weights / GIB, r.mem.grads / GIB,
                 r.mem.optimizer / GIB, r.mem.activations / GIB, r.mem.comm_buffers / GIB);
-    ReliabilityResult rel;
+    ReliabilityResult rel, alt;
     sim_opts_reliability(&o, &rel);
+    o.in_memory = !o.in_memory;
+    sim_opts_reliability(&o, &alt);
+    o.in_memory = !o.in_memory;
     if (o.json) print_json(&o, &r, &rel);
-    else print_text(&o, &r, &rel);
+    else print_text(&o, &r, &rel, &alt);
     return 0;
 }
