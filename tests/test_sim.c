@@ -263,6 +263,28 @@ static void test_gpt3_days_seed_estimate(void) {
     CHECK(fabs(6 * n * 300e9 / 1e21 - 315) < 3 && fabs(8 * n * 300e9 / 1e21 - 420) < 4, "ZFLOPs");
 }
 
+/* The breakdown accounts for the whole step, whatever the software and schedule. */
+static void test_breakdown_sums_to_step(void) {
+    ClusterSpec c; GpuSpec g;
+    load_a100(&c, &g);
+    SimModel m = gpt(48, 8192, 64, 51200, 2048);
+    const char *sw[] = {"current", "megatron-2021", "megatron-2022"};
+    for (int i = 0; i < 3; i++)
+        for (int v = 1; v <= 3; v += 2) {
+            Layout l;
+            sim_layout_defaults(&l);
+            sim_software_preset(&l, sw[i]);
+            l.tp = 8; l.pp = 4; l.vpp = v; l.dp = 4; l.seq = 2048; l.global_batch = 128; l.micro_batch = 2;
+            l.recompute = RECOMPUTE_FULL;
+            SimResult r;
+            CHECK(sim_step(&m, &c, &g, &l, &r, NULL) == 0, "%s", myr_last_error());
+            double sum = r.forward + r.backward + r.recompute + r.tp_comm + r.cp_comm + r.pp_comm + r.dp_comm + r.ep_comm +
+                         r.bubble + r.optimizer;
+            CHECK_CLOSE(sum, r.step_time, 1e-9, 0, sw[i]);
+            CHECK(r.bubble > 0 && r.pp_comm > 0 && r.dp_comm > 0, "%s: parts present", sw[i]);
+        }
+}
+
 static void test_layout_errors_name_the_problem(void) {
     ClusterSpec c; GpuSpec g;
     load_a100(&c, &g);
@@ -393,6 +415,7 @@ int main(void) {
     RUN(test_gemm_efficiency_depends_on_shape);
     RUN(test_oversubscription_slows_dp_not_tp);
     RUN(test_gpt3_days_seed_estimate);
+    RUN(test_breakdown_sums_to_step);
     RUN(test_layout_errors_name_the_problem);
     RUN(test_malformed_json_reports_file_line_and_expectation);
     RUN(test_trace_has_one_lane_per_stage);

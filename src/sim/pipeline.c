@@ -101,7 +101,7 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
                 if (held[s] > out->peak_inflight[s]) out->peak_inflight[s] = held[s];
                 if (bw) out->last_bwd[s] = dur;
                 if (trace) {
-                    char name[32];
+                    char name[64];
                     snprintf(name, sizeof name, "%c mb%d%s%d", bw ? 'B' : 'F', mb, v > 1 ? " chunk" : "", v > 1 ? chunk : 0);
                     if (v == 1) snprintf(name, sizeof name, "%c mb%d", bw ? 'B' : 'F', mb);
                     trace_event(trace, s, name, start, dur);

@@ -197,10 +197,13 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     }
     /* without gradient-accumulation fusion every micro-batch's low-precision weight gradients are
      * added into the fp32 main gradients by a separate pass: read main + read grad + write main */
+    double *accum = calloc((size_t)V, sizeof(double));
+    if (!accum) { free(fwd); free(bwd); return myr_error("out of memory"); }
     if (!l->fused_grad_accum)
         for (int k = 0; k < V; k++) {
             double params = sim_stage_params(m, l, k % p) / v;
-            bwd[k] += sim_membound_time(g, params * (2.0 * l->grad_bytes + e), 1);
+            accum[k] = sim_membound_time(g, params * (2.0 * l->grad_bytes + e), 1);
+            bwd[k] += accum[k];
         }
     fwd[0] += emb_f; bwd[0] += emb_b;
     fwd[V - 1] += logit_f; bwd[V - 1] += logit_b;
@@ -212,14 +215,15 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
         if (!l->sp && l->tp > 1) p2p += sim_coll_time(&net, COLL_ALLGATHER, ALG_AUTO, bytes * l->tp, grp(l->tp, 1));
     }
     /* blocking point-to-point (no --overlap-p2p-comm): each op also waits out one exchange */
-    if (p > 1 && !l->overlap_p2p)
+    int blocking = p > 1 && !l->overlap_p2p;
+    if (blocking)
         for (int k = 0; k < V; k++) { fwd[k] += p2p; bwd[k] += p2p; }
     PipeResult *pr = malloc(sizeof *pr), *pr0 = malloc(sizeof *pr0);
     (void)zero;
     int rc = (!pr || !pr0) ? myr_error("out of memory") : 0;
     if (!rc) rc = sim_pipeline(p, v, M, l->vpp > 1 ? SCHED_INTERLEAVED : l->schedule, fwd, bwd, p2p, pr, trace);
     if (!rc) rc = p > 1 ? sim_pipeline(p, v, M, l->vpp > 1 ? SCHED_INTERLEAVED : l->schedule, fwd, bwd, 0, pr0, NULL) : 0;
-    if (rc) { free(fwd); free(bwd); free(pr); free(pr0); return -1; }
+    if (rc) { free(fwd); free(bwd); free(accum); free(pr); free(pr0); return -1; }
     if (p == 1) *pr0 = *pr;
     /* data-parallel gradient reduction and optimizer, per stage; the step ends with the slowest */
     Group dpg = grp(l->dp, l->tp * l->cp);
@@ -257,6 +261,7 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     double busy = pr->busy[crit];
     r->forward = chunks * per_chunk * (lc.gemm_f + lc.mem_f) + (crit == 0 ? M * emb_f : 0) + (crit == p - 1 ? M * logit_f : 0);
     r->backward = chunks * per_chunk * (lc.gemm_b + lc.mem_b) + (crit == 0 ? M * emb_b : 0) + (crit == p - 1 ? M * logit_b : 0);
+    for (int c = 0; c < v; c++) r->backward += M * accum[c * p + crit];
     r->recompute = chunks * per_chunk * rec_f;
     r->tp_comm = chunks * per_chunk * (lc.tp_f + lc.tp_b + rec_tp);
     r->cp_comm = chunks * per_chunk * (lc.cp_f + lc.cp_b);
@@ -265,6 +270,7 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     if (r->pp_comm < 0) r->pp_comm = 0;
     r->bubble = pr->finish[crit] - busy - r->pp_comm;
     if (r->bubble < 0) r->bubble = 0;
+    if (blocking) r->pp_comm += 2 * chunks * p2p; /* inside `busy`: the stage waited on its own transfers */
     r->dp_comm = crit_dp;
     r->optimizer = crit_opt;
     r->gpus = l->tp * l->cp * l->pp * l->dp;
@@ -292,7 +298,7 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
                         pr->finish[s], end - pr->finish[s]);
         }
     }
-    free(fwd); free(bwd); free(pr); free(pr0);
+    free(fwd); free(bwd); free(accum); free(pr); free(pr0);
     return 0;
 }
 
