@@ -324,6 +324,11 @@ static void test_malformed_json_reports_file_line_and_expectation(void) {
     fputs("{\"layers\": \"many\", \"hidden\": 64, \"heads\": 4, \"vocab\": 10}\n", f);
     fclose(f);
     CHECK(sim_load_model(path, &m) == -1 && strstr(myr_last_error(), "\"layers\" must be a number"), "got '%s'", myr_last_error());
+    /* a misspelt field is an error, not a silent default */
+    f = fopen(path, "w");
+    fputs("{\"layers\": 2, \"hidden\": 64, \"heads\": 4, \"vocab\": 10, \"kv_head\": 2}\n", f);
+    fclose(f);
+    CHECK(sim_load_model(path, &m) == -1 && strstr(myr_last_error(), "unknown field \"kv_head\""), "got '%s'", myr_last_error());
     unlink(path);
 }
 

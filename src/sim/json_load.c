@@ -214,6 +214,35 @@ static int need(const char *path, const cJSON *obj, const char *key) {
     return 0;
 }
 
+/* Reject fields the loader does not know: a typo must not silently fall back to a default. */
+static int check_keys(const char *path, const char *where, const cJSON *obj, const char *const *known) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        int ok = !strcmp(it->string, "sources") || !strcmp(it->string, "source") || !strcmp(it->string, "notes");
+        for (const char *const *k = known; *k && !ok; k++) ok = !strcmp(it->string, *k);
+        if (!ok) {
+            char list[768] = "";
+            size_t n = 0;
+            for (const char *const *k = known; *k && n < sizeof list - 40; k++)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", *k);
+            return myr_error("%s: unknown field \"%s\"%s%s (known: %s)", path, it->string, where[0] ? " in " : "", where, list);
+        }
+    }
+    return 0;
+}
+
+static const char *const gpu_keys[] = {"name", "peak_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbps", "nics", "nic_gbps",
+                                       "tdp_w", "sms", "gemm_eff", "hbm_eff", "kernel_us", NULL};
+static const char *const dtype_keys[] = {"fp32", "tf32", "bf16", "fp16", "fp8", NULL};
+static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node", "scaleup_domain", "scaleup_gbps",
+                                           "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
+                                           "planes", "tiers", "net_eff", "scaleup_eff", "pue", "host_w_per_gpu",
+                                           "gpu_hour_usd", "switch_usd", "optic_usd", "nic_usd", "gpu_usd", "storage_gbps",
+                                           "host_mem_gbps", NULL};
+static const char *const tier_keys[] = {"name", "radix", "oversubscription", "latency_us", "gpus_below", NULL};
+static const char *const model_keys[] = {"name", "arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
+                                         "experts", "top_k", "expert_ffn", NULL};
+
 void sim_gpu_defaults(GpuSpec *g) {
     memset(g, 0, sizeof *g);
     g->nics = 1;
@@ -229,12 +258,13 @@ int sim_load_gpu(const char *name, GpuSpec *g) {
     cJSON *root = parse_file(path);
     if (!root) return -1;
     sim_gpu_defaults(g);
-    int rc = 0;
+    int rc = check_keys(path, "", root, gpu_keys);
     snprintf(g->name, sizeof g->name, "%s", name);
-    rc |= get_str(path, root, "name", g->name, sizeof g->name);
+    if (!rc) rc |= get_str(path, root, "name", g->name, sizeof g->name);
     rc |= need(path, root, "peak_tflops");
     const cJSON *peak = cJSON_GetObjectItemCaseSensitive(root, "peak_tflops");
     if (!rc && !cJSON_IsObject(peak)) rc = myr_error("%s: \"peak_tflops\" must be an object {\"bf16\": ...}", path);
+    if (!rc) rc = check_keys(path, "peak_tflops", peak, dtype_keys);
     for (int d = 0; !rc && d < DT_COUNT; d++) rc |= get_num(path, peak, sim_dtype_name(d), &g->peak_tflops[d]);
     if (!rc) rc |= need(path, root, "hbm_gib") | need(path, root, "hbm_tbps");
     if (!rc) {
@@ -292,8 +322,9 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     if (!root) return -1;
     sim_cluster_defaults(c);
     snprintf(c->name, sizeof c->name, "%s", name);
-    int rc = 0;
+    int rc = check_keys(path, "", root, cluster_keys);
     char fabric[32] = "infiniband", topo[32] = "fat-tree";
+    if (rc) { cJSON_Delete(root); return -1; }
     rc |= get_str(path, root, "name", c->name, sizeof c->name);
     rc |= get_str(path, root, "gpu", c->gpu, sizeof c->gpu);
     rc |= get_int(path, root, "gpus", &c->gpus);
@@ -307,6 +338,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     rc |= get_bool(path, root, "sharp", &c->sharp);
     rc |= get_str(path, root, "topology", topo, sizeof topo);
     rc |= get_int(path, root, "planes", &c->planes);
+    c->net_eff = -1;
     rc |= get_num(path, root, "net_eff", &c->net_eff);
     rc |= get_num(path, root, "scaleup_eff", &c->scaleup_eff);
     rc |= get_num(path, root, "pue", &c->pue);
@@ -332,6 +364,9 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
                 nt->latency_us = 6.0 + i;
                 snprintf(nt->name, sizeof nt->name, "tier%d", i + 1);
                 if (!cJSON_IsObject(t)) { rc = myr_error("%s: tiers[%d] must be an object", path, i); break; }
+                char where[32];
+                snprintf(where, sizeof where, "tiers[%d]", i);
+                if (check_keys(path, where, t, tier_keys)) { rc = -1; break; }
                 rc |= get_str(path, t, "name", nt->name, sizeof nt->name);
                 rc |= get_int(path, t, "radix", &nt->radix);
                 rc |= get_num(path, t, "oversubscription", &nt->oversub);
@@ -347,6 +382,9 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     if (!strcmp(fabric, "infiniband") || !strcmp(fabric, "ib")) c->roce = 0;
     else if (!strcmp(fabric, "roce") || !strcmp(fabric, "ethernet")) c->roce = 1;
     else return myr_error("%s: fabric must be \"infiniband\" or \"roce\", got \"%s\"", path, fabric);
+    if (c->net_eff < 0) c->net_eff = c->roce ? 0.85 : 0.90; /* see docs/SIMULATOR.md, defaults */
+    if (c->net_eff <= 0 || c->net_eff > 1 || c->scaleup_eff <= 0 || c->scaleup_eff > 1)
+        return myr_error("%s: net_eff and scaleup_eff must be in (0, 1]", path);
     if (!strcmp(topo, "fat-tree")) c->rail_optimized = 0;
     else if (!strcmp(topo, "rail-optimized")) c->rail_optimized = 1;
     else return myr_error("%s: topology must be \"fat-tree\" or \"rail-optimized\", got \"%s\"", path, topo);
@@ -367,7 +405,7 @@ int sim_load_model(const char *name, SimModel *m) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     char arch[16] = "gpt2";
-    int rc = 0;
+    int rc = check_keys(path, "", root, model_keys);
     const char *req[] = {"layers", "hidden", "heads", "vocab"};
     for (int i = 0; i < 4 && !rc; i++) rc |= need(path, root, req[i]);
     m->seq = 2048;

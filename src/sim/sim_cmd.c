@@ -120,11 +120,16 @@ static void print_json(const SimOpts *o, const SimResult *r, const ReliabilityRe
            mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->activations / GIB, mm->comm_buffers / GIB,
            mm->total / GIB, o->gpu.hbm_gib, mm->stage);
     double n = sim_model_active_params(&o->model);
-    printf("\"tokens\":%.6g,\"days\":%.6g,\"zflops_6nd\":%.6g,\"zflops_8nd\":%.6g,", o->tokens, days,
-           6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
-    printf("\"reliability\":{\"mtbf_h\":%.4g,\"checkpoint_interval_s\":%.4g,\"checkpoint_s\":%.4g,\"goodput\":%.5f,"
-           "\"days_with_failures\":%.6g}}\n",
-           rel->mtbf_h, rel->interval_s, rel->ckpt_s, rel->goodput, days / rel->goodput);
+    if (o->tokens > 0)
+        printf("\"tokens\":%.6g,\"days\":%.6g,\"zflops_6nd\":%.6g,\"zflops_8nd\":%.6g,", o->tokens, days,
+               6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
+    else
+        printf("\"tokens\":null,\"days\":null,"); /* give --tokens for days to train */
+    printf("\"reliability\":{\"mtbf_h\":%.4g,\"hot_spares\":%d,\"in_memory_checkpoints\":%s,\"checkpoint_interval_s\":%.4g,"
+           "\"checkpoint_s\":%.4g,\"goodput\":%.5f",
+           rel->mtbf_h, o->hot_spares, o->in_memory ? "true" : "false", rel->interval_s, rel->ckpt_s, rel->goodput);
+    if (o->tokens > 0) printf(",\"days_with_failures\":%.6g", days / rel->goodput);
+    printf("}}\n");
 }
 
 int cmd_sim(int argc, char **argv) {
