@@ -217,6 +217,61 @@ static double step_of(const SimModel *m, const ClusterSpec *c, const GpuSpec *g,
     return r->step_time;
 }
 
+/* Levels of h100-ib (rail-optimized, 64-port switches, NDR 400 Gb/s per GPU): a rail group of
+ * 32 nodes x 8 GPUs under the leaves, 32 such groups under a spine group, the core above. */
+static void test_network_levels_by_hand(void) {
+    ClusterSpec c;
+    GpuSpec g;
+    CHECK(sim_load_cluster("h100-ib", &c) == 0 && sim_load_gpu("h100-sxm", &g) == 0, "%s", myr_last_error());
+    Network n;
+    sim_network(&c, &g, &n);
+    CHECK(n.nlevels == 4, "levels %d", n.nlevels);
+    CHECK(n.reach[0] == 8 && n.reach[1] == 256 && n.reach[2] == 256 * 32, "reach %g %g %g", n.reach[0], n.reach[1], n.reach[2]);
+    CHECK_CLOSE(n.bw[1], 50e9 * 0.9, 1e-12, 0, "NDR");
+    c.tier[1].oversub = 4; /* 4:1 leaf-to-spine: leaves keep floor(64*4/5) = 51 ports down */
+    sim_network(&c, &g, &n);
+    CHECK_CLOSE(n.bw[2], 50e9 * 0.9 / 4, 1e-12, 0, "tapered spine");
+    CHECK_CLOSE(n.bw[1], 50e9 * 0.9, 1e-12, 0, "leaf untouched");
+    CHECK(n.reach[1] == 51 * 8, "reach %g", n.reach[1]);
+    int m0;
+    Group dp = {512, 8}; /* one GPU per node, 512 nodes: crosses the spine */
+    CHECK(sim_group_level(&n, dp, &m0) == 2 && m0 == 1, "dp group level %d m0 %d", sim_group_level(&n, dp, &m0), m0);
+    Group tp = {8, 1};
+    CHECK(sim_group_level(&n, tp, &m0) == 0 && m0 == 8, "tp stays in NVLink");
+    /* all-to-all of S bytes over 64 GPUs on 8 nodes under one leaf: 7/8 of S leaves each node */
+    Group ep = {64, 1};
+    double S = 1e9, t = sim_coll_time(&n, COLL_ALLTOALL, ALG_AUTO, S, ep);
+    double want = fmax(7.0 / 64 * S / n.bw[0], (1 - 8.0 / 64) * S / n.bw[1]) + 63 * n.alpha[1] / 8 + n.alpha[1];
+    CHECK_CLOSE(t, want, 1e-12, 0, "all-to-all");
+}
+
+static void test_planner_ranks_fitting_layouts(void) {
+    ClusterSpec c; GpuSpec g;
+    load_a100(&c, &g);
+    SimModel m;
+    CHECK(sim_load_model("gpt3-175b", &m) == 0, "%s", myr_last_error());
+    Layout base;
+    sim_layout_defaults(&base);
+    base.seq = 2048; base.global_batch = 1536;
+    PlanResult pr;
+    CHECK(sim_plan(&m, &c, &g, 256, &base, 300e9, 4, &pr) == 0, "%s", myr_last_error());
+    CHECK(pr.nbest == 4 && pr.no_fit > 0 && pr.nrejected >= pr.no_fit, "best %d no-fit %d", pr.nbest, pr.no_fit);
+    for (int i = 0; i < pr.nbest; i++) {
+        const PlanEntry *e = &pr.best[i];
+        CHECK(e->res.mem.total <= 80 * GIB, "entry %d fits", i);
+        CHECK(e->layout.tp * e->layout.cp * e->layout.pp * e->layout.dp == 256, "entry %d uses 256 GPUs", i);
+        if (i) CHECK(e->days >= pr.best[i - 1].days, "sorted");
+        /* the plan's numbers are what sim would say for that layout */
+        Layout l = e->layout;
+        l.micro_batch = e->res.micro_batch;
+        l.vpp = e->res.vpp;
+        SimResult r;
+        CHECK(sim_step(&m, &c, &g, &l, &r, NULL) == 0 && r.step_time == e->res.step_time, "entry %d reproducible", i);
+    }
+    CHECK(strstr(pr.why_no_fit, "GiB per GPU, has 80") != NULL, "%s", pr.why_no_fit);
+    sim_plan_free(&pr);
+}
+
 static void test_oversubscription_slows_dp_not_tp(void) {
     SimModel m;
     ClusterSpec c;
@@ -418,6 +473,8 @@ int main(void) {
     RUN(test_goodput_spares_and_in_memory);
     RUN(test_fat_tree_counts);
     RUN(test_gemm_efficiency_depends_on_shape);
+    RUN(test_network_levels_by_hand);
+    RUN(test_planner_ranks_fitting_layouts);
     RUN(test_oversubscription_slows_dp_not_tp);
     RUN(test_gpt3_days_seed_estimate);
     RUN(test_breakdown_sums_to_step);

@@ -14,10 +14,11 @@
 static void usage(FILE *o) {
     fprintf(o,
             "usage: myriad plan --model NAME|FILE (or shape flags as in sim) [--cluster NAME|FILE] --gpus N\n"
-            "                   [--tokens X] [--global-batch N] [--seq N] [--dtype D] [--zero N] [--top K] [--json]\n"
+            "                   [--tokens X] [--global-batch N] [--seq N] [--dtype D] [--zero N] [--top K] [--why] [--json]\n"
             "       myriad plan --compare A.json B.json --model NAME --gpus N [--tokens X]\n"
             "Enumerates tp, cp, pp, vpp, ep, micro-batch and recompute; drops layouts that do not fit\n"
-            "in memory (and says why); prints the top K (default 5) by days to train.\n");
+            "in memory (and says why; --why lists every rejected layout); prints the top K (default 5)\n"
+            "by days to train.\n");
 }
 
 static int run_plan(SimOpts *o, PlanResult *pr) {
@@ -39,6 +40,10 @@ static void print_plan(const SimOpts *o, const PlanResult *pr) {
                sim_recompute_name(e->layout.recompute), e->res.step_time, 100 * e->res.mfu, e->res.mem.total / GIB, e->days);
     }
     if (!pr->nbest) printf("no layout fits: use more GPUs, a GPU with more memory, or --zero 3\n");
+    if (o->why) {
+        printf("\nrejected layouts:\n");
+        for (int i = 0; i < pr->nrejected; i++) printf("  %s\n", pr->rejected[i]);
+    }
 }
 
 static void print_plan_json(const SimOpts *o, const PlanResult *pr) {

@@ -23,12 +23,19 @@ static void keep(PlanResult *r, const PlanEntry *e) {
     r->nbest = n;
 }
 
+static void reject(PlanResult *r, const Layout *l, const char *why) {
+    if (!r->rejected || r->nrejected >= 4096) return;
+    snprintf(r->rejected[r->nrejected++], sizeof r->rejected[0], "tp %d cp %d pp %d dp %d ep %d recompute %s: %s", l->tp,
+             l->cp, l->pp, l->dp, l->ep, sim_recompute_name(l->recompute), why);
+}
+
 int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus, const Layout *base, double tokens,
              int k, PlanResult *out) {
     memset(out, 0, sizeof *out);
     out->cap = k > 0 ? k : 5;
     out->best = calloc((size_t)out->cap + 1, sizeof(PlanEntry));
-    if (!out->best) return myr_error("out of memory");
+    out->rejected = malloc(sizeof out->rejected[0] * 4096);
+    if (!out->best || !out->rejected) { sim_plan_free(out); return myr_error("out of memory"); }
     double cap = g->hbm_gib * GIB;
     int cps[4] = {1, 2, 4, 8}, ncp = base->seq >= 16384 ? 4 : base->seq >= 8192 ? 2 : 1;
     Recompute recs[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
@@ -52,10 +59,13 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                         int gb = (int)lround((double)base->global_batch / dp) * dp;
                         l.global_batch = gb < dp ? dp : gb;
                         out->considered++;
-                        if (sim_check_layout(m, c, g, &l)) { out->invalid++; continue; }
+                        if (sim_check_layout(m, c, g, &l)) { out->invalid++; reject(out, &l, myr_last_error()); continue; }
                         SimResult r;
-                        if (sim_step_search(m, c, g, &l, 1, &r)) { out->invalid++; continue; }
+                        if (sim_step_search(m, c, g, &l, 1, &r)) { out->invalid++; reject(out, &l, myr_last_error()); continue; }
                         if (r.mem.total > cap) {
+                            char why[128];
+                            snprintf(why, sizeof why, "needs %.1f GiB per GPU, has %g", r.mem.total / GIB, g->hbm_gib);
+                            reject(out, &l, why);
                             out->no_fit++;
                             if (!out->why_no_fit[0])
                                 snprintf(out->why_no_fit, sizeof out->why_no_fit,
@@ -78,5 +88,7 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
 
 void sim_plan_free(PlanResult *r) {
     free(r->best);
+    free(r->rejected);
     r->best = NULL;
+    r->rejected = NULL;
 }

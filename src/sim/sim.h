@@ -258,6 +258,8 @@ typedef struct {
     PlanEntry *best; int nbest, cap;
     int considered, invalid, no_fit;
     char why_no_fit[256]; /* one example of a layout rejected for memory */
+    char (*rejected)[192]; /* every rejected layout and why (`plan --why`) */
+    int nrejected;
 } PlanResult;
 /* Enumerate layouts for `gpus` GPUs, keep the top k by time to train `tokens`. base supplies seq,
  * global batch, dtype and flags that are not searched. */

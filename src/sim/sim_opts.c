@@ -49,7 +49,8 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
                                    "--dtype", "--tokens", "--trace", "--arch", "--layers", "--hidden", "--heads",
                                    "--kv-heads", "--ffn", "--vocab", "--experts", "--top-k", "--schedule",
                                    "--attention", "--grad-bytes", "--hot-spares", "--top", "--software", NULL};
-    static const char *bare[] = {"--json", "--sp", "--no-sp", "--no-overlap-dp", "--in-memory-ckpt", "--ignore-memory", NULL};
+    static const char *bare[] = {"--json", "--sp", "--no-sp", "--no-overlap-dp", "--in-memory-ckpt", "--ignore-memory",
+                                 "--why", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -105,6 +106,11 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         else if (!strcmp(a, "--no-overlap-dp")) { l->overlap_dp = 0; consumed = 0; }
         else if (!strcmp(a, "--in-memory-ckpt")) { o->in_memory = 1; consumed = 0; }
         else if (!strcmp(a, "--ignore-memory")) { o->ignore_memory = 1; consumed = 0; }
+        else if (!strcmp(a, "--why")) {
+            if (!plan) return myr_error("--why is an option of myriad plan");
+            o->why = 1;
+            consumed = 0;
+        }
         else if (!strcmp(a, "--compare")) { i += 2; continue; }
         else if (!strcmp(a, "--model") || !strcmp(a, "--cluster") || !strcmp(a, "--gpu")) {}
         else if (!strcmp(a, "--gpus")) rc = flag_int(a, v, 1, &o->gpus);

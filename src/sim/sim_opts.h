@@ -16,7 +16,7 @@ typedef struct {
     const char *trace_path;
     int hot_spares, in_memory;
     /* plan only */
-    int top_k;
+    int top_k, why;
     const char *compare[2];
     int set_tp, set_pp, set_cp, set_dp, set_ep, set_vpp, set_recompute, set_zero, set_sp;
 } SimOpts;
