@@ -73,7 +73,7 @@ static double mlp_params(const SimModel *m, double f) {
 }
 
 /* Parameters per GPU of stage `stage`, split into dense (replicated over dp) and expert parts. */
-static void stage_params(const SimModel *m, const Layout *l, int stage, double *dense, double *expert) {
+void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert) {
     double per_layer = sim_model_layer_params(m);
     double exp_layer = m->experts > 1 ? m->experts * mlp_params(m, m->expert_ffn) : 0;
     double layers = (double)m->layers / l->pp;
@@ -86,7 +86,7 @@ static void stage_params(const SimModel *m, const Layout *l, int stage, double *
 
 double sim_stage_params(const SimModel *m, const Layout *l, int stage) {
     double d, e;
-    stage_params(m, l, stage, &d, &e);
+    sim_stage_params_split(m, l, stage, &d, &e);
     return d + e;
 }
 
@@ -109,7 +109,7 @@ int sim_memory(const SimModel *m, const Layout *l, SimMemory *out) {
         /* stages in the middle are alike; check the first two and the last */
         if (s > 1 && s < stages - 1) continue;
         double dense, expert;
-        stage_params(m, l, s, &dense, &expert);
+        sim_stage_params_split(m, l, s, &dense, &expert);
         SimMemory x = {0};
         double shard_o = l->zero >= 1, shard_g = l->zero >= 2, shard_w = l->zero >= 3;
         x.weights = wb * (dense / (shard_w ? l->dp : 1) + expert / (shard_w ? expert_dp : 1));

@@ -165,6 +165,8 @@ double sim_layer_activation_bytes(const SimModel *m, const Layout *l, int b);
 /* Micro-batches' worth of layer activations held by pipeline stage `stage` at its peak, in layers. */
 double sim_inflight_layers(const SimModel *m, const Layout *l, int stage);
 double sim_stage_params(const SimModel *m, const Layout *l, int stage); /* parameters held per GPU */
+/* The same, split into dense parameters (replicated over dp) and expert parameters (over dp/ep). */
+void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert);
 int sim_memory(const SimModel *m, const Layout *l, SimMemory *out);
 /* ZeRO (Rajbhandari et al. 2020) model-state bytes per GPU for psi parameters. */
 double sim_zero_state_bytes(double psi, int stage, int dp, int grad_bytes, int weight_bytes);

@@ -229,30 +229,38 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     Group dpg = grp(l->dp, l->tp * l->cp);
     int crit = 0;
     double end = -1, crit_dp = 0, crit_opt = 0;
+    int edp = l->dp / l->ep; /* experts are replicated over dp / ep ranks */
+    Group edpg = grp(edp, l->tp * l->cp * l->ep);
     for (int s = 0; s < p; s++) {
         if (s > 1 && s < p - 1) continue; /* middle stages are alike */
-        double params = sim_stage_params(m, l, s);
-        double gbytes = params * l->grad_bytes;
-        double wbytes = params * (e == 4 ? 4 : 2);
+        double dense, expert;
+        sim_stage_params_split(m, l, s, &dense, &expert);
+        double params = dense + expert;
+        double wb = e == 4 ? 4 : 2;
         double dpt = 0, opt_params = params;
         if (l->dp > 1) {
-            if (l->zero == 0) dpt = sim_coll_time(&net, COLL_ALLREDUCE, ALG_AUTO, gbytes, dpg);
-            else dpt = sim_coll_time(&net, COLL_REDUCE_SCATTER, ALG_AUTO, gbytes, dpg);
+            CollKind red = l->zero == 0 ? COLL_ALLREDUCE : COLL_REDUCE_SCATTER;
+            double red_t = sim_coll_time(&net, red, ALG_AUTO, dense * l->grad_bytes, dpg) +
+                           sim_coll_time(&net, red, ALG_AUTO, expert * l->grad_bytes, edpg);
             if (l->overlap_dp) {
-                double last_bucket = dpt * fmin(1.0, 40e6 * l->grad_bytes / gbytes);
-                dpt = fmax(last_bucket, dpt - pr->last_bwd[s]);
+                double last_bucket = red_t * fmin(1.0, 40e6 / params);
+                red_t = fmax(last_bucket, red_t - pr->last_bwd[s]);
             }
+            dpt = red_t;
             if (l->zero >= 1) {
-                opt_params = params / l->dp;
-                double ag = sim_coll_time(&net, COLL_ALLGATHER, ALG_AUTO, wbytes, dpg);
+                opt_params = dense / l->dp + expert / edp;
+                double ag = sim_coll_time(&net, COLL_ALLGATHER, ALG_AUTO, dense * wb, dpg) +
+                            sim_coll_time(&net, COLL_ALLGATHER, ALG_AUTO, expert * wb, edpg);
                 if (l->zero >= 3) ag *= 2; /* parameters gathered for forward and again for backward */
-                if (l->overlap_dp) ag = fmax(ag * fmin(1.0, 40e6 * 2 / wbytes), ag - fwd[s]);
+                if (l->overlap_dp) ag = fmax(ag * fmin(1.0, 40e6 / params), ag - fwd[s]);
                 dpt += ag;
             }
         }
-        /* gradient checks (inf/nan, global norm) read the gradients twice; Adam reads fp32 master,
-         * m, v and the gradient and writes master, m, v and the low-precision weights */
-        double opt = sim_membound_time(g, opt_params * (3.0 * l->grad_bytes + 12.0 + 12.0 + 2.0), 6);
+        /* Megatron's mixed-precision optimizer, per local parameter: unscale and inf/nan check
+         * (read + write the gradient), global norm (read), Adam (read fp32 master, m, v and the
+         * gradient; write master, m, v), copy to the low-precision weights (read 4, write 2); and
+         * zeroing the local gradient buffer for the next step */
+        double opt = sim_membound_time(g, opt_params * (4.0 * l->grad_bytes + 30.0) + params * l->grad_bytes, 8);
         double fin = pr->finish[s] + dpt + opt;
         if (fin > end) { end = fin; crit = s; crit_dp = dpt; crit_opt = opt; }
     }
