@@ -102,8 +102,8 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
                 if (bw) out->last_bwd[s] = dur;
                 if (trace) {
                     char name[64];
-                    snprintf(name, sizeof name, "%c mb%d%s%d", bw ? 'B' : 'F', mb, v > 1 ? " chunk" : "", v > 1 ? chunk : 0);
-                    if (v == 1) snprintf(name, sizeof name, "%c mb%d", bw ? 'B' : 'F', mb);
+                    if (v > 1) snprintf(name, sizeof name, "%c mb%d chunk%d", bw ? 'B' : 'F', mb, chunk);
+                    else snprintf(name, sizeof name, "%c mb%d", bw ? 'B' : 'F', mb);
                     trace_event(trace, s, name, start, dur);
                 }
                 idx[s]++;

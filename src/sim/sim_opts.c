@@ -42,7 +42,6 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
     sim_layout_defaults(&o->layout);
     o->top_k = 5;
     const char *model = NULL, *cluster = NULL, *gpu = NULL;
-    int ncompare = 0;
     /* pass 1: configs, help, and that every flag is known and has its value */
     static const char *valued[] = {"--model", "--cluster", "--gpu", "--gpus", "--tp", "--cp", "--pp", "--vpp", "--dp",
                                    "--ep", "--micro-batch", "--global-batch", "--seq", "--recompute", "--zero",
@@ -58,7 +57,6 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
             if (i + 2 >= argc) return myr_error("--compare needs two cluster files: --compare A.json B.json");
             o->compare[0] = argv[++i];
             o->compare[1] = argv[++i];
-            ncompare = 2;
             continue;
         }
         int known = 0;
@@ -76,7 +74,6 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
             if (!strcmp(a, *v)) known = 1;
         if (!known) return myr_error("unknown option '%s' (see myriad %s --help)", a, plan ? "plan" : "sim");
     }
-    (void)ncompare;
     if (model) {
         if (sim_load_model(model, &o->model)) return -1;
     } else {
@@ -96,7 +93,6 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
     /* pass 2: everything else */
     SimModel *m = &o->model;
     Layout *l = &o->layout;
-    int shape_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         int rc = 0, consumed = 1;
@@ -154,15 +150,14 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
             if (!strcmp(v, "llama")) m->llama = 1;
             else if (!strcmp(v, "gpt2") || !strcmp(v, "gpt")) m->llama = 0;
             else rc = myr_error("--arch expects gpt2 or llama, got '%s'", v);
-            shape_given = 1;
-        } else if (!strcmp(a, "--layers")) { rc = flag_int(a, v, 1, &m->layers); shape_given = 1; }
-        else if (!strcmp(a, "--hidden")) { rc = flag_int(a, v, 1, &m->hidden); shape_given = 1; }
-        else if (!strcmp(a, "--heads")) { rc = flag_int(a, v, 1, &m->heads); shape_given = 1; }
-        else if (!strcmp(a, "--kv-heads")) { rc = flag_int(a, v, 1, &m->kv_heads); shape_given = 1; }
-        else if (!strcmp(a, "--ffn")) { rc = flag_int(a, v, 1, &m->ffn); shape_given = 1; }
-        else if (!strcmp(a, "--vocab")) { rc = flag_int(a, v, 1, &m->vocab); shape_given = 1; }
-        else if (!strcmp(a, "--experts")) { rc = flag_int(a, v, 1, &m->experts); shape_given = 1; }
-        else if (!strcmp(a, "--top-k")) { rc = flag_int(a, v, 1, &m->top_k); shape_given = 1; }
+        } else if (!strcmp(a, "--layers")) { rc = flag_int(a, v, 1, &m->layers); }
+        else if (!strcmp(a, "--hidden")) { rc = flag_int(a, v, 1, &m->hidden); }
+        else if (!strcmp(a, "--heads")) { rc = flag_int(a, v, 1, &m->heads); }
+        else if (!strcmp(a, "--kv-heads")) { rc = flag_int(a, v, 1, &m->kv_heads); }
+        else if (!strcmp(a, "--ffn")) { rc = flag_int(a, v, 1, &m->ffn); }
+        else if (!strcmp(a, "--vocab")) { rc = flag_int(a, v, 1, &m->vocab); }
+        else if (!strcmp(a, "--experts")) { rc = flag_int(a, v, 1, &m->experts); }
+        else if (!strcmp(a, "--top-k")) { rc = flag_int(a, v, 1, &m->top_k); }
         else return myr_error("unknown option '%s'", a);
         if (rc) return -1;
         i += consumed;
@@ -171,7 +166,6 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         if (!m->layers || !m->hidden || !m->heads || !m->vocab)
             return myr_error("no model: give --model NAME (see configs/models) or --layers, --hidden, --heads and --vocab");
     }
-    (void)shape_given;
     if (!m->kv_heads) m->kv_heads = m->heads;
     if (!m->ffn) m->ffn = m->llama ? 256 * (int)ceil(8.0 * m->hidden / 3.0 / 256) : 4 * m->hidden;
     if (m->experts > 1 && !m->expert_ffn) m->expert_ffn = m->ffn;
@@ -188,6 +182,9 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         return myr_error("--gpus %d disagrees with tp x cp x pp x dp = %d", o->gpus, mp * l->dp);
     }
     if (!o->gpus) o->gpus = mp * l->dp;
+    if (o->cluster.gpus > 0 && o->gpus > o->cluster.gpus)
+        return myr_error("%d GPUs exceed the %d of cluster %s (choose another --cluster)", o->gpus, o->cluster.gpus,
+                         o->cluster.name);
     if (!l->global_batch) {
         /* about 4M tokens per step (GPT-3 175B used 3.2M, Llama 3 405B 4M-16M), a multiple of dp */
         int want = (int)ceil(4194304.0 / l->seq);

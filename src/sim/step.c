@@ -189,7 +189,7 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     double logit_b = sim_gemm_time(g, l->dtype, T, m->hidden, vl, 1) + sim_gemm_time(g, l->dtype, m->hidden, vl, T, 1) +
                      sim_membound_time(g, 2.0 * 4.0 * T * vl, 2);
     double per_chunk = (double)m->layers / V;
-    double *fwd = malloc(sizeof(double) * V), *bwd = malloc(sizeof(double) * V), *zero = NULL;
+    double *fwd = malloc(sizeof(double) * V), *bwd = malloc(sizeof(double) * V);
     if (!fwd || !bwd) { free(fwd); free(bwd); return myr_error("out of memory"); }
     for (int k = 0; k < V; k++) {
         fwd[k] = per_chunk * layer_f;
@@ -219,7 +219,6 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     if (blocking)
         for (int k = 0; k < V; k++) { fwd[k] += p2p; bwd[k] += p2p; }
     PipeResult *pr = malloc(sizeof *pr), *pr0 = malloc(sizeof *pr0);
-    (void)zero;
     int rc = (!pr || !pr0) ? myr_error("out of memory") : 0;
     if (!rc) rc = sim_pipeline(p, v, M, l->vpp > 1 ? SCHED_INTERLEAVED : l->schedule, fwd, bwd, p2p, pr, trace);
     if (!rc) rc = p > 1 ? sim_pipeline(p, v, M, l->vpp > 1 ? SCHED_INTERLEAVED : l->schedule, fwd, bwd, 0, pr0, NULL) : 0;

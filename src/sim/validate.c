@@ -149,7 +149,8 @@ int sim_validate_file(const char *path, int json, FILE *out, double *median_err,
         if (!have_gpu) { fclose(f); return myr_error("%s:%d: %s", path, rowno, myr_last_error()); }
         if (is_mem) {
             l.vpp = companion_vpp(path, m.layers, m.hidden, l.tp, l.pp, I("gpus"));
-            l.global_batch = l.dp * (l.micro_batch > 0 ? l.micro_batch : 1) * l.pp * (l.vpp > 1 ? 1 : 1) * 8;
+            /* enough micro-batches to fill the pipeline (the figure's runs did) */
+            l.global_batch = l.dp * (l.micro_batch > 0 ? l.micro_batch : 1) * l.pp * 8;
             SimMemory mem;
             sim_memory(&m, &l, &mem);
             double gib = 1024.0 * 1024.0 * 1024.0;
