@@ -7,8 +7,9 @@ set -u
 cd "$(dirname "$0")/.."
 B=./bin/myriad
 [ -x "$B" ] || { echo "build first: make -j2"; exit 1; }
-best() { # best wall seconds of $1 runs of the rest
+best() { # best wall seconds of $1 runs of the rest (a failing command stops the benchmark)
     local n=$1; shift; local b=999
+    "$@" >/dev/null 2>&1 || { echo "benchmark command failed: $*" >&2; exit 1; }
     for _ in $(seq "$n"); do
         local s=$(date +%s.%N); "$@" >/dev/null 2>&1; local e=$(date +%s.%N)
         b=$(python3 -c "print(min($b, $e - $s))")
