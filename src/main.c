@@ -14,6 +14,8 @@ static const Command commands[] = {
     {"train", cmd_train, "train a transformer (single process, or under mpirun)"},
     {"eval", cmd_eval, "evaluate a saved model on token shards"},
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
+    {"sim", cmd_sim, "simulate a training step on a cluster: time, memory, MFU, days (sim validate FILE)"},
+    {"plan", cmd_plan, "rank parallel layouts of a model on a cluster by days to train"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,275 @@
+/* sim.h: the cluster simulator's interface: hardware / cluster / model descriptions (loaded from
+ * JSON under configs/), a parallel layout, and the analytic + event-driven model of one training
+ * step, its memory, the reliability and cost models, the planner and the validation driver.
+ * Units everywhere: seconds, bytes, FLOP, bytes/s (not GB/s) unless a field name says otherwise.
+ * The equations and the source of every default are in docs/SIMULATOR.md. */
+#ifndef MYRIAD_SIM_SIM_H
+#define MYRIAD_SIM_SIM_H
+
+#include <stdio.h>
+
+/* ---------- data types of the math ---------- */
+typedef enum { DT_FP32 = 0, DT_TF32, DT_BF16, DT_FP16, DT_FP8, DT_COUNT } SimDtype;
+const char *sim_dtype_name(SimDtype d);
+int sim_dtype_parse(const char *s, SimDtype *out); /* -1 with reason if unknown */
+double sim_dtype_bytes(SimDtype d);                /* bytes of one activation / weight element */
+
+/* ---------- hardware (configs/hardware/NAME.json) ---------- */
+typedef struct {
+    char name[64];
+    double peak_tflops[DT_COUNT]; /* dense, per GPU; 0 = not supported */
+    double hbm_gib, hbm_tbps;     /* capacity (GiB), bandwidth (TB/s = 1e12 B/s) */
+    double scaleup_gbps;          /* NVLink GB/s per GPU per direction */
+    int nics;                     /* scale-out NICs per GPU */
+    double nic_gbps;              /* Gb/s per NIC */
+    double tdp_w;
+    int sms;                      /* streaming multiprocessors (GEMM wave quantization) */
+    /* achievable fractions (calibrated; see docs/SIMULATOR.md) */
+    double gemm_eff;     /* best cuBLAS efficiency on large, well-shaped GEMMs */
+    double hbm_eff;      /* achievable fraction of HBM bandwidth for streaming kernels */
+    double kernel_us;    /* fixed cost per kernel (launch + ramp/tail) */
+} GpuSpec;
+
+/* ---------- cluster (configs/clusters/NAME.json) ---------- */
+#define SIM_MAX_TIERS 4
+typedef struct {
+    char name[32];
+    int radix;          /* switch ports */
+    double oversub;     /* down:up ratio of the links that reach this tier (1 = non-blocking) */
+    double latency_us;  /* per-step latency of a collective whose traffic reaches this tier */
+    double gpus_below;  /* GPUs under one switch group of this tier; 0 = derived from radix */
+} NetTier;
+
+typedef struct {
+    char name[64];
+    char gpu[64];           /* GPU model name (configs/hardware) */
+    int gpus;               /* GPUs installed (0 = unbounded) */
+    int gpus_per_node;
+    int scaleup_domain;     /* GPUs in one NVLink/NVSwitch domain */
+    double scaleup_gbps;    /* 0 = the GPU's */
+    double scaleup_latency_us;
+    int nics_per_gpu;       /* 0 = the GPU's */
+    double nic_gbps;        /* 0 = the GPU's */
+    int roce;               /* 1 = RoCE (Ethernet), 0 = InfiniBand */
+    int sharp;              /* in-network reduction available */
+    int rail_optimized;     /* rails: NIC i of every node on rail switch i */
+    int planes;             /* independent network planes (multi-plane) */
+    int ntiers;             /* scale-out switch tiers: [0] leaf, [1] spine, [2] core */
+    NetTier tier[SIM_MAX_TIERS];
+    double net_eff;         /* achievable fraction of NIC line rate for collectives */
+    double scaleup_eff;     /* achievable fraction of NVLink bandwidth */
+    /* power and money */
+    double pue, host_w_per_gpu, gpu_hour_usd, switch_usd, optic_usd, nic_usd, gpu_usd;
+    /* storage and restarts (reliability) */
+    double storage_gbps;    /* aggregate checkpoint storage bandwidth, GB/s */
+    double host_mem_gbps;   /* per-GPU copy bandwidth to host/peer memory (in-memory checkpoints), GB/s */
+} ClusterSpec;
+
+/* ---------- model (configs/models/NAME.json or flags) ---------- */
+typedef struct {
+    char name[64];
+    int llama;        /* 0: GPT (LayerNorm, GELU MLP, tied embeddings); 1: Llama (RMSNorm, SwiGLU, untied) */
+    int layers, hidden, heads, kv_heads, ffn, vocab;
+    int experts, top_k, expert_ffn; /* MoE: experts > 1 replaces every MLP by `experts` MLPs of expert_ffn */
+    int seq;          /* default sequence length */
+} SimModel;
+
+double sim_model_params(const SimModel *m);        /* all parameters */
+double sim_model_layer_params(const SimModel *m);  /* one transformer layer */
+double sim_model_active_params(const SimModel *m); /* per token (MoE: top_k experts) */
+/* Forward FLOPs of one sequence of length s through the whole model (attention counted as full
+ * s x s, the convention of Narayanan et al. 2021); training = 3x, with full recompute 4x. */
+double sim_model_fwd_flops(const SimModel *m, int s);
+/* Narayanan et al. eq. (3): 96 B s l h^2 (1 + s/6h + V/16lh), GPT shapes, full recompute. */
+double sim_narayanan_flops(int B, int s, int l, int h, int V);
+
+/* ---------- layout ---------- */
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
+typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED } PipeSchedule;
+typedef struct {
+    int tp, cp, pp, vpp, dp, ep;
+    int micro_batch;      /* sequences per micro-batch per data-parallel rank; 0 = search */
+    int global_batch;     /* sequences per step */
+    int seq;
+    Recompute recompute;
+    int sp;               /* sequence parallelism (with tp) */
+    int zero;             /* 0..3 */
+    SimDtype dtype;
+    PipeSchedule schedule;/* interleaved is implied by vpp > 1 */
+    int flash;            /* fused (flash) attention; 0: unfused softmax/dropout (Megatron 2021) */
+    int overlap_dp;       /* overlap the data-parallel gradient reduction with backward */
+    int grad_bytes;       /* bytes per gradient element kept for accumulation (Megatron: 4, ZeRO paper: 2) */
+    int fused_grad_accum; /* weight-gradient GEMMs accumulate into the main gradients directly */
+    int overlap_p2p;      /* pipeline sends/receives run asynchronously to compute */
+} Layout;
+void sim_layout_defaults(Layout *l);
+/* Software presets: "current" (the defaults: flash attention, fused gradient accumulation, overlapped
+ * p2p and data-parallel reduction, distributed optimizer), "megatron-2022" (Korthikanti et al. 2022:
+ * unfused attention, fused gradient accumulation, blocking p2p, no overlap, no ZeRO, fp32 gradients),
+ * "megatron-2021" (Narayanan et al. 2021: as 2022 but gradient accumulation as a separate pass). */
+int sim_software_preset(Layout *l, const char *name);
+const char *sim_recompute_name(Recompute r);
+int sim_recompute_parse(const char *s, Recompute *out);
+
+/* ---------- JSON loading (json_load.c) ---------- */
+/* Find configs/KIND/NAME.json (KIND: hardware, clusters, models) or take NAME as a path when it
+ * contains '/' or ends in .json. Search: $MYRIAD_CONFIG_DIR, <binary>/../configs, ./configs. */
+int sim_config_path(const char *kind, const char *name, char *out, size_t cap);
+int sim_load_gpu(const char *name_or_path, GpuSpec *g);
+int sim_load_cluster(const char *name_or_path, ClusterSpec *c);
+int sim_load_model(const char *name_or_path, SimModel *m);
+void sim_cluster_defaults(ClusterSpec *c);
+void sim_gpu_defaults(GpuSpec *g);
+
+/* ---------- network (cluster.c) ---------- */
+/* A group of `size` GPUs whose ranks are `stride` apart in the layout's rank order. */
+typedef struct {
+    int size, stride;
+} Group;
+/* Resolved network of one job: per-level bandwidth (B/s per GPU) and latency; level 0 is the
+ * scale-up domain, level k >= 1 the k-th switch tier. reach[k]: GPUs under one level-k switch group. */
+typedef struct {
+    int nlevels;
+    double bw[SIM_MAX_TIERS + 1];
+    double alpha[SIM_MAX_TIERS + 1];
+    double reach[SIM_MAX_TIERS + 1];
+    int sharp;
+} Network;
+void sim_network(const ClusterSpec *c, const GpuSpec *g, Network *n);
+/* Highest level the group's traffic crosses (0 = stays in scale-up), and members per level-0 domain. */
+int sim_group_level(const Network *n, Group g, int *members_per_domain);
+
+/* ---------- collectives (collectives.c) ---------- */
+typedef enum { COLL_ALLREDUCE = 0, COLL_REDUCE_SCATTER, COLL_ALLGATHER, COLL_ALLTOALL, COLL_P2P } CollKind;
+typedef enum { ALG_AUTO = 0, ALG_RING, ALG_TREE, ALG_HIER, ALG_SHARP } CollAlg;
+/* Time of one collective of `bytes` (the full per-rank buffer: all-reduce input, all-gather output,
+ * reduce-scatter input, all-to-all send buffer) over group g. ALG_AUTO picks the fastest applicable. */
+double sim_coll_time(const Network *n, CollKind kind, CollAlg alg, double bytes, Group g);
+/* Flat alpha-beta formulas (n ranks, per-rank bandwidth bw B/s, per-step latency a s). */
+double sim_ring_allreduce(int n, double bytes, double bw, double a);
+double sim_ring_gather(int n, double bytes, double bw, double a); /* reduce-scatter or all-gather */
+double sim_tree_allreduce(int n, double bytes, double bw, double a);
+
+/* ---------- kernels (gemm_eff.c) ---------- */
+double sim_gemm_eff(const GpuSpec *g, double M, double N, double K);
+double sim_gemm_time(const GpuSpec *g, SimDtype dt, double M, double N, double K, double batch);
+double sim_membound_time(const GpuSpec *g, double bytes, int kernels);
+
+/* ---------- memory (memory.c) ---------- */
+typedef struct {
+    double weights, grads, optimizer, activations, comm_buffers, total; /* bytes per GPU */
+    int stage; /* the pipeline stage with the largest total */
+} SimMemory;
+/* Activation bytes of one layer for one micro-batch of b sequences (Korthikanti et al. 2022, generalized). */
+double sim_layer_activation_bytes(const SimModel *m, const Layout *l, int b);
+/* Micro-batches' worth of layer activations held by pipeline stage `stage` at its peak, in layers. */
+double sim_inflight_layers(const SimModel *m, const Layout *l, int stage);
+double sim_stage_params(const SimModel *m, const Layout *l, int stage); /* parameters held per GPU */
+/* The same, split into dense parameters (replicated over dp) and expert parameters (over dp/ep). */
+void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert);
+int sim_memory(const SimModel *m, const Layout *l, SimMemory *out);
+/* ZeRO (Rajbhandari et al. 2020) model-state bytes per GPU for psi parameters. */
+double sim_zero_state_bytes(double psi, int stage, int dp, int grad_bytes, int weight_bytes);
+
+/* ---------- step (step.c, pipeline.c) ---------- */
+typedef struct {
+    double step_time;
+    double forward, backward, recompute;          /* compute time summed on the critical stage */
+    double tp_comm, cp_comm, pp_comm, dp_comm, ep_comm; /* exposed communication */
+    double bubble, optimizer;
+    double model_flops;   /* per step, 3x forward (no recompute) */
+    double hw_flops;      /* including recomputation */
+    double mfu, hfu, tokens_per_s, tflops_per_gpu;
+    SimMemory mem;
+    int gpus;
+    int micro_batch, vpp, microbatches;
+} SimResult;
+
+typedef struct TraceWriter TraceWriter;
+
+/* Check the layout against model, cluster and GPU; -1 with the reason (e.g. "tp 16 exceeds the
+ * 8-GPU scale-up domain"). Does not check memory. */
+int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l);
+/* Simulate one step. trace may be NULL. Fails only on an invalid layout. */
+int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l, SimResult *r,
+             TraceWriter *trace);
+/* Choose micro-batch (if l->micro_batch == 0) and vpp (if search_vpp) for the fastest step that fits. */
+int sim_step_search(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, Layout *l, int search_vpp,
+                    SimResult *r);
+
+/* Pipeline schedule simulation (pipeline.c). fwd[k], bwd[k]: time of the forward and backward
+ * (incl. recompute) of virtual stage k = chunk * pp + stage for one micro-batch; p2p: one transfer. */
+typedef struct {
+    double finish[1024];      /* per stage: time its last op ends (stages <= 1024) */
+    double last_bwd[1024];    /* per stage: duration of its last backward op */
+    double busy[1024];        /* per stage: compute time */
+    double makespan;
+    int peak_inflight[1024];  /* per stage: max forward chunks held awaiting backward */
+} PipeResult;
+int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
+                 PipeResult *out, TraceWriter *trace);
+
+/* Chrome Trace Event output (trace.c). */
+TraceWriter *trace_open(const char *path);
+void trace_lane(TraceWriter *t, int lane, const char *name);
+void trace_event(TraceWriter *t, int lane, const char *name, double start_s, double dur_s);
+int trace_close(TraceWriter *t); /* -1 on write error */
+
+/* ---------- reliability (reliability.c) ---------- */
+typedef struct {
+    double gpu, hbm, nic, network, host, software; /* interruptions per GPU-hour */
+} FailureRates;
+void sim_failure_rates_default(FailureRates *f); /* Llama 3 (Dubey et al. 2024, Table 5) */
+double sim_job_mtbf_hours(const FailureRates *f, int gpus);
+double sim_young_interval(double ckpt_cost, double mtbf);
+double sim_daly_interval(double ckpt_cost, double mtbf);
+/* Daly (2006) expected wall time per unit of solve time with interval tau, checkpoint cost delta,
+ * restart cost R, exponential failures with mean M. goodput = 1/that. */
+double sim_daly_goodput(double tau, double delta, double restart, double mtbf);
+typedef struct {
+    int gpus, hot_spares, in_memory;
+    double state_bytes;        /* checkpoint size (whole job) */
+    double restart_s;          /* re-launch: scheduling, process start, NCCL init */
+    double repair_hours;       /* time to get a failed node back without a spare */
+    double storage_gbps, host_mem_gbps;
+    int gpus_per_node;
+} ReliabilityInput;
+typedef struct {
+    double mtbf_h, ckpt_s, restore_s, restart_s, interval_s, goodput, young_s, daly_s;
+    double p_spare_available;
+} ReliabilityResult;
+void sim_reliability(const FailureRates *f, const ReliabilityInput *in, ReliabilityResult *out);
+
+/* ---------- cost (cost.c) ---------- */
+typedef struct {
+    int tiers;
+    double switches, links, optics, nics;
+    double network_usd, gpu_capex_usd;
+    double power_kw;           /* IT power x PUE */
+} ClusterCost;
+int sim_fat_tree(const ClusterSpec *c, int gpus, ClusterCost *out);
+void sim_cost(const ClusterSpec *c, const GpuSpec *g, int gpus, ClusterCost *out);
+
+/* ---------- planner (planner.c) ---------- */
+typedef struct {
+    Layout layout;
+    SimResult res;
+    double days;
+} PlanEntry;
+typedef struct {
+    PlanEntry *best; int nbest, cap;
+    int considered, invalid, no_fit;
+    char why_no_fit[256]; /* one example of a layout rejected for memory */
+    char (*rejected)[192]; /* every rejected layout and why (`plan --why`) */
+    int nrejected;
+} PlanResult;
+/* Enumerate layouts for `gpus` GPUs, keep the top k by time to train `tokens`. base supplies seq,
+ * global batch, dtype and flags that are not searched. */
+int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus, const Layout *base,
+             double tokens, int k, PlanResult *out);
+void sim_plan_free(PlanResult *r);
+
+/* ---------- validation (validate.c) ---------- */
+int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err);
+
+#endif
