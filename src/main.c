@@ -14,6 +14,8 @@ static const Command commands[] = {
     {"train", cmd_train, "train a transformer (single process, or under mpirun)"},
     {"eval", cmd_eval, "evaluate a saved model on token shards"},
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
+    {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style)"},
+    {"run", cmd_run, "launch a subcommand on N local ranks through mpirun (run -n N -- ...)"},
 };
 
 static void usage(FILE *out) {

@@ -7,5 +7,7 @@
 int cmd_train(int argc, char **argv); /* src/train/train_cmd.c */
 int cmd_eval(int argc, char **argv);  /* src/train/eval_cmd.c */
 int cmd_data(int argc, char **argv);  /* src/data/data_cmd.c */
+int cmd_bench(int argc, char **argv); /* src/bench/bench_cmd.c */
+int cmd_run(int argc, char **argv);   /* src/launch/run_cmd.c */
 
 #endif
