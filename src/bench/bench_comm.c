@@ -285,12 +285,16 @@ static long total_over_ranks(long v) {
 
 /* ---------------------------------------------------------------- tables */
 
+#define MAX_ROWS 128
+
 typedef struct {
     size_t size;
-    double time_us, busbw;
+    double t[2];  /* out-of-place, in-place; seconds */
+    long wrong[2];
+    int has_inplace;
 } Row;
 
-static void header(Coll coll, CommAlgo algo, const Opts *o) {
+static void header(Coll coll, CommAlgo algo) {
     if (me) return;
     Comm *w = comm_world();
     printf("#\n# Collective: %s   ranks: %d   nodes: %d", coll_names[coll], np, comm_node_count(w));
@@ -302,59 +306,48 @@ static void header(Coll coll, CommAlgo algo, const Opts *o) {
            "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
     printf("#%11s %13s %9s %7s %7s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
            "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    fflush(stdout);
 }
 
-/* One table; returns the number of wrong values, fills rows (out-of-place) for comparisons. */
-static long table(Coll coll, CommAlgo algo, CommOp op, const Opts *o, char *a, char *b, Row *rows, int *nrows,
-                  double *bw_sum, int *bw_n) {
+/* Per-rank element count for a buffer of `bytes` (0: too small for this collective). RS, AG
+ * and A2A split the buffer into np blocks, as nccl-tests does. */
+static size_t row_count(Coll coll, size_t bytes, size_t esz) {
+    if (coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL) return bytes / esz / np;
+    return bytes / esz;
+}
+
+/* Time and check one row with the given all-reduce algorithm. */
+static Row measure(Coll coll, CommAlgo algo, CommOp op, size_t count, const Opts *o, char *a, char *b) {
     size_t esz = comm_dtype_size(o->dt);
-    int reduces = coll == ALL_REDUCE || coll == REDUCE_SCATTER;
-    int rounds = 1;
-    long wrong_total = 0;
+    int blocks = coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL;
+    Row row = {.size = count * esz * (blocks ? np : 1), .has_inplace = coll != SEND_RECV};
     comm_set_algo(algo);
-    *nrows = 0;
-    for (double s = o->minb; s <= o->maxb * 1.0000001; s *= o->factor) {
-        size_t bytes = (size_t)s, count;
-        /* per-rank counts: RS/AG/A2A split the buffer into np blocks, as nccl-tests does */
-        if (coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL) count = bytes / esz / np;
-        else count = bytes / esz;
-        if (count == 0) continue;
-        size_t size = (coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL) ? count * np * esz
-                                                                                            : count * esz;
-        if (coll == ALL_REDUCE && comm_allreduce_algo(comm_world(), count, o->dt) == COMM_ALGO_HIER) rounds = 2;
-        else rounds = 1;
-        double t[2];
-        long wrong[2];
-        int has_inplace = coll != SEND_RECV;
-        for (int ip = 0; ip < 2; ip++) {
-            if (ip && !has_inplace) break;
-            Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
-            t[ip] = timed(&c, o);
-            wrong[ip] = total_over_ranks(check(&c, rounds));
-            wrong_total += wrong[ip];
-        }
-        double f = bus_factor(coll, np);
-        if (me == 0) {
-            printf(" %11zu %13zu %9s %7s %7d", size, size / esz, comm_dtype_name(o->dt), reduces ? comm_op_name(op) : "none",
-                   coll == BROADCAST ? o->root : -1);
-            for (int ip = 0; ip < 2; ip++) {
-                if (ip && !has_inplace) {
-                    printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
-                    break;
-                }
-                double algbw = size / t[ip] / 1e9;
-                printf(" %9.2f %7.3f %7.3f %6ld", t[ip] * 1e6, algbw, algbw * f, wrong[ip]);
-            }
-            printf("\n");
-            fflush(stdout);
-        }
-        *bw_sum += size / t[0] / 1e9 * f;
-        (*bw_n)++;
-        rows[*nrows].size = size, rows[*nrows].time_us = t[0] * 1e6, rows[*nrows].busbw = size / t[0] / 1e9 * f;
-        (*nrows)++;
+    int rounds = coll == ALL_REDUCE && comm_allreduce_algo(comm_world(), count, o->dt) == COMM_ALGO_HIER ? 2 : 1;
+    for (int ip = 0; ip < 1 + row.has_inplace; ip++) {
+        Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
+        row.t[ip] = timed(&c, o);
+        row.wrong[ip] = total_over_ranks(check(&c, rounds));
     }
-    return wrong_total;
+    return row;
+}
+
+static void print_row(Coll coll, CommOp op, const Row *r, const Opts *o, double *bw_sum, int *bw_n) {
+    size_t esz = comm_dtype_size(o->dt);
+    double f = bus_factor(coll, np);
+    int reduces = coll == ALL_REDUCE || coll == REDUCE_SCATTER;
+    *bw_sum += r->size / r->t[0] / 1e9 * f;
+    (*bw_n)++;
+    if (me) return;
+    printf(" %11zu %13zu %9s %7s %7d", r->size, r->size / esz, comm_dtype_name(o->dt), reduces ? comm_op_name(op) : "none",
+           coll == BROADCAST ? o->root : -1);
+    for (int ip = 0; ip < 2; ip++) {
+        if (ip && !r->has_inplace) {
+            printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+            break;
+        }
+        double algbw = r->size / r->t[ip] / 1e9;
+        printf(" %9.2f %7.3f %7.3f %6ld", r->t[ip] * 1e6, algbw, algbw * f, r->wrong[ip]);
+    }
+    printf("\n");
 }
 
 int bench_comm(int argc, char **argv) {
@@ -365,9 +358,9 @@ int bench_comm(int argc, char **argv) {
     Comm *w = comm_world();
     me = comm_rank(w), np = comm_size(w);
     if (o.root < 0 || o.root >= np) myr_die("--root %d is outside 0..%d", o.root, np - 1);
-    if ((o.colls >> SEND_RECV & 1) && np < 2 && me == 0) fprintf(stderr, "note: sendrecv with one rank sends to itself\n");
     size_t esz = comm_dtype_size(o.dt), cap = o.maxb + (size_t)np * esz + 64;
     char *a = malloc(cap), *b = malloc(cap);
+    static Row rows[3][MAX_ROWS];
     if (!a || !b) myr_die("bench comm: cannot allocate 2 x %zu bytes; lower -e", cap);
     memset(a, 0, cap), memset(b, 0, cap);
     if (me == 0) {
@@ -375,35 +368,50 @@ int bench_comm(int argc, char **argv) {
                "validation: 1 timeout: %g s\n", o.minb, o.maxb, o.factor, o.warmup, o.iters, co.timeout_s);
         printf("# ranks %d, nodes %d%s\n", np, comm_node_count(w),
                co.ranks_per_node ? " (emulated with --ranks-per-node)" : " (shared-memory domains)");
+        if (o.nalgos > 1)
+            printf("# all-reduce algorithms are measured alternately, size by size, so load changes hit all alike\n");
     }
     long wrong = 0;
     double bw_sum = 0;
-    int bw_n = 0, nrows[3] = {0};
-    Row *rows[3];
-    for (int i = 0; i < 3; i++) rows[i] = calloc(128, sizeof(Row));
+    int bw_n = 0;
     for (int coll = 0; coll < NCOLL; coll++) {
         if (!(o.colls >> coll & 1)) continue;
         int nalgos = coll == ALL_REDUCE ? o.nalgos : 1;
         int reduces = coll == ALL_REDUCE || coll == REDUCE_SCATTER;
-        for (int oi = 0; oi < (reduces ? o.nops : 1); oi++)
+        for (int oi = 0; oi < (reduces ? o.nops : 1); oi++) {
+            int nrows = 0;
+            for (double s = o.minb; s <= o.maxb * 1.0000001 && nrows < MAX_ROWS; s *= o.factor) {
+                size_t count = row_count((Coll)coll, (size_t)s, esz);
+                if (count == 0) continue;
+                for (int ai = 0; ai < nalgos; ai++) {
+                    CommAlgo algo = coll == ALL_REDUCE ? o.algos[ai] : COMM_ALGO_MPI;
+                    rows[ai][nrows] = measure((Coll)coll, algo, o.ops[oi], count, &o, a, b);
+                    wrong += rows[ai][nrows].wrong[0] + rows[ai][nrows].wrong[1];
+                }
+                nrows++;
+            }
             for (int ai = 0; ai < nalgos; ai++) {
-                CommAlgo algo = coll == ALL_REDUCE ? o.algos[ai] : COMM_ALGO_MPI;
-                header((Coll)coll, algo, &o);
-                wrong += table((Coll)coll, algo, o.ops[oi], &o, a, b, rows[ai], &nrows[ai], &bw_sum, &bw_n);
+                header((Coll)coll, coll == ALL_REDUCE ? o.algos[ai] : COMM_ALGO_MPI);
+                for (int k = 0; k < nrows; k++) print_row((Coll)coll, o.ops[oi], &rows[ai][k], &o, &bw_sum, &bw_n);
             }
-        if (coll == ALL_REDUCE && o.nalgos > 1 && me == 0) {
-            printf("#\n# all_reduce %s (last op), out-of-place: busbw relative to %s, same run\n", comm_op_name(o.ops[o.nops - 1]),
-                   comm_algo_name(o.algos[0]));
-            printf("#%11s", "size (B)");
-            for (int ai = 0; ai < o.nalgos; ai++) printf(" %10s_us %9s_bw", comm_algo_name(o.algos[ai]), comm_algo_name(o.algos[ai]));
-            for (int ai = 1; ai < o.nalgos; ai++) printf(" %6s/%-6s", comm_algo_name(o.algos[ai]), comm_algo_name(o.algos[0]));
-            printf("\n");
-            for (int k = 0; k < nrows[0]; k++) {
-                printf(" %11zu", rows[0][k].size);
-                for (int ai = 0; ai < o.nalgos; ai++) printf(" %13.2f %12.3f", rows[ai][k].time_us, rows[ai][k].busbw);
-                for (int ai = 1; ai < o.nalgos; ai++) printf(" %13.2f", rows[ai][k].busbw / rows[0][k].busbw);
+            if (nalgos > 1 && me == 0) {
+                printf("#\n# all_reduce %s, out-of-place: bus bandwidth relative to %s (same run)\n",
+                       comm_op_name(o.ops[oi]), comm_algo_name(o.algos[0]));
+                printf("#%11s", "size (B)");
+                for (int ai = 0; ai < nalgos; ai++)
+                    printf(" %8s(us) %8s(GB/s)", comm_algo_name(o.algos[ai]), comm_algo_name(o.algos[ai]));
+                for (int ai = 1; ai < nalgos; ai++) printf(" %6s/%s", comm_algo_name(o.algos[ai]), comm_algo_name(o.algos[0]));
                 printf("\n");
+                double f = bus_factor(ALL_REDUCE, np);
+                for (int k = 0; k < nrows; k++) {
+                    printf(" %11zu", rows[0][k].size);
+                    for (int ai = 0; ai < nalgos; ai++)
+                        printf(" %12.2f %14.3f", rows[ai][k].t[0] * 1e6, rows[ai][k].size / rows[ai][k].t[0] / 1e9 * f);
+                    for (int ai = 1; ai < nalgos; ai++) printf(" %10.2f", rows[0][k].t[0] / rows[ai][k].t[0]);
+                    printf("\n");
+                }
             }
+            if (me == 0) fflush(stdout);
         }
     }
     if (me == 0) {
@@ -411,7 +419,6 @@ int bench_comm(int argc, char **argv) {
         printf("# Avg bus bandwidth    : %g\n#\n", bw_n ? bw_sum / bw_n : 0);
         fflush(stdout);
     }
-    for (int i = 0; i < 3; i++) free(rows[i]);
     free(a), free(b);
     if (comm_finalize() < 0) myr_die_last();
     if (wrong) myr_die("bench comm: %ld wrong values (see #wrong)", wrong);

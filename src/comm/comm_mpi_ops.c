@@ -116,16 +116,27 @@ static void scale_f32(float *x, size_t n, int divisor) {
     for (size_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* out[k] = reduce over s of src[s*cnt + k], in fp32, rounded once to bf16. */
+/* out[k] = reduce over s of src[s*cnt + k], in fp32, rounded once to bf16. Works in blocks so
+ * the fp32 accumulator stays in cache and the inner loops run over contiguous memory. */
 static void reduce_bf16(const uint16_t *src, int nsrc, size_t cnt, CommOp op, int divisor, uint16_t *out) {
-    for (size_t k = 0; k < cnt; k++) {
-        float acc = comm_bf16_to_f32(src[k]);
+    enum { BLOCK = 1024 };
+    float acc[BLOCK];
+    for (size_t k0 = 0; k0 < cnt; k0 += BLOCK) {
+        size_t m = cnt - k0 < BLOCK ? cnt - k0 : BLOCK;
+        for (size_t k = 0; k < m; k++) acc[k] = comm_bf16_to_f32(src[k0 + k]);
         for (int s = 1; s < nsrc; s++) {
-            float v = comm_bf16_to_f32(src[(size_t)s * cnt + k]);
-            acc = op == COMM_MAX ? (v > acc ? v : acc) : acc + v;
+            const uint16_t *p = src + (size_t)s * cnt + k0;
+            if (op == COMM_MAX)
+                for (size_t k = 0; k < m; k++) {
+                    float v = comm_bf16_to_f32(p[k]);
+                    acc[k] = v > acc[k] ? v : acc[k];
+                }
+            else
+                for (size_t k = 0; k < m; k++) acc[k] += comm_bf16_to_f32(p[k]);
         }
-        if (op == COMM_AVG && divisor > 1) acc /= (float)divisor;
-        out[k] = comm_f32_to_bf16(acc);
+        if (op == COMM_AVG && divisor > 1)
+            for (size_t k = 0; k < m; k++) acc[k] /= (float)divisor;
+        for (size_t k = 0; k < m; k++) out[k0 + k] = comm_f32_to_bf16(acc[k]);
     }
 }
 
