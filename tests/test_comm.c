@@ -5,8 +5,9 @@
  * checked against a reference each rank computes locally from the known inputs of every rank
  * (gen_* below), for odd counts, in-place and out-of-place, fp32 and bf16, blocking and
  * nonblocking. Flags: --algo/--ranks-per-node/--comm-timeout (as the CLI), and
- * --hang stop|late: the last rank stops (SIGSTOP) or never joins, the others must time out
- * naming it (the shell test checks the message and the exit code).
+ * --hang stop|late|p2p: the last rank stops (SIGSTOP) or never joins a collective (or never
+ * sends what the others receive); the others must time out naming it (the shell test checks
+ * the message and the exit code).
  * Under MPI, rank 0 prints one ok/FAIL line per case, a case failing if it failed on any rank. */
 #include <mpi.h>
 #include <signal.h>
@@ -220,6 +221,26 @@ static void test_all_reduce_nonblocking_overlap(void) {
         free(buf[j]);
     }
     CHECK(comm_pending() == 0, "pending %d after waits", comm_pending());
+    /* a multi-stage request (bf16) first: the broadcast and all-gather behind it wait their
+     * turn to post, and all three must still be right */
+    uint16_t ar[301], bc[33];
+    float ag_in[3], ag[3 * 64];
+    CommRequest *q[3];
+    fill(ar, COMM_BF16, me, 0, 301, 200);
+    fill(bc, COMM_BF16, me, 0, 33, 201);
+    fill(ag_in, COMM_F32, me, 0, 3, 202);
+    CHECK(comm_iall_reduce(comm_world(), ar, ar, 301, COMM_BF16, COMM_SUM, &q[0]) == 0, "%s", myr_last_error());
+    CHECK(comm_ibroadcast(comm_world(), bc, bc, 33, COMM_BF16, np - 1, &q[1]) == 0, "%s", myr_last_error());
+    CHECK(comm_iall_gather(comm_world(), ag_in, ag, 3, COMM_F32, &q[2]) == 0, "%s", myr_last_error());
+    for (int j = 2; j >= 0; j--) CHECK(comm_wait(&q[j]) == 0, "%s", myr_last_error());
+    for (size_t k = 0; k < 301; k++) {
+        double sc, want = ref_reduce(COMM_BF16, COMM_SUM, np, k, 200, &sc);
+        expect(ar, COMM_BF16, k, want, tolerance(COMM_BF16, COMM_SUM, sc, rounds_bf16), "queued bf16 all_reduce");
+    }
+    for (size_t k = 0; k < 33; k++) expect(bc, COMM_BF16, k, gen_bf16(np - 1, k, 201), 0, "queued broadcast");
+    for (int r = 0; r < np; r++)
+        for (size_t k = 0; k < 3; k++) expect(ag, COMM_F32, r * 3 + k, gen_f32(r, k, 202), 0, "queued all_gather");
+    EXPECT_NONE_WRONG("requests queued behind a multi-stage one");
     /* comm_test until done */
     float v = (float)me, *pv = &v;
     CommRequest *r;
@@ -467,11 +488,16 @@ static void hang(const char *mode) {
     CHECK(comm_all_reduce(w, &v, &v, 1, COMM_F32, COMM_SUM) == 0, "%s", myr_last_error()); /* everybody once */
     if (me == np - 1) {
         if (!strcmp(mode, "stop")) raise(SIGSTOP);
-        /* "late": computing between layers, calling comm_progress, never joining */
+        /* "late" and "p2p": computing between layers, calling comm_progress, never joining */
         for (int i = 0; i < 6000; i++) {
             comm_progress();
             usleep(10000);
         }
+        exit(0);
+    }
+    if (!strcmp(mode, "p2p")) { /* a receive whose sender never sends */
+        if (comm_recv(w, &v, 1, COMM_F32, np - 1) < 0) myr_die_last();
+        fprintf(stderr, "rank %d: received from a rank that never sent\n", me);
         exit(0);
     }
     if (comm_all_reduce(w, &v, &v, 1, COMM_F32, COMM_SUM) < 0) myr_die_last();

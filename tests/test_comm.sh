@@ -52,6 +52,14 @@ hang() {
 }
 hang timeout_names_stopped_rank 4 stop "no answer"
 hang timeout_names_late_rank 3 late "still at #1"
+timeout 60 $MPI -np 2 $T --hang p2p --comm-timeout 2 >"$out/p2p.out" 2>"$out/p2p.err"
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "recv (peer rank 1) on group 'world' (rank 0 of 2, world rank 0): did not complete within 2 s; peer rank 1 (world rank 1) is alive (at collective #1 of this group) but has not posted the matching send" "$out/p2p.err"; then
+    echo "ok timeout_names_silent_sender"
+else
+    echo "FAIL timeout_names_silent_sender (exit $rc)"
+    tail -n 5 "$out/p2p.err" >&2
+fi
 
 # bench comm: every collective, both dtypes, checked; and the hierarchical all-reduce
 bench() {

@@ -58,6 +58,7 @@ struct CommRequest {
     CommDtype dt;
     CommOp op;
     int divisor;      /* AVG: divide the sum by this (the top-level group size) */
+    int root;         /* broadcast root */
     int *counts, *displs; /* per-rank element counts and offsets (v-variants, chunked algorithms) */
     void *tmp;        /* scratch owned by the request */
     void *shard;      /* hierarchical: my reduced chunk */

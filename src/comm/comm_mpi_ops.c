@@ -341,7 +341,7 @@ static int advance_single(CommRequest *r) {
         rc = MPI_Ialltoallv(r->tmp ? r->tmp : r->send, r->counts, r->counts + n, t, r->recv, r->counts + 2 * n,
                             r->counts + 3 * n, t, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "broadcast")) {
-        rc = MPI_Ibcast(r->recv, (int)r->count, t, r->peer, r->mc, &r->mreq[0]);
+        rc = MPI_Ibcast(r->recv, (int)r->count, t, r->root, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "send")) {
         rc = MPI_Isend(r->send, (int)r->count, t, r->peer, 11, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "recv")) {
@@ -641,11 +641,9 @@ int comm_ibroadcast(Comm *c, const void *send, void *recv, size_t count, CommDty
     if (root < 0 || root >= c->size) return comm_fail(c, name, "root %d is outside 0..%d", root, c->size - 1);
     CommRequest *r = req_new(c->mpi, advance_single);
     if (!r) return comm_fail(c, name, "out of memory");
-    r->opname = name, r->recv = recv, r->count = count, r->dt = dt, r->peer = root;
+    r->opname = name, r->recv = recv, r->count = count, r->dt = dt, r->root = root;
     if (c->rank == root && send && send != recv) memmove(recv, send, count * comm_dtype_size(dt));
-    int rc = launch(c, name, 1, r, req);
-    if (*req) (*req)->peer = -1; /* a collective: timeout reports list every missing rank */
-    return rc;
+    return launch(c, name, 1, r, req);
 }
 
 static int p2p(Comm *c, const char *name, const void *send, void *recv, size_t count, CommDtype dt, int peer,
