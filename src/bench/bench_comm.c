@@ -5,7 +5,8 @@
  * Bus bandwidth uses nccl-tests' factors (doc/PERFORMANCE.md in NVIDIA/nccl-tests): all-reduce
  * 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n; broadcast and send/recv 1. "size" is
  * the full buffer as in nccl-tests: the reduce-scatter input, the all-gather output, one rank's
- * all-to-all buffer. Time is the slowest rank's mean over -n iterations after -w warm-up ones.
+ * all-to-all buffer. Time is the slowest rank's mean over -n iterations after -w warm-up ones
+ * (with --trials K: the median of K such means, algorithms taking turns).
  * Every row is checked: after timing, fresh known inputs go through the collective once and each
  * element is compared with a reference computed locally from every rank's inputs (#wrong is the
  * total over ranks). With several --algo values the all-reduce tables are followed by a
@@ -38,7 +39,7 @@ static double bus_factor(Coll c, int n) {
 typedef struct {
     size_t minb, maxb;
     double factor;
-    int iters, warmup, root;
+    int iters, warmup, root, trials;
     CommDtype dt;
     CommOp ops[3];
     int nops;
@@ -75,6 +76,7 @@ static void usage(FILE *out) {
             "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
             "  -n, --iters N         timed iterations per row (default 20)\n"
             "  -w, --warmup_iters N  untimed iterations first (default 5)\n"
+            "  --trials K            time each row K times (algorithms alternating), report the median\n"
             "  -o, --op OP           sum | avg | max | all (default sum)\n"
             "  -d, --dtype T         float | bfloat16 (default float)\n"
             "  -r, --root R          broadcast root (default 0)\n"
@@ -87,7 +89,7 @@ static void usage(FILE *out) {
 }
 
 static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
-    *o = (Opts){.minb = 8, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .dt = COMM_F32,
+    *o = (Opts){.minb = 8, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .trials = 1, .dt = COMM_F32,
                 .ops = {COMM_SUM}, .nops = 1, .colls = 1u << ALL_REDUCE, .algos = {COMM_ALGO_AUTO}, .nalgos = 1};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -98,6 +100,7 @@ static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
         else if (IS("-f", "--stepfactor")) o->factor = args_next_double(argc, argv, &i);
         else if (IS("-n", "--iters")) o->iters = args_next_int(argc, argv, &i);
         else if (IS("-w", "--warmup_iters")) o->warmup = args_next_int(argc, argv, &i);
+        else if (!strcmp(f, "--trials")) o->trials = args_next_int(argc, argv, &i);
         else if (IS("-r", "--root")) o->root = args_next_int(argc, argv, &i);
         else if (IS("-d", "--dtype")) {
             const char *v = args_value(argc, argv, &i);
@@ -143,6 +146,7 @@ static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
     if (o->minb > o->maxb) myr_die("-b %zu is larger than -e %zu; the smallest size must come first", o->minb, o->maxb);
     if (!(o->factor > 1)) myr_die("-f must be > 1 (got %g)", o->factor);
     if (o->iters < 1 || o->warmup < 0) myr_die("-n must be >= 1 and -w >= 0");
+    if (o->trials < 1 || o->trials > 99) myr_die("--trials must be 1..99");
 }
 
 /* ---------------------------------------------------------------- inputs and references */
@@ -315,19 +319,39 @@ static size_t row_count(Coll coll, size_t bytes, size_t esz) {
     return bytes / esz;
 }
 
-/* Time and check one row with the given all-reduce algorithm. */
-static Row measure(Coll coll, CommAlgo algo, CommOp op, size_t count, const Opts *o, char *a, char *b) {
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Time and check one row for each of `nalgos` all-reduce algorithms. With --trials K the
+ * algorithms take turns K times and each time is the median of its K means, so a burst of
+ * load from elsewhere on the machine hits every algorithm alike and is voted out. */
+static void measure(Coll coll, const CommAlgo *algos, int nalgos, CommOp op, size_t count, const Opts *o, char *a,
+                    char *b, Row *out /* [nalgos] */) {
     size_t esz = comm_dtype_size(o->dt);
     int blocks = coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL;
-    Row row = {.size = count * esz * (blocks ? np : 1), .has_inplace = coll != SEND_RECV};
-    comm_set_algo(algo);
-    int rounds = coll == ALL_REDUCE && comm_allreduce_algo(comm_world(), count, o->dt) == COMM_ALGO_HIER ? 2 : 1;
-    for (int ip = 0; ip < 1 + row.has_inplace; ip++) {
-        Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
-        row.t[ip] = timed(&c, o);
-        row.wrong[ip] = total_over_ranks(check(&c, rounds));
+    double t[3][2][99];
+    for (int ai = 0; ai < nalgos; ai++)
+        out[ai] = (Row){.size = count * esz * (blocks ? np : 1), .has_inplace = coll != SEND_RECV};
+    for (int k = 0; k < o->trials; k++)
+        for (int ai = 0; ai < nalgos; ai++) {
+            comm_set_algo(algos[ai]);
+            for (int ip = 0; ip < 1 + out[ai].has_inplace; ip++) {
+                Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
+                t[ai][ip][k] = timed(&c, o);
+            }
+        }
+    for (int ai = 0; ai < nalgos; ai++) {
+        comm_set_algo(algos[ai]);
+        int rounds = coll == ALL_REDUCE && comm_allreduce_algo(comm_world(), count, o->dt) == COMM_ALGO_HIER ? 2 : 1;
+        for (int ip = 0; ip < 1 + out[ai].has_inplace; ip++) {
+            qsort(t[ai][ip], o->trials, sizeof(double), cmp_double);
+            out[ai].t[ip] = t[ai][ip][o->trials / 2];
+            Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
+            out[ai].wrong[ip] = total_over_ranks(check(&c, rounds));
+        }
     }
-    return row;
 }
 
 static void print_row(Coll coll, CommOp op, const Row *r, const Opts *o, double *bw_sum, int *bw_n) {
@@ -365,7 +389,8 @@ int bench_comm(int argc, char **argv) {
     memset(a, 0, cap), memset(b, 0, cap);
     if (me == 0) {
         printf("# myriad bench comm: minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d "
-               "validation: 1 timeout: %g s\n", o.minb, o.maxb, o.factor, o.warmup, o.iters, co.timeout_s);
+               "trials: %d (median) validation: 1 timeout: %g s\n", o.minb, o.maxb, o.factor, o.warmup, o.iters,
+               o.trials, co.timeout_s);
         printf("# ranks %d, nodes %d%s\n", np, comm_node_count(w),
                co.ranks_per_node ? " (emulated with --ranks-per-node)" : " (shared-memory domains)");
         if (o.nalgos > 1)
@@ -383,10 +408,12 @@ int bench_comm(int argc, char **argv) {
             for (double s = o.minb; s <= o.maxb * 1.0000001 && nrows < MAX_ROWS; s *= o.factor) {
                 size_t count = row_count((Coll)coll, (size_t)s, esz);
                 if (count == 0) continue;
+                CommAlgo mpi_only = COMM_ALGO_MPI;
+                Row r[3];
+                measure((Coll)coll, coll == ALL_REDUCE ? o.algos : &mpi_only, nalgos, o.ops[oi], count, &o, a, b, r);
                 for (int ai = 0; ai < nalgos; ai++) {
-                    CommAlgo algo = coll == ALL_REDUCE ? o.algos[ai] : COMM_ALGO_MPI;
-                    rows[ai][nrows] = measure((Coll)coll, algo, o.ops[oi], count, &o, a, b);
-                    wrong += rows[ai][nrows].wrong[0] + rows[ai][nrows].wrong[1];
+                    rows[ai][nrows] = r[ai];
+                    wrong += r[ai].wrong[0] + r[ai].wrong[1];
                 }
                 nrows++;
             }

@@ -150,8 +150,13 @@ static int post_chunk_exchange(CommRequest *r) {
     for (int i = 0; i < n; i++) rcounts[i] = mine, rdispls[i] = i * mine;
     r->tmp = malloc((size_t)n * mine * 2 + 2);
     if (!r->tmp) return stage_oom(r);
-    int rc = MPI_Ialltoallv(r->send, counts, displs, MPI_UINT16_T, r->tmp, rcounts, rdispls, MPI_UINT16_T,
-                            r->mc, &r->mreq[0]);
+    int equal = 1, rc;
+    for (int i = 1; i < n; i++) equal &= counts[i] == counts[0];
+    if (equal) /* the plain form has better algorithms in Open MPI than the v form */
+        rc = MPI_Ialltoall(r->send, mine, MPI_UINT16_T, r->tmp, mine, MPI_UINT16_T, r->mc, &r->mreq[0]);
+    else
+        rc = MPI_Ialltoallv(r->send, counts, displs, MPI_UINT16_T, r->tmp, rcounts, rdispls, MPI_UINT16_T, r->mc,
+                            &r->mreq[0]);
     if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Ialltoallv");
     r->nmreq = 1;
     return 0;
@@ -186,8 +191,13 @@ static int advance_allreduce_bf16(CommRequest *r) {
         /* the send buffer is no longer read, so writing my chunk of recv is safe even in place */
         reduce_bf16(r->tmp, r->n, counts[r->me], r->op, r->divisor, (uint16_t *)r->recv + displs[r->me]);
         r->final_posted = 1;
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, counts, displs, MPI_UINT16_T,
-                                 r->mc, &r->mreq[0]);
+        int equal = 1, rc;
+        for (int i = 1; i < r->n; i++) equal &= counts[i] == counts[0];
+        if (equal)
+            rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, counts[0], MPI_UINT16_T, r->mc, &r->mreq[0]);
+        else
+            rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, counts, displs, MPI_UINT16_T, r->mc,
+                                 &r->mreq[0]);
         if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Iallgatherv");
         r->nmreq = 1;
         return 0;
