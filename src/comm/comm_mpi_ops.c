@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/bf16.h"
 #include "comm/comm_mpi.h"
 #include "util/error.h"
 
@@ -123,20 +124,20 @@ static void reduce_bf16(const uint16_t *src, int nsrc, size_t cnt, CommOp op, in
     float acc[BLOCK];
     for (size_t k0 = 0; k0 < cnt; k0 += BLOCK) {
         size_t m = cnt - k0 < BLOCK ? cnt - k0 : BLOCK;
-        for (size_t k = 0; k < m; k++) acc[k] = comm_bf16_to_f32(src[k0 + k]);
+        for (size_t k = 0; k < m; k++) acc[k] = bf16_to_f32(src[k0 + k]);
         for (int s = 1; s < nsrc; s++) {
             const uint16_t *p = src + (size_t)s * cnt + k0;
             if (op == COMM_MAX)
                 for (size_t k = 0; k < m; k++) {
-                    float v = comm_bf16_to_f32(p[k]);
+                    float v = bf16_to_f32(p[k]);
                     acc[k] = v > acc[k] ? v : acc[k];
                 }
             else
-                for (size_t k = 0; k < m; k++) acc[k] += comm_bf16_to_f32(p[k]);
+                for (size_t k = 0; k < m; k++) acc[k] += bf16_to_f32(p[k]);
         }
         if (op == COMM_AVG && divisor > 1)
             for (size_t k = 0; k < m; k++) acc[k] /= (float)divisor;
-        for (size_t k = 0; k < m; k++) out[k0 + k] = comm_f32_to_bf16(acc[k]);
+        for (size_t k = 0; k < m; k++) out[k0 + k] = f32_to_bf16(acc[k]);
     }
 }
 

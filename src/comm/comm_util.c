@@ -2,6 +2,7 @@
  * algorithms, bfloat16 conversion, default options and parsing of the comm CLI flags. */
 #include <string.h>
 
+#include "comm/bf16.h"
 #include "comm/comm.h"
 #include "util/args.h"
 #include "util/error.h"
@@ -44,25 +45,13 @@ const char *comm_dtype_name(CommDtype dt) { return dt == COMM_BF16 ? "bfloat16" 
 const char *comm_op_name(CommOp op) { return op == COMM_AVG ? "avg" : op == COMM_MAX ? "max" : "sum"; }
 const char *comm_algo_name(CommAlgo a) { return a == COMM_ALGO_MPI ? "mpi" : a == COMM_ALGO_HIER ? "hier" : "auto"; }
 
-uint16_t comm_f32_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
-    u += 0x7fffu + ((u >> 16) & 1);                                          /* round to nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
-
-float comm_bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
+uint16_t comm_f32_to_bf16(float x) { return f32_to_bf16(x); }
+float comm_bf16_to_f32(uint16_t b) { return bf16_to_f32(b); }
 
 void comm_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = comm_f32_to_bf16(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
 }
 
 void comm_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = comm_bf16_to_f32(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }
