@@ -4,7 +4,7 @@
  * Run under mpirun (tests/test_comm.sh does, at 2, 3, 4 and 8 ranks): every collective is
  * checked against a reference each rank computes locally from the known inputs of every rank
  * (gen_* below), for odd counts, in-place and out-of-place, fp32 and bf16, blocking and
- * nonblocking. Flags: --algo/--ranks-per-node/--comm-timeout (as the CLI), and
+ * nonblocking. Flags: --comm-algo/--ranks-per-node/--comm-timeout (as the CLI), and
  * --hang stop|late|p2p: the last rank stops (SIGSTOP) or never joins a collective (or never
  * sends what the others receive); the others must time out naming it (the shell test checks
  * the message and the exit code).

@@ -33,9 +33,9 @@ run() {
 }
 
 for np in 2 3 4 8; do run "np$np" "$np"; done
-run hier_np4 4 --algo hier --ranks-per-node 2
-run hier_np8 8 --algo hier --ranks-per-node 2
-run hier_np6 6 --algo hier --ranks-per-node 3
+run hier_np4 4 --comm-algo hier --ranks-per-node 2
+run hier_np8 8 --comm-algo hier --ranks-per-node 2
+run hier_np6 6 --comm-algo hier --ranks-per-node 3
 
 # A hanging collective: the last rank stops (SIGSTOP) or stays busy without joining.
 hang() {

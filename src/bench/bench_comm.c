@@ -126,7 +126,7 @@ static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
                 if (!found) myr_die("--coll: unknown collective '%s' (all_reduce, reduce_scatter, all_gather, "
                                     "all_to_all, broadcast, sendrecv, all)", t);
             }
-        } else if (!strcmp(f, "--algo")) {
+        } else if (!strcmp(f, "--algo") || !strcmp(f, "--comm-algo")) {
             char buf[64];
             snprintf(buf, sizeof buf, "%s", args_value(argc, argv, &i));
             o->nalgos = 0;

@@ -565,7 +565,7 @@ int comm_iall_reduce(Comm *c, const void *send, void *recv, size_t count, CommDt
     if (comm_allreduce_algo(c, count, dt) == COMM_ALGO_HIER) {
         if (c->local_size == 0)
             return comm_fail(c, name, "the hierarchical algorithm needs the same number of group members on every "
-                                      "node; use --algo mpi or auto");
+                                      "node; use --comm-algo mpi or auto");
         r = req_new(c->mpi, advance_hier);
         if (r) r->comm = c, r->send = send, r->recv = recv, r->count = count, r->dt = dt, r->op = op;
     } else {

@@ -15,7 +15,7 @@ CommOptions comm_default_options(void) {
 const char *comm_flags_help(void) {
     return "  --comm-timeout S      report and fail a collective not done after S seconds (default 300; 0 = never)\n"
            "  --ranks-per-node N    emulate nodes of N consecutive ranks (default: real shared-memory nodes)\n"
-           "  --algo mpi|hier|auto  all-reduce algorithm (default auto: hier across >1 node for >= 256 KiB)\n";
+           "  --comm-algo mpi|hier|auto  all-reduce algorithm (default auto: hier across >1 node for >= 256 KiB)\n";
 }
 
 int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i) {
@@ -30,12 +30,12 @@ int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i) {
         if (opt->ranks_per_node < 1) myr_die("--ranks-per-node must be >= 1");
         return 1;
     }
-    if (!strcmp(f, "--algo")) {
+    if (!strcmp(f, "--comm-algo")) {
         const char *v = args_value(argc, argv, i);
         if (!strcmp(v, "mpi")) opt->algo = COMM_ALGO_MPI;
         else if (!strcmp(v, "hier")) opt->algo = COMM_ALGO_HIER;
         else if (!strcmp(v, "auto")) opt->algo = COMM_ALGO_AUTO;
-        else myr_die("--algo expects mpi, hier or auto, got '%s'", v);
+        else myr_die("--comm-algo expects mpi, hier or auto, got '%s'", v);
         return 1;
     }
     return 0;
