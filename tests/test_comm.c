@@ -424,6 +424,12 @@ static void test_groups_by_mesh_axes(void) {
     int sizes[] = {tp, dp, pp};
     CommMesh m;
     CHECK(comm_mesh_init(&m, 3, names, sizes) == 0, "%s", myr_last_error());
+    CommMesh wrong;
+    int wrong_sizes[] = {np + 1};
+    Comm *none;
+    CHECK(comm_mesh_init(&wrong, 1, names, wrong_sizes) == 0, "%s", myr_last_error());
+    CHECK(comm_group_by_axes(comm_world(), &wrong, 1, &none) == -1 && strstr(myr_last_error(), "multiply to the world"),
+          "a mesh of another size is refused: %s", myr_last_error());
     int my_tp = me % tp, my_dp = me / tp % dp, my_pp = me / (tp * dp);
     for (unsigned mask = 1; mask < 8; mask++) {
         Comm *g;
@@ -448,6 +454,23 @@ static void test_groups_by_mesh_axes(void) {
         }
         comm_group_free(g);
     }
+}
+
+/* auto: hierarchical only across more than one node, more than one rank per node (same on
+ * every node), and at least 256 KiB; forced choices are returned as given. */
+static void test_algorithm_selection(void) {
+    Comm *w = comm_world();
+    int nodes = np / ranks_per_node, multi = nodes > 1 && ranks_per_node > 1 && np % ranks_per_node == 0;
+    comm_set_algo(COMM_ALGO_AUTO);
+    CHECK(comm_allreduce_algo(w, 1000, COMM_F32) == COMM_ALGO_MPI, "small buffers use MPI's algorithm");
+    CHECK(comm_allreduce_algo(w, 65535, COMM_F32) == COMM_ALGO_MPI, "just below 256 KiB");
+    CHECK(comm_allreduce_algo(w, 65536, COMM_F32) == (multi ? COMM_ALGO_HIER : COMM_ALGO_MPI),
+          "256 KiB with %d nodes of %d", nodes, ranks_per_node);
+    CHECK(comm_allreduce_algo(w, 131072, COMM_BF16) == (multi ? COMM_ALGO_HIER : COMM_ALGO_MPI), "bf16 counts bytes");
+    comm_set_algo(COMM_ALGO_HIER);
+    CHECK(comm_allreduce_algo(w, 1, COMM_F32) == COMM_ALGO_HIER, "forced hier");
+    comm_set_algo(algo);
+    CHECK(comm_allreduce_algo(w, 1, COMM_F32) == algo, "this run's algorithm is the one in use");
 }
 
 static void test_errors_name_op_group_rank(void) {
@@ -529,6 +552,7 @@ int main(int argc, char **argv) {
     if (algo == COMM_ALGO_HIER) algo_label = "hier", rounds_bf16 = 2;
     if (algo == COMM_ALGO_HIER && comm_local_size(comm_world()) < 2 && me == 0)
         fprintf(stderr, "warning: hierarchical run with one rank per node\n");
+    MRUN(test_algorithm_selection);
     MRUN(test_all_reduce);
     MRUN(test_all_reduce_nonblocking_overlap);
     if (algo != COMM_ALGO_HIER) { /* (hierarchical rounds bf16 once per level by design) */
