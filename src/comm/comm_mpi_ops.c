@@ -507,6 +507,9 @@ int comm_test(CommRequest **rp, int *done) {
         *done = 1;
         return 0;
     }
+    /* older requests first: r may be waiting for one of them to finish posting */
+    for (CommRequest *q = active_head; q && q != r; q = q->next_active)
+        if (!q->failed) top_poll(q);
     int s = r->failed ? -1 : top_poll(r);
     comm_watch_serve();
     if (s == 0 && check_deadline(r, MPI_Wtime()) == 0) return 0;
