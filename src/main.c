@@ -16,6 +16,8 @@ static const Command commands[] = {
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
     {"sim", cmd_sim, "simulate a training step on a cluster: time, memory, MFU, days (sim validate FILE)"},
     {"plan", cmd_plan, "rank parallel layouts of a model on a cluster by days to train"},
+    {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style)"},
+    {"run", cmd_run, "launch a subcommand on N local ranks through mpirun (run -n N -- ...)"},
 };
 
 static void usage(FILE *out) {

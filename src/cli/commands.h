@@ -9,5 +9,7 @@ int cmd_eval(int argc, char **argv);  /* src/train/eval_cmd.c */
 int cmd_data(int argc, char **argv);  /* src/data/data_cmd.c */
 int cmd_sim(int argc, char **argv);   /* src/sim/sim_cmd.c */
 int cmd_plan(int argc, char **argv);  /* src/sim/plan_cmd.c */
+int cmd_bench(int argc, char **argv); /* src/bench/bench_cmd.c */
+int cmd_run(int argc, char **argv);   /* src/launch/run_cmd.c */
 
 #endif

@@ -1,0 +1,8 @@
+/* bench.h: the sub-benchmarks of `myriad bench` (table in bench_cmd.c). Each takes the
+ * arguments after its name (argv[0] is the benchmark name) and returns the exit code. */
+#ifndef MYRIAD_BENCH_BENCH_H
+#define MYRIAD_BENCH_BENCH_H
+
+int bench_comm(int argc, char **argv); /* bench_comm.c */
+
+#endif
