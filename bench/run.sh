@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, each printing its figures and ratios against a baseline
+# measured in the same run. Not part of the tests. Results worth keeping are recorded in
+# bench/*.md with the command that produced them.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "== training step (issue 2): myriad vs PyTorch CPU, gpt2-124m shape"
+bash bench/train_step.sh
+echo "== collectives (issue 3): all-reduce on 4 ranks, MPI vs hierarchical (2 ranks per emulated node)"
+bin/myriad run -n 4 -- bench comm -c all_reduce -b 8 -e 8M -f 4 -n 20 -w 5 --trials 3 --algo mpi,hier --ranks-per-node 2
+echo "== simulator speed (issue 6)"
+bash bench/sim_speed.sh
