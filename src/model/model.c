@@ -12,11 +12,13 @@
 static int qkv_width(const ModelConfig *c) { return (c->heads + 2 * c->kv_heads) * (c->hidden / c->heads); }
 static int fc_width(const ModelConfig *c) { return c->arch == ARCH_GPT2 ? c->ffn : 2 * c->ffn; }
 
-int model_create(Model *m, const ModelConfig *cfg) {
+int model_create(Model *m, const ModelConfig *cfg) { return model_create_aligned(m, cfg, 1); }
+
+int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
     m->cfg = *cfg;
-    param_table_build(&m->table, cfg);
+    param_table_build(&m->table, cfg, unit_align);
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
@@ -56,7 +58,10 @@ void model_destroy(Model *m) {
     param_table_free(&m->table);
 }
 
-size_t model_num_params(const Model *m) { return m->table.total; }
+size_t model_num_params(const Model *m) { return param_table_tensor_elements(&m->table); }
+
+#define HOOK(name, unit) \
+    if (m->hooks && m->hooks->name) m->hooks->name(m->hooks->ctx, unit)
 
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = {seed};
@@ -157,8 +162,11 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
     int gpt2 = c->arch == ARCH_GPT2;
     Activations *a = &m->a;
     memcpy(m->tokens, x, (size_t)N * sizeof(int32_t));
+    HOOK(before_forward, 0);
     embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
+    HOOK(after_forward, 0);
     for (int l = 0; l < c->layers; l++) {
+        HOOK(before_forward, l + 1);
         const LayerTensors *w = &m->p.layer[l];
         real *res_out = l + 1 < c->layers ? a->res_in[l + 1] : a->res_out;
         norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, N);
@@ -174,9 +182,12 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
         else swiglu_forward(a->act[l], a->fc[l], N, F);
         matmul_forward(res_out, a->act[l], w->mlp_out_w, w->mlp_out_b, N, F, C);
         add_inplace(res_out, a->res_mid[l], (size_t)N * C);
+        HOOK(after_forward, l + 1);
     }
+    HOOK(before_forward, c->layers + 1);
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, N);
     matmul_forward(a->logits, a->normf, m->p.lm_head, NULL, N, C, c->vocab);
+    HOOK(after_forward, c->layers + 1);
     m->have_grad_logits = 0;
     if (!targets) return 0;
     memcpy(m->targets, targets, (size_t)N * sizeof(int32_t));
@@ -194,11 +205,14 @@ void model_backward(Model *m) {
     Activations *a = &m->a;
     GradScratch *s = &m->s;
     ModelTensors *g = &m->g;
+    HOOK(before_backward, c->layers + 1);
     matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf, m->p.lm_head, N, C, c->vocab, 0);
     dev_zero(s->d_res, (size_t)N * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm, a->res_out, m->p.normf_w, a->normf_mean,
                   a->normf_rstd, N);
+    HOOK(after_backward, c->layers + 1);
     for (int l = c->layers - 1; l >= 0; l--) {
+        HOOK(before_backward, l + 1);
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output) */
@@ -216,8 +230,11 @@ void model_backward(Model *m) {
         matmul_backward(s->d_norm, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1[l], w->qkv_w, N, C, QKV, 0);
         norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm, a->res_in[l], w->norm1_w,
                       a->norm1_mean[l], a->norm1_rstd[l], N);
+        HOOK(after_backward, l + 1);
     }
+    HOOK(before_backward, 0);
     embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
+    HOOK(after_backward, 0);
     m->have_grad_logits = 0;
 }
 

@@ -21,8 +21,20 @@ typedef struct {
     real *d_res, *d_norm, *d_qkv, *d_attn_y, *d_fc, *d_act;
 } GradScratch;
 
+/* Calls at unit boundaries (units: see params.h), so that data parallelism can gather sharded
+ * parameters just before a unit runs, and reduce a unit's gradients as soon as they are final.
+ * Forward visits units 0, 1..L, L+1; backward L+1, L..1, 0. NULL members are skipped. */
+typedef struct {
+    void (*before_forward)(void *ctx, int unit);
+    void (*after_forward)(void *ctx, int unit);
+    void (*before_backward)(void *ctx, int unit);
+    void (*after_backward)(void *ctx, int unit);
+    void *ctx;
+} ModelHooks;
+
 typedef struct {
     ModelConfig cfg;
+    const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads;
     ModelTensors p, g;
@@ -39,6 +51,8 @@ typedef struct {
 
 /* Allocate parameters and gradients (zeroed) for a validated config. */
 int model_create(Model *m, const ModelConfig *cfg);
+/* Same, with every unit padded to a multiple of unit_align elements (data parallelism). */
+int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align);
 void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, norm weights 1. Depends only on (seed, config). */
@@ -50,7 +64,7 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
 /* Accumulate parameter gradients (+=) for the last forward (which must have had grad_scale > 0). */
 void model_backward(Model *m);
 void model_zero_grad(Model *m);
-size_t model_num_params(const Model *m);
+size_t model_num_params(const Model *m); /* tensor elements (no padding) */
 /* Training FLOPs per token: 6 x (matmul parameters) + causal attention 6 x L x T x C (fwd+bwd). */
 double model_flops_per_token(const ModelConfig *c, int T);
 /* Elements of stored activations for B x T (what the forward keeps for backward). */

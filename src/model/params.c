@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int current_unit;
+
 static void add(ParamTable *t, int layer, const char *name, int ndim, int64_t d0, int64_t d1) {
     ParamInfo *p = &t->info[t->count++];
     memset(p, 0, sizeof *p);
@@ -17,19 +19,35 @@ static void add(ParamTable *t, int layer, const char *name, int ndim, int64_t d0
     p->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
     p->offset = t->total;
     p->decay = ndim >= 2;
+    p->unit = current_unit;
     t->total += p->numel;
 }
 
-void param_table_build(ParamTable *t, const ModelConfig *c) {
+/* Close the current unit: pad to a multiple of align and record its range. */
+static void end_unit(ParamTable *t, size_t lo, int align) {
+    t->total = (t->total + align - 1) / align * align;
+    t->unit_lo[current_unit] = lo;
+    t->unit_hi[current_unit] = t->total;
+    current_unit++;
+}
+
+void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align) {
     int gpt2 = c->arch == ARCH_GPT2;
     int C = c->hidden, hd = c->hidden / c->heads, qkv = (c->heads + 2 * c->kv_heads) * hd;
     int fc = gpt2 ? c->ffn : 2 * c->ffn;
     t->count = 0;
     t->total = 0;
+    if (unit_align < 1) unit_align = 1;
     t->info = calloc((size_t)4 + 12 * (size_t)c->layers, sizeof(ParamInfo));
+    t->units = c->layers + 2;
+    t->unit_lo = calloc((size_t)t->units, sizeof(size_t));
+    t->unit_hi = calloc((size_t)t->units, sizeof(size_t));
+    current_unit = 0;
     add(t, -1, "tok_emb", 2, c->vocab, C);
     if (gpt2) add(t, -1, "pos_emb", 2, c->max_seq, C);
+    end_unit(t, 0, unit_align);
     for (int l = 0; l < c->layers; l++) {
+        size_t lo = t->total;
         add(t, l, "norm1_w", 1, C, 0);
         if (gpt2) add(t, l, "norm1_b", 1, C, 0);
         add(t, l, "qkv_w", 2, qkv, C);
@@ -42,15 +60,27 @@ void param_table_build(ParamTable *t, const ModelConfig *c) {
         if (gpt2) add(t, l, "fc_b", 1, fc, 0);
         add(t, l, "mlp_out_w", 2, C, c->ffn);
         if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
+        end_unit(t, lo, unit_align);
     }
+    size_t lo = t->total;
     add(t, -1, "normf_w", 1, C, 0);
     if (gpt2) add(t, -1, "normf_b", 1, C, 0);
     if (!c->tied_embeddings) add(t, -1, "lm_head", 2, c->vocab, C);
+    end_unit(t, lo, unit_align);
+}
+
+size_t param_table_tensor_elements(const ParamTable *t) {
+    size_t n = 0;
+    for (int i = 0; i < t->count; i++) n += t->info[i].numel;
+    return n;
 }
 
 void param_table_free(ParamTable *t) {
     free(t->info);
+    free(t->unit_lo);
+    free(t->unit_hi);
     t->info = NULL;
+    t->unit_lo = t->unit_hi = NULL;
     t->count = 0;
 }
 
@@ -60,27 +90,42 @@ const ParamInfo *param_table_find(const ParamTable *t, const char *name) {
     return NULL;
 }
 
-static real *at(const ParamTable *t, real *base, const char *name) {
-    const ParamInfo *p = param_table_find(t, name);
-    return p ? base + p->offset : NULL;
+/* Bind every tensor whose elements lie in [lo, hi) to base + (offset - lo); others untouched. */
+static void bind_range(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base, size_t lo, size_t hi) {
+    char name[64];
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->info[i];
+        if (p->offset < lo || p->offset >= hi) continue;
+        real *ptr = base + (p->offset - lo);
+        const char *field = p->layer >= 0 ? strchr(p->name + 7, '.') + 1 : p->name;
+        if (p->layer < 0) {
+            if (!strcmp(field, "tok_emb")) {
+                m->tok_emb = ptr;
+                if (c->tied_embeddings) m->lm_head = ptr;
+            } else if (!strcmp(field, "pos_emb")) m->pos_emb = ptr;
+            else if (!strcmp(field, "normf_w")) m->normf_w = ptr;
+            else if (!strcmp(field, "normf_b")) m->normf_b = ptr;
+            else if (!strcmp(field, "lm_head")) m->lm_head = ptr;
+            continue;
+        }
+        LayerTensors *L = &m->layer[p->layer];
+        snprintf(name, sizeof name, "%s", field);
+#define FIELD(f) else if (!strcmp(name, #f)) L->f = ptr;
+        if (0) {}
+        FIELD(norm1_w) FIELD(norm1_b) FIELD(qkv_w) FIELD(qkv_b) FIELD(attn_out_w) FIELD(attn_out_b)
+        FIELD(norm2_w) FIELD(norm2_b) FIELD(fc_w) FIELD(fc_b) FIELD(mlp_out_w) FIELD(mlp_out_b)
+#undef FIELD
+    }
 }
 
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
-    m->tok_emb = at(t, base, "tok_emb");
-    m->pos_emb = at(t, base, "pos_emb");
-    m->normf_w = at(t, base, "normf_w");
-    m->normf_b = at(t, base, "normf_b");
-    m->lm_head = c->tied_embeddings ? m->tok_emb : at(t, base, "lm_head");
+    memset(m, 0, sizeof *m);
     m->layer = calloc((size_t)c->layers, sizeof(LayerTensors));
-    char name[64];
-#define BIND(field)                                              \
-    snprintf(name, sizeof name, "layers.%d." #field, l);         \
-    m->layer[l].field = at(t, base, name);
-    for (int l = 0; l < c->layers; l++) {
-        BIND(norm1_w) BIND(norm1_b) BIND(qkv_w) BIND(qkv_b) BIND(attn_out_w) BIND(attn_out_b)
-        BIND(norm2_w) BIND(norm2_b) BIND(fc_w) BIND(fc_b) BIND(mlp_out_w) BIND(mlp_out_b)
-    }
-#undef BIND
+    bind_range(m, t, c, base, 0, t->total);
+}
+
+void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base) {
+    bind_range(m, t, c, unit_base, t->unit_lo[unit], t->unit_hi[unit]);
 }
 
 void model_tensors_free(ModelTensors *m) {

@@ -7,7 +7,13 @@
  *   fc_w [F, C] (GPT-2) or [2F, C] (Llama: rows gate | up), fc_b (GPT-2),
  *   mlp_out_w [C, F], mlp_out_b (GPT-2);
  *   normf_w [C], normf_b (GPT-2); lm_head [V, C] when not tied to tok_emb.
- * Weights are [out, in] like nn.Linear. Hugging Face names are mapped in hf_weights.c. */
+ * Weights are [out, in] like nn.Linear. Hugging Face names are mapped in hf_weights.c.
+ *
+ * Units: the table is cut into L + 2 contiguous units, in layout order: unit 0 = embeddings,
+ * unit 1 + l = layer l, unit L + 1 = head (final norm and an untied lm_head). A unit is what
+ * data parallelism reduces, shards and (ZeRO-3) gathers as one piece. With unit_align > 1 every
+ * unit is padded with zeros to a multiple of unit_align elements, so it splits evenly over
+ * that many ranks; padding belongs to no tensor and stays zero. */
 #ifndef MYRIAD_MODEL_PARAMS_H
 #define MYRIAD_MODEL_PARAMS_H
 
@@ -25,6 +31,7 @@ typedef struct {
     size_t offset;  /* in elements, into the flat buffer */
     size_t numel;
     int decay;      /* AdamW weight decay applies (tensors with 2 or more dimensions) */
+    int unit;       /* see "Units" above */
 } ParamInfo;
 
 typedef struct {
@@ -40,15 +47,22 @@ typedef struct {
 typedef struct {
     int count;
     ParamInfo *info;
-    size_t total; /* elements */
+    size_t total; /* elements, padding included */
+    int units;    /* L + 2 */
+    size_t *unit_lo, *unit_hi; /* [units]: element range of each unit (hi includes padding) */
 } ParamTable;
 
-/* Build the table for a (validated) config. */
-void param_table_build(ParamTable *t, const ModelConfig *c);
+/* Build the table for a (validated) config; units padded to multiples of unit_align (>= 1). */
+void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align);
+/* Element count of the tensors alone (no padding). */
+size_t param_table_tensor_elements(const ParamTable *t);
 void param_table_free(ParamTable *t);
 const ParamInfo *param_table_find(const ParamTable *t, const char *name);
 /* Point every tensor field at its place in `base` (params or grads); allocates m->layer. */
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base);
+/* Re-point the tensors of one unit at `unit_base`, which holds that unit's elements
+ * (unit_base[0] is element unit_lo[unit]). Used to place a unit in gathered or transient memory. */
+void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base);
 void model_tensors_free(ModelTensors *m);
 
 #endif

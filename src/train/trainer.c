@@ -23,7 +23,7 @@ void trainer_create(Trainer *t, Model *m, const OptimOptions *o) {
     t->model = m;
     t->o = *o;
     t->step = 0;
-    adamw_create(&t->opt, 0, model_num_params(m));
+    adamw_create(&t->opt, 0, m->table.total);
 }
 
 void trainer_destroy(Trainer *t) { adamw_destroy(&t->opt); }
@@ -34,7 +34,7 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int B, i
     model_zero_grad(m);
     r.loss = model_forward(m, x, y, B, T, 1.0);
     model_backward(m);
-    size_t n = model_num_params(m);
+    size_t n = m->table.total;
     r.grad_norm = sqrt(grad_sum_squares(m->grads, n));
     double coef = clip_coefficient(r.grad_norm, t->o.clip);
     if (coef < 1.0) scale_inplace(m->grads, (real)coef, n);
