@@ -134,7 +134,7 @@ static void check_family(const char *dir) {
     int steps = cJSON_GetObjectItem(js, "steps")->valueint;
     o.schedule.steps = steps;
     Trainer t;
-    trainer_create(&t, &m, &o);
+    trainer_create(&t, &m, &o, NULL, 0);
     /* the batches: tokens.bin read directly (header 256 x int32, then uint16) */
     snprintf(path, sizeof path, "%s/tokens.bin", dir);
     FILE *f = fopen(path, "rb");

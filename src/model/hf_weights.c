@@ -167,12 +167,14 @@ int hf_load_weights(const char *path, Model *m) {
     return rc;
 }
 
-int hf_load(const char *dir, Model *m) {
+int hf_load(const char *dir, Model *m) { return hf_load_aligned(dir, m, 1); }
+
+int hf_load_aligned(const char *dir, Model *m, int unit_align) {
     char path[4096];
     ModelConfig c;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hf_config_read(path, &c)) return -1;
-    if (model_create(m, &c)) return myr_error("%s: %s", path, myr_last_error());
+    if (model_create_aligned(m, &c, unit_align)) return myr_error("%s: %s", path, myr_last_error());
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (hf_load_weights(path, m)) {
         model_destroy(m);

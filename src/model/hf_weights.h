@@ -10,6 +10,8 @@
 /* Read DIR/config.json, create the model and load DIR/model.safetensors into it.
  * Every expected tensor must be present with its shape; unknown tensors are an error. */
 int hf_load(const char *dir, Model *m);
+/* Same, with units padded to multiples of unit_align (see model_create_aligned). */
+int hf_load_aligned(const char *dir, Model *m, int unit_align);
 /* Load weights only, into an already created model (its config must match the file's). */
 int hf_load_weights(const char *safetensors_path, Model *m);
 /* Write DIR/config.json and DIR/model.safetensors (each atomically; DIR is created). */

@@ -42,13 +42,18 @@ static void update(real *p, const real *g, real *m, real *v, size_t n, const Ada
 
 void adamw_step(AdamW *o, const AdamWConfig *cfg, double lr, real *params, const real *grads,
                 const ParamTable *table) {
+    adamw_step_slice(o, cfg, lr, params + o->lo, grads + o->lo, table);
+}
+
+void adamw_step_slice(AdamW *o, const AdamWConfig *cfg, double lr, real *p_at_lo, const real *g_at_lo,
+                      const ParamTable *table) {
     o->step++;
     for (int t = 0; t < table->count; t++) {
         const ParamInfo *p = &table->info[t];
         size_t a = p->offset > o->lo ? p->offset : o->lo;
         size_t b = p->offset + p->numel < o->hi ? p->offset + p->numel : o->hi;
         if (a >= b) continue;
-        update(params + a, grads + a, o->m + (a - o->lo), o->v + (a - o->lo), b - a, cfg, lr,
+        update(p_at_lo + (a - o->lo), g_at_lo + (a - o->lo), o->m + (a - o->lo), o->v + (a - o->lo), b - a, cfg, lr,
                p->decay ? cfg->weight_decay : 0.0, o->step);
     }
 }

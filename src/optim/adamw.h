@@ -26,4 +26,9 @@ void adamw_destroy(AdamW *o);
 void adamw_step(AdamW *o, const AdamWConfig *cfg, double lr, real *params, const real *grads,
                 const ParamTable *table);
 
+/* The same update where p and g point at element `lo` of the range (a ZeRO shard stored
+ * apart from the full flat buffer). */
+void adamw_step_slice(AdamW *o, const AdamWConfig *cfg, double lr, real *p_at_lo, const real *g_at_lo,
+                      const ParamTable *table);
+
 #endif

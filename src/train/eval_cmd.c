@@ -39,7 +39,7 @@ int cmd_eval(int argc, char **argv) {
     if (tokens_open(data, &d)) myr_die_last();
     double loss;
     uint64_t tokens;
-    if (evaluate_loss(&m, d, B, T, K, &loss, &tokens)) myr_die_last();
+    if (evaluate_loss(&m, d, B, T, K, 0, B, &loss, &tokens)) myr_die_last();
     printf("{\"loss\": %.9g, \"tokens\": %llu}\n", loss, (unsigned long long)tokens);
     tokens_close(d);
     model_destroy(&m);

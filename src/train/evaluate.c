@@ -18,25 +18,26 @@ int check_tokens(const int32_t *tokens, int n, int vocab, const char *what, uint
     return 0;
 }
 
-int evaluate_loss(Model *m, const TokenData *d, int B, int T, int K, double *loss, uint64_t *tokens) {
+int evaluate_loss(Model *m, const TokenData *d, int B, int T, int K, int row0, int rows, double *loss,
+                  uint64_t *tokens) {
     BatchLoader l;
     if (loader_init(&l, d, B, T, 0, 0)) return -1;
     if (K <= 0 || (uint64_t)K > l.windows) K = (int)l.windows;
-    int32_t *x = malloc((size_t)B * T * sizeof(int32_t)), *y = malloc((size_t)B * T * sizeof(int32_t));
+    int32_t *x = malloc((size_t)rows * T * sizeof(int32_t)), *y = malloc((size_t)rows * T * sizeof(int32_t));
     double sum = 0;
     int rc = 0;
     for (int k = 0; k < K && !rc; k++) {
-        rc = loader_batch(&l, (uint64_t)k, 0, B, x, y);
-        if (!rc) rc = check_tokens(x, B * T, m->cfg.vocab, "validation", k);
-        if (!rc) rc = check_tokens(y, B * T, m->cfg.vocab, "validation", k);
-        if (!rc) sum += model_forward(m, x, y, B, T, 0);
+        rc = loader_batch(&l, (uint64_t)k, row0, rows, x, y);
+        if (!rc) rc = check_tokens(x, rows * T, m->cfg.vocab, "validation", k);
+        if (!rc) rc = check_tokens(y, rows * T, m->cfg.vocab, "validation", k);
+        if (!rc) sum += model_forward(m, x, y, rows, T, 0);
     }
     free(x);
     free(y);
     loader_free(&l);
     if (rc) return -1;
     *loss = sum / K;
-    *tokens = (uint64_t)K * B * T;
+    *tokens = (uint64_t)K * rows * T;
     return 0;
 }
 

@@ -30,9 +30,11 @@ void progress_step(Progress *p, const StepReport *r) {
                 "\"mfu\": %.5f, \"ms\": %.3f",
                 r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms);
         if (r->have_val) fprintf(p->log, ", \"val_loss\": %.9g", r->val_loss);
+        if (r->comm_ms >= 0) fprintf(p->log, ", \"comm_exposed_ms\": %.3f", r->comm_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }
+    if (p->quiet) return;
     long done = r->step + 1;
     char eta[32];
     format_eta(eta, sizeof eta, p->elapsed_s / done * (r->steps - done));

@@ -10,11 +10,13 @@ typedef struct {
     double loss, lr, grad_norm, ms, tokens_per_s, mfu;
     int have_val;
     double val_loss;
+    double comm_ms; /* exposed (not hidden) communication this step; < 0 when single process */
 } StepReport;
 
 typedef struct {
     FILE *log;        /* --log, or NULL */
     int tty;          /* stderr is a terminal: redraw one line */
+    int quiet;        /* a rank other than 0: print nothing */
     long print_every; /* lines when not a terminal */
     double elapsed_s; /* sum of step times, for the ETA */
 } Progress;

@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "comm/comm.h"
+#include "parallel/data_parallel.h"
 #include "data/loader.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
@@ -87,20 +89,81 @@ static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed
     free(out);
 }
 
+/* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_STEP_ID");
+}
+
+/* Every rank's parameter/gradient/optimizer bytes, gathered and printed by rank 0. */
+static void print_dp_memory(DataParallel *dp, int B, int T, int rank0) {
+    double mine[6];
+    dp_memory(dp, &mine[0], &mine[1], &mine[2], &mine[3]);
+    mine[4] = peak_rss_bytes();
+    mine[5] = (double)dp->peak_transient_bytes;
+    int n = dp->size;
+    double *all = malloc((size_t)n * 6 * sizeof(double));
+    if (comm_all_gather(dp->group, mine, all, 12, COMM_F32)) myr_die_last();
+    if (rank0) {
+        double MiB = 1048576.0;
+        printf("memory per rank (zero %d, %d ranks, %.2fM parameters; formula: %s):\n", dp->o.zero, n,
+               model_num_params(dp->m) / 1e6,
+               dp->o.zero == 0   ? "16 psi"
+               : dp->o.zero == 1 ? "(8 + 8/N) psi"
+               : dp->o.zero == 2 ? "(4 + 12/N) psi"
+                                 : "16 psi / N + largest gathered unit");
+        printf("  rank  params MiB  grads MiB  optim MiB  total MiB  formula MiB  ratio  transient MiB  peak RSS MiB\n");
+        for (int r = 0; r < n; r++) {
+            double *v = all + 6 * r, tot = v[0] + v[1] + v[2];
+            printf("  %4d  %10.2f %10.2f %10.2f %10.2f %12.2f %6.3f %14.2f %13.1f\n", r, v[0] / MiB, v[1] / MiB,
+                   v[2] / MiB, tot / MiB, v[3] / MiB, tot / v[3], v[5] / MiB, v[4] / MiB);
+        }
+    }
+    free(all);
+    (void)B;
+    (void)T;
+}
+
 int cmd_train(int argc, char **argv) {
     TrainOptions o;
     train_options_parse(&o, argc, argv);
+
+    /* processes and layout, checked before any training work */
+    int distributed = launched_by_mpi() || o.dp > 1;
+    int world = 1, rank = 0;
+    if (distributed) {
+        if (!launched_by_mpi())
+            myr_die("--dp %d needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
+                    "bin/myriad train ...`", o.dp, o.dp, o.dp, o.dp);
+        if (comm_init(&argc, &argv, &o.comm)) myr_die_last();
+        world = comm_size(comm_world());
+        rank = comm_rank(comm_world());
+    }
+    int dp_size = o.dp > 0 ? o.dp : world;
+    if (world % dp_size)
+        myr_die("--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)", dp_size,
+                world, dp_size, world);
+    if (dp_size != world)
+        myr_die("--dp %d x (tensor x pipeline parallel 1) must equal the world size %d", dp_size, world);
+    if (o.batch % dp_size)
+        myr_die("--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice", o.batch,
+                dp_size);
+    int rows = o.batch / dp_size;
+    int micro = o.micro_batch > 0 ? o.micro_batch : rows;
+    if (rows % micro)
+        myr_die("--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
+                "micro-batches of %d)", o.batch, dp_size, micro, rows, micro);
+    int rank0 = rank == 0;
     if (o.threads) kernels_set_threads(o.threads);
     else kernels_set_threads(kernels_threads());
 
-    /* model */
+    /* model: units padded so that every unit splits evenly over the data-parallel ranks */
     Model m;
     if (o.init_dir) {
-        if (hf_load(o.init_dir, &m)) myr_die_last();
+        if (hf_load_aligned(o.init_dir, &m, dp_size)) myr_die_last();
     } else {
         ModelConfig c;
         train_options_model_config(&o, &c);
-        if (model_create(&m, &c)) myr_die_last();
+        if (model_create_aligned(&m, &c, dp_size)) myr_die_last();
         model_init_weights(&m, o.seed);
     }
     if (o.seq > m.cfg.max_seq)
@@ -117,34 +180,58 @@ int cmd_train(int argc, char **argv) {
     if (loader_init(&loader, train, o.batch, o.seq, o.shuffle, o.seed)) myr_die_last();
     if (o.eval_every > 0 && !val) myr_die("--eval-every needs validation data: give --val-data PATH");
 
+    DataParallel dpstate, *dp = NULL;
+    if (distributed) {
+        if (dp_create(&dpstate, comm_world(), &m, &o.dpo)) myr_die_last();
+        dp = &dpstate;
+    }
+
     double peak = o.peak_tflops > 0 ? o.peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
     double flops_per_step = model_flops_per_token(&m.cfg, o.seq) * o.batch * o.seq;
-    fprintf(stderr,
-            "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d: %.2fM parameters | "
-            "%llu training tokens, batch %d x %d | %d threads, peak %.1f GFLOP/s (%s)\n",
-            model_arch_name(m.cfg.arch), m.cfg.layers, m.cfg.hidden, m.cfg.heads, m.cfg.kv_heads, m.cfg.vocab,
-            model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq, kernels_threads(),
-            peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+    if (rank0) {
+        fprintf(stderr,
+                "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d: %.2fM parameters | "
+                "%llu training tokens, batch %d x %d | %d threads, peak %.1f GFLOP/s (%s)\n",
+                model_arch_name(m.cfg.arch), m.cfg.layers, m.cfg.hidden, m.cfg.heads, m.cfg.kv_heads, m.cfg.vocab,
+                model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq,
+                kernels_threads(), peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+        if (dp)
+            fprintf(stderr, "data parallel: %d ranks x %d sequences (micro-batch %d), zero %d, %d buckets, %s "
+                            "gradients, overlap %s\n",
+                    dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
+                    o.dpo.overlap ? "on" : "off");
+    }
 
     Trainer t;
-    trainer_create(&t, &m, &o.optim);
+    trainer_create(&t, &m, &o.optim, dp, micro);
     Progress progress;
-    progress_open(&progress, o.log_path, o.steps, o.print_every);
-    size_t n = (size_t)o.batch * o.seq;
+    progress_open(&progress, rank0 ? o.log_path : NULL, o.steps, o.print_every);
+    if (!rank0) progress.quiet = 1;
+    size_t n = (size_t)rows * o.seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
-    double last_val = NAN;
+    double last_val = NAN, comm_total = 0, step_total = 0;
     for (long s = 0; s < o.steps; s++) {
-        if (loader_batch(&loader, (uint64_t)s, 0, o.batch, x, y)) myr_die_last();
+        if (loader_batch(&loader, (uint64_t)s, rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, m.cfg.vocab, "training", s) || check_tokens(y, (int)n, m.cfg.vocab, "training", s))
             myr_die_last();
         double t0 = now_s();
-        StepResult r = trainer_step(&t, x, y, o.batch, o.seq);
+        StepResult r = trainer_step(&t, x, y, rows, o.seq);
         double dt = now_s() - t0;
         StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
-                          .ms = dt * 1e3, .tokens_per_s = n / dt, .mfu = flops_per_step / dt / peak};
+                          .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt, .mfu = flops_per_step / dt / (peak * world),
+                          .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
+        if (s > 0) { /* step 0 includes warm-up */
+            comm_total += dp ? t.last_exposed_comm_s : 0;
+            step_total += dt;
+        }
         if (o.eval_every > 0 && ((s + 1) % o.eval_every == 0 || s + 1 == o.steps)) {
             uint64_t toks;
-            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, &last_val, &toks)) myr_die_last();
+            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, rank * rows, rows, &last_val, &toks))
+                myr_die_last();
+            if (dp) {
+                last_val = dp_mean(dp, last_val);
+                dp_release_gathered(dp);
+            }
             rep.have_val = 1;
             rep.val_loss = last_val;
         }
@@ -153,13 +240,26 @@ int cmd_train(int argc, char **argv) {
     progress_close(&progress);
     if (val && o.eval_every == 0) {
         uint64_t toks;
-        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, &last_val, &toks)) myr_die_last();
+        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, rank * rows, rows, &last_val, &toks)) myr_die_last();
+        if (dp) {
+            last_val = dp_mean(dp, last_val);
+            dp_release_gathered(dp);
+        }
     }
-    if (o.steps > 0) print_memory(&m, o.batch, o.seq);
-    if (val) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
+    if (o.steps > 0 && rank0) print_memory(&m, rows, o.seq);
+    if (dp) {
+        print_dp_memory(dp, rows, o.seq, rank0);
+        if (rank0 && o.steps > 1)
+            printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps 2..%ld\n",
+                   1e3 * comm_total / (o.steps - 1), 1e3 * step_total / (o.steps - 1),
+                   100 * comm_total / step_total, o.steps);
+        dp_materialize_params(dp);
+        m.hooks = NULL; /* everything resident from here: rank 0 samples and saves alone */
+    }
+    if (val && rank0) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
-    if (sample > 0) print_sample(&m, val ? val : train, sample, o.seed);
-    if (o.save_dir) {
+    if (sample > 0 && rank0) print_sample(&m, val ? val : train, sample, o.seed);
+    if (o.save_dir && rank0) {
         if (hf_save(o.save_dir, &m)) myr_die_last();
         printf("saved %s/config.json and %s/model.safetensors\n", o.save_dir, o.save_dir);
     }
@@ -169,6 +269,8 @@ int cmd_train(int argc, char **argv) {
     tokens_close(train);
     if (val) tokens_close(val);
     trainer_destroy(&t);
+    if (dp) dp_destroy(dp);
     model_destroy(&m);
+    if (distributed) comm_finalize();
     return 0;
 }

@@ -37,8 +37,15 @@ void train_usage(void) {
         "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
         "  --threads N             compute threads (default: all cores); results do not depend on it\n"
         "  --print-every N         progress lines when stderr is not a terminal\n"
-        "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n",
-        model_preset_names());
+        "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
+        "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
+        "  --dp N                  data-parallel ranks (default: all); each takes its slice of every batch\n"
+        "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
+        "  --micro-batch b         gradient accumulation: sequences per micro-batch on each rank\n"
+        "  --bucket-mb X (25)      gradient bucket size; --no-overlap reduces after backward instead of during it\n"
+        "  --grad-dtype fp32|bf16  gradients on the wire (bf16 is summed in fp32)\n"
+        "  %s\n",
+        model_preset_names(), comm_flags_help());
 }
 
 static void defaults(TrainOptions *o) {
@@ -53,6 +60,11 @@ static void defaults(TrainOptions *o) {
     o->sample_tokens = -1;
     o->print_every = 0;
     o->threads = 0;
+    o->dpo.zero = 0;
+    o->dpo.bucket_mb = 25;
+    o->dpo.grad_dtype = COMM_F32;
+    o->dpo.overlap = 1;
+    o->comm = comm_default_options();
 }
 
 /* Consume argv[*i] (and its value); returns 0 if the flag is unknown. */
@@ -97,7 +109,18 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
     else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
-    else return 0;
+    else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
+    else if (IS("--zero")) o->dpo.zero = args_next_int(argc, argv, i);
+    else if (IS("--micro-batch")) o->micro_batch = args_next_int(argc, argv, i);
+    else if (IS("--bucket-mb")) o->dpo.bucket_mb = args_next_double(argc, argv, i);
+    else if (IS("--no-overlap")) o->dpo.overlap = 0;
+    else if (IS("--grad-dtype")) {
+        const char *v = args_value(argc, argv, i);
+        if (!strcmp(v, "fp32")) o->dpo.grad_dtype = COMM_F32;
+        else if (!strcmp(v, "bf16")) o->dpo.grad_dtype = COMM_BF16;
+        else myr_die("--grad-dtype '%s' is not supported (use fp32 or bf16)", v);
+    } else if (comm_parse_flag(&o->comm, argc, argv, i)) {
+    } else return 0;
 #undef IS
     return 1;
 }
@@ -186,6 +209,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
         myr_die("--beta1 and --beta2 must be in [0, 1)");
     if (o->optim.adam.eps <= 0) myr_die("--eps must be positive");
     if (o->optim.schedule.warmup < 0) myr_die("--warmup must be >= 0");
+    if (o->dpo.zero < 0 || o->dpo.zero > 3) myr_die("--zero %d is out of range (use 0, 1, 2 or 3)", o->dpo.zero);
+    if (o->dp < 0) myr_die("--dp must be positive");
+    if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
+    if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
     o->optim.schedule.steps = o->steps;
     int shape_flags = o->arch_given || o->layers > 0 || o->hidden > 0 || o->heads > 0 || o->kv_heads > 0 ||
                       o->ffn > 0 || o->vocab > 0;

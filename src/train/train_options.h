@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "model/config.h"
 #include "train/trainer.h"
 
@@ -29,6 +30,11 @@ typedef struct {
     int eval_every, eval_batches, sample_tokens, print_every, threads;
     const char *log_path, *save_dir;
     double peak_tflops; /* 0: measure */
+    /* parallelism */
+    int dp;             /* data-parallel size; 0 = the world size */
+    int micro_batch;    /* sequences per micro-batch (0 = the whole per-rank slice) */
+    DpOptions dpo;      /* --zero, --bucket-mb, --grad-dtype, --no-overlap */
+    CommOptions comm;   /* --comm-timeout, --ranks-per-node, --comm-algo */
 } TrainOptions;
 
 /* Parse argv (argv[0] = "train"); dies with a one-line message on bad input. */

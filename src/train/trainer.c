@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 #include "optim/clip.h"
@@ -19,27 +20,55 @@ void optim_options_default(OptimOptions *o) {
     o->clip = 1.0;
 }
 
-void trainer_create(Trainer *t, Model *m, const OptimOptions *o) {
+void trainer_create(Trainer *t, Model *m, const OptimOptions *o, DataParallel *dp, int micro_rows) {
+    memset(t, 0, sizeof *t);
     t->model = m;
     t->o = *o;
-    t->step = 0;
-    adamw_create(&t->opt, 0, m->table.total);
+    t->dp = dp;
+    t->micro_rows = micro_rows;
+    if (!dp) adamw_create(&t->opt, 0, m->table.total);
 }
 
-void trainer_destroy(Trainer *t) { adamw_destroy(&t->opt); }
+void trainer_destroy(Trainer *t) {
+    if (!t->dp) adamw_destroy(&t->opt);
+}
 
-StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int B, int T) {
+StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T) {
     Model *m = t->model;
+    DataParallel *dp = t->dp;
     StepResult r;
-    model_zero_grad(m);
-    r.loss = model_forward(m, x, y, B, T, 1.0);
-    model_backward(m);
-    size_t n = m->table.total;
-    r.grad_norm = sqrt(grad_sum_squares(m->grads, n));
+    int micro = t->micro_rows > 0 && t->micro_rows < rows ? t->micro_rows : rows;
+    int chunks = rows / micro;
+    if (dp) dp_begin_step(dp);
+    else model_zero_grad(m);
+    double loss = 0;
+    for (int c = 0; c < chunks; c++) {
+        if (dp) dp_set_last_micro(dp, c == chunks - 1);
+        size_t off = (size_t)c * micro * T;
+        loss += model_forward(m, x + off, y + off, micro, T, 1.0 / chunks);
+        model_backward(m);
+    }
+    loss /= chunks;
+    double sum_sq;
+    if (dp) {
+        dp_finish_backward(dp);
+        t->last_exposed_comm_s = dp->exposed_comm_s;
+        r.loss = dp_mean(dp, loss);
+        sum_sq = dp_grad_sum_squares(dp);
+    } else {
+        r.loss = loss;
+        sum_sq = grad_sum_squares(m->grads, m->table.total);
+    }
+    r.grad_norm = sqrt(sum_sq);
     double coef = clip_coefficient(r.grad_norm, t->o.clip);
-    if (coef < 1.0) scale_inplace(m->grads, (real)coef, n);
     r.lr = lr_at(&t->o.schedule, t->step);
-    adamw_step(&t->opt, &t->o.adam, r.lr, m->params, m->grads, &m->table);
+    if (dp) {
+        if (coef < 1.0) dp_scale_grads(dp, (real)coef);
+        dp_optimizer_step(dp, &t->o.adam, r.lr);
+    } else {
+        if (coef < 1.0) scale_inplace(m->grads, (real)coef, m->table.total);
+        adamw_step(&t->opt, &t->o.adam, r.lr, m->params, m->grads, &m->table);
+    }
     t->step++;
     return r;
 }

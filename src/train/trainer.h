@@ -8,6 +8,7 @@
 
 #include "model/model.h"
 #include "optim/adamw.h"
+#include "parallel/data_parallel.h"
 #include "optim/lr_schedule.h"
 
 typedef struct {
@@ -18,9 +19,12 @@ typedef struct {
 
 typedef struct {
     Model *model;
-    AdamW opt;
+    AdamW opt;            /* single process: the whole model's state */
+    DataParallel *dp;     /* or data parallelism (owns the optimizer state); NULL if single process */
+    int micro_rows;       /* gradient accumulation: sequences per micro-batch (0 = whole slice) */
     OptimOptions o;
-    long step; /* steps completed */
+    long step;            /* steps completed */
+    double last_exposed_comm_s;
 } Trainer;
 
 typedef struct {
@@ -29,9 +33,13 @@ typedef struct {
 
 /* Defaults: AdamW(0.9, 0.95, 1e-8, wd 0.1), constant 3e-4 lr, clip 1.0. */
 void optim_options_default(OptimOptions *o);
-void trainer_create(Trainer *t, Model *m, const OptimOptions *o);
+/* dp may be NULL (single process); micro_rows 0 = no accumulation. */
+void trainer_create(Trainer *t, Model *m, const OptimOptions *o, DataParallel *dp, int micro_rows);
 void trainer_destroy(Trainer *t);
-/* One step on x/y [B*T]: returns loss (before the update), the lr used and the pre-clip norm. */
-StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int B, int T);
+/* One step on this rank's rows of the global batch, x/y [rows*T] (all of it in a single
+ * process): the slice is split into micro-batches of micro_rows sequences whose gradients
+ * accumulate; with dp they are averaged over the group. Returns the global mean loss (before
+ * the update), the lr used and the global pre-clip gradient norm. */
+StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T);
 
 #endif

@@ -1,0 +1,90 @@
+/* data_parallel.h: data parallelism with ZeRO sharding over a comm group.
+ *
+ * Every rank holds the same model and trains on its contiguous slice of the global batch; the
+ * gradients are averaged over the group. The parameter layout is cut into buckets of whole
+ * units (params.h): in reverse layer order, each bucket's reduction starts as soon as backward
+ * has finished its lowest unit, while backward goes on with the layers below (overlap), and
+ * Open MPI is progressed from the model's unit hooks. Buckets split evenly over the N ranks:
+ * rank r owns piece r of every bucket; its ZeRO shard is the union of its pieces.
+ *   zero 0: all-reduce; full AdamW on every rank.
+ *   zero 1: reduce-scatter; AdamW state only for the own pieces; all-gather parameters.
+ *   zero 2: as 1, and gradients live only in transient per-unit buffers and the own shard
+ *           (buckets are single units; each micro-batch's gradients are reduced as they finish).
+ *   zero 3: as 2, and parameters too are sharded: each unit is all-gathered just before its
+ *           forward and its backward and freed after (a tied embedding stays gathered for the
+ *           step, since the head uses it).
+ * The clip norm is the true global norm in every stage (sums of squares exchanged exactly). */
+#ifndef MYRIAD_PARALLEL_DATA_PARALLEL_H
+#define MYRIAD_PARALLEL_DATA_PARALLEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "model/model.h"
+#include "optim/adamw.h"
+
+typedef struct {
+    int zero;          /* 0..3 */
+    double bucket_mb;  /* bucket size for zero 0/1 (MiB of fp32 gradients) */
+    CommDtype grad_dtype;
+    int overlap;       /* 1: reduce during backward; 0: after backward */
+} DpOptions;
+
+typedef struct {
+    size_t lo, hi;        /* element range (whole units, padded: (hi - lo) % N == 0) */
+    size_t piece;         /* (hi - lo) / N */
+    int unit_lo, unit_hi; /* units [unit_lo, unit_hi] */
+    CommRequest *req;     /* reduction in flight */
+    int pending;          /* launched, not yet finished */
+    uint16_t *bf16;       /* wire buffer when gradients travel as bf16 */
+    real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
+} DpBucket;
+
+typedef struct {
+    Comm *group;
+    int rank, size;
+    DpOptions o;
+    Model *m;
+    ModelHooks hooks;
+    int nbuckets;
+    DpBucket *b;
+    int *bucket_of_unit;  /* [units] */
+    int last_micro;       /* the running backward ends gradient accumulation */
+    real *param_shard;    /* zero 3: own pieces, bucket by bucket */
+    real *grad_shard;     /* zero >= 2: own pieces' averaged gradients */
+    size_t shard_elems;
+    size_t *shard_off;    /* [nbuckets]: offset of bucket b's piece in the shard arrays */
+    real **gathered;      /* zero 3: [units] gathered parameters of a unit, or NULL */
+    AdamW *opt;           /* [nbuckets] own pieces (zero >= 1), or [1] whole model (zero 0) */
+    int nopt;
+    double exposed_comm_s; /* time spent waiting for reductions after backward (last step) */
+    size_t transient_bytes, peak_transient_bytes;
+} DataParallel;
+
+/* Set up over `group` for model m (created with model_create_aligned(..., group size)).
+ * Zero >= 2 frees the model's full gradient buffer, zero 3 its full parameters. Collective. */
+int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o);
+void dp_destroy(DataParallel *dp);
+/* Step protocol, called by the trainer: begin (zero gradients), then for every micro-batch
+ * dp_set_last_micro + forward + backward, then dp_finish_backward (waits for reductions). */
+void dp_begin_step(DataParallel *dp);
+void dp_set_last_micro(DataParallel *dp, int last);
+int dp_finish_backward(DataParallel *dp);
+/* Sum of squares of the averaged gradients over the whole model (exact, same on every rank). */
+double dp_grad_sum_squares(DataParallel *dp);
+void dp_scale_grads(DataParallel *dp, real s);
+/* AdamW on the own shard, then (zero 1/2) all-gather parameters. */
+int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr);
+/* Mean of one double per rank, summed in rank order (identical on every rank). */
+double dp_mean(DataParallel *dp, double x);
+/* Free parameters gathered for a forward outside training (evaluation). */
+void dp_release_gathered(DataParallel *dp);
+/* Zero 3: gather the full parameters into m->params and detach the hooks (for saving and
+ * sampling at the end of a run). No-op for other stages. Collective. */
+int dp_materialize_params(DataParallel *dp);
+/* Bytes this rank holds for parameters, gradients and optimizer state, and what the ZeRO
+ * formulas predict for fp32 (16Ψ; (8 + 8/N)Ψ; (4 + 12/N)Ψ; 16Ψ/N + the largest gathered unit). */
+void dp_memory(const DataParallel *dp, double *params, double *grads, double *optim, double *expected);
+
+#endif
