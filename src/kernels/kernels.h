@@ -56,6 +56,26 @@ void embedding_forward(real *out, const int32_t *tokens, const real *tok, const 
 /* dtok[tokens[n]] += dout[n]; dpos[n % T] += dout[n] (when dpos != NULL); deterministic order. */
 void embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C);
 
+/* ---- vocabulary-parallel embedding (tensor parallelism): this rank holds rows
+ * [vocab_lo, vocab_lo + vocab_n) of the table; rows of other tokens are written as zeros. */
+void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
+                             int N, int C);
+void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
+                              int N, int C);
+void position_forward_add(real *out, const real *pos, int N, int T, int C); /* out[n] += pos[n % T] */
+void position_backward(real *dpos, const real *dout, int N, int T, int C);  /* dpos[n % T] += dout[n] */
+void bias_add(real *out, const real *bias, int N, int C);                   /* out[n] += bias */
+
+/* ---- vocabulary-parallel softmax cross-entropy: per-row pieces over this rank's logits [N, V],
+ * combined across ranks by the caller (max, then sums). */
+void vocab_shard_row_max(const real *logits, int N, int V, double *max);
+void vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max, double *sum);
+/* the logit of each row's target if this rank holds it, else 0 */
+void vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out);
+/* logits <- scale * (softmax - onehot) on this rank's columns */
+void vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+                      const double *sum, double scale);
+
 /* ---- rotary embeddings (rotate-half), applied in place to the q and k heads of each row.
  * qkv rows have `stride` values; q = heads*hd at offset 0, k = kv_heads*hd right after.
  * cos/sin tables are [max_seq, hd/2]; row n has position n % T. inverse=1 rotates back

@@ -9,16 +9,37 @@
 #include "util/error.h"
 #include "util/rng.h"
 
-static int qkv_width(const ModelConfig *c) { return (c->heads + 2 * c->kv_heads) * (c->hidden / c->heads); }
-static int fc_width(const ModelConfig *c) { return c->arch == ARCH_GPT2 ? c->ffn : 2 * c->ffn; }
+/* widths of this rank's qkv rows and MLP input rows */
+static int qkv_width(const Model *m) { return (m->heads_local + 2 * m->kv_local) * (m->cfg.hidden / m->cfg.heads); }
+static int fc_width(const Model *m) { return m->cfg.arch == ARCH_GPT2 ? m->ffn_local : 2 * m->ffn_local; }
+static int full_qkv_width(const ModelConfig *c) { return (c->heads + 2 * c->kv_heads) * (c->hidden / c->heads); }
+static int full_fc_width(const ModelConfig *c) { return c->arch == ARCH_GPT2 ? c->ffn : 2 * c->ffn; }
 
-int model_create(Model *m, const ModelConfig *cfg) { return model_create_aligned(m, cfg, 1); }
+int model_create(Model *m, const ModelConfig *cfg) { return model_create_tp(m, cfg, 1, 1, 0); }
 
 int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align) {
+    return model_create_tp(m, cfg, unit_align, 1, 0);
+}
+
+int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
+    if (tp < 1) return myr_error("--tp must be positive");
+    if (cfg->heads % tp) return myr_error("heads %d are not divisible by --tp %d (attention is split by heads)", cfg->heads, tp);
+    if (cfg->kv_heads % tp)
+        return myr_error("kv heads %d are not divisible by --tp %d (each tensor-parallel rank needs whole kv heads)",
+                         cfg->kv_heads, tp);
+    if (cfg->ffn % tp) return myr_error("ffn %d is not divisible by --tp %d", cfg->ffn, tp);
+    if (cfg->vocab < tp) return myr_error("vocab %d is smaller than --tp %d", cfg->vocab, tp);
     m->cfg = *cfg;
-    param_table_build(&m->table, cfg, unit_align);
+    m->tp.size = tp;
+    m->tp.rank = tp_rank;
+    m->heads_local = cfg->heads / tp;
+    m->kv_local = cfg->kv_heads / tp;
+    m->ffn_local = cfg->ffn / tp;
+    m->vocab_lo = (int)((int64_t)cfg->vocab * tp_rank / tp);
+    m->vocab_local = (int)((int64_t)cfg->vocab * (tp_rank + 1) / tp) - m->vocab_lo;
+    param_table_build_tp(&m->table, cfg, unit_align, tp, tp_rank);
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
@@ -83,20 +104,22 @@ void model_init_weights(Model *m, uint64_t seed) {
     }
 }
 
-size_t model_activation_count(const ModelConfig *c, int B, int T) {
-    size_t N = (size_t)B * T, C = c->hidden;
-    size_t per_layer = N * C * 5                 /* res_in, norm1, attn_y, res_mid, norm2 */
+size_t model_activation_count(const Model *m, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
+    size_t per_layer = N * C * 4 + N * Y         /* res_in, norm1, res_mid, norm2; attn_y */
                        + N * 4                   /* norm means / rstds */
-                       + N * qkv_width(c) + (size_t)B * c->heads * T * T + N * fc_width(c) + N * c->ffn;
-    return per_layer * c->layers + N * C * 2 + N * 2 + N * (size_t)c->vocab + N;
+                       + N * qkv_width(m) + (size_t)B * m->heads_local * T * T + N * fc_width(m) + N * m->ffn_local;
+    return per_layer * c->layers + N * C * 2 + N * 2 + N * (size_t)m->vocab_local + N;
 }
 
 static void ensure_activations(Model *m, int B, int T) {
     if (m->B == B && m->T == T) return;
     free_activations(m);
     const ModelConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->hidden, L = c->layers, QKV = qkv_width(c), F1 = fc_width(c), F = c->ffn;
-    m->acts_count = model_activation_count(c, B, T);
+    size_t N = (size_t)B * T, C = c->hidden, L = c->layers, QKV = qkv_width(m), F1 = fc_width(m), F = m->ffn_local;
+    size_t Y = (size_t)m->heads_local * (C / c->heads);
+    m->acts_count = model_activation_count(m, B, T);
     m->acts_mem = dev_alloc(m->acts_count);
     Activations *a = &m->a;
     real *p = m->acts_mem;
@@ -111,8 +134,8 @@ static void ensure_activations(Model *m, int B, int T) {
         a->norm1_mean[l] = TAKE(N);
         a->norm1_rstd[l] = TAKE(N);
         a->qkv[l] = TAKE(N * QKV);
-        a->att[l] = TAKE((size_t)B * c->heads * T * T);
-        a->attn_y[l] = TAKE(N * C);
+        a->att[l] = TAKE((size_t)B * m->heads_local * T * T);
+        a->attn_y[l] = TAKE(N * Y);
         a->res_mid[l] = TAKE(N * C);
         a->norm2[l] = TAKE(N * C);
         a->norm2_mean[l] = TAKE(N);
@@ -124,14 +147,14 @@ static void ensure_activations(Model *m, int B, int T) {
     a->normf = TAKE(N * C);
     a->normf_mean = TAKE(N);
     a->normf_rstd = TAKE(N);
-    a->logits = TAKE(N * (size_t)c->vocab);
+    a->logits = TAKE(N * (size_t)m->vocab_local);
     a->losses = TAKE(N);
-    m->scratch_count = N * C * 3 + N * QKV + N * F1 + N * F;
+    m->scratch_count = N * C * 2 + N * Y + N * QKV + N * F1 + N * F;
     m->scratch_mem = dev_alloc(m->scratch_count);
     p = m->scratch_mem;
     m->s.d_res = TAKE(N * C);
     m->s.d_norm = TAKE(N * C);
-    m->s.d_attn_y = TAKE(N * C);
+    m->s.d_attn_y = TAKE(N * Y);
     m->s.d_qkv = TAKE(N * QKV);
     m->s.d_fc = TAKE(N * F1);
     m->s.d_act = TAKE(N * F);
@@ -154,16 +177,54 @@ static void norm_backward(const Model *m, real *dinp, real *dw, real *db, const 
     else rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, m->cfg.hidden);
 }
 
+/* Tensor-parallel all-reduce of a partial sum (no-op without tensor parallelism). */
+static void tp_sum(Model *m, real *x, size_t n) {
+    if (m->tp.size > 1) m->tp.sum(m->tp.ctx, x, n);
+}
+
+/* Softmax cross-entropy over logits split by vocabulary: the row max, the sum of exponentials
+ * and the target's logit are combined across the group exactly (doubles), so every rank gets
+ * the loss of the whole vocabulary without any rank holding all logits. */
+static double vocab_parallel_cross_entropy(Model *m, const int32_t *targets, int N, double grad_scale) {
+    real *z = m->a.logits;
+    int V = m->vocab_local;
+    double *mx = malloc((size_t)N * sizeof(double)), *sum = malloc((size_t)N * sizeof(double));
+    double *zt = malloc((size_t)N * sizeof(double));
+    vocab_shard_row_max(z, N, V, mx);
+    m->tp.sum_exact(m->tp.ctx, mx, (size_t)N, 1);
+    vocab_shard_row_sumexp(z, N, V, mx, sum);
+    m->tp.sum_exact(m->tp.ctx, sum, (size_t)N, 0);
+    vocab_shard_target_logit(z, targets, m->vocab_lo, N, V, zt);
+    m->tp.sum_exact(m->tp.ctx, zt, (size_t)N, 0);
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        double loss = log(sum[n]) - (zt[n] - mx[n]);
+        m->a.losses[n] = (real)loss;
+        total += (real)loss; /* as the fused kernel: sum the per-row losses as stored */
+    }
+    if (grad_scale > 0) vocab_shard_grad(z, targets, m->vocab_lo, N, V, mx, sum, grad_scale / N);
+    free(mx);
+    free(sum);
+    free(zt);
+    return total / N;
+}
+
 double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, int T, double grad_scale) {
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
-    int N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, hd = C / H, QKV = qkv_width(c);
-    int F = c->ffn, F1 = fc_width(c);
-    int gpt2 = c->arch == ARCH_GPT2;
+    int N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads, QKV = qkv_width(m);
+    int F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
+    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1;
     Activations *a = &m->a;
     memcpy(m->tokens, x, (size_t)N * sizeof(int32_t));
     HOOK(before_forward, 0);
-    embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
+    if (tp) { /* vocab-parallel embedding: each rank fills the rows of its tokens, then sum */
+        embedding_shard_forward(a->res_in[0], x, m->p.tok_emb, m->vocab_lo, V, N, C);
+        tp_sum(m, a->res_in[0], (size_t)N * C);
+        if (gpt2) position_forward_add(a->res_in[0], m->p.pos_emb, N, T, C);
+    } else {
+        embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
+    }
     HOOK(after_forward, 0);
     for (int l = 0; l < c->layers; l++) {
         HOOK(before_forward, l + 1);
@@ -173,26 +234,35 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
         matmul_forward(a->qkv[l], a->norm1[l], w->qkv_w, w->qkv_b, N, C, QKV);
         if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
         attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
-        /* attention projection lands in `res_out` temporarily, then the residual is added */
-        matmul_forward(res_out, a->attn_y[l], w->attn_out_w, w->attn_out_b, N, C, C);
+        /* attention projection lands in `res_out` temporarily, then the residual is added; with
+         * tensor parallelism it is a partial sum (row-parallel) and the bias is added once after */
+        matmul_forward(res_out, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
+        if (tp) {
+            tp_sum(m, res_out, (size_t)N * C);
+            if (w->attn_out_b) bias_add(res_out, w->attn_out_b, N, C);
+        }
         residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)N * C);
         norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, N);
         matmul_forward(a->fc[l], a->norm2[l], w->fc_w, w->fc_b, N, C, F1);
         if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
         else swiglu_forward(a->act[l], a->fc[l], N, F);
-        matmul_forward(res_out, a->act[l], w->mlp_out_w, w->mlp_out_b, N, F, C);
+        matmul_forward(res_out, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+        if (tp) {
+            tp_sum(m, res_out, (size_t)N * C);
+            if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, N, C);
+        }
         add_inplace(res_out, a->res_mid[l], (size_t)N * C);
         HOOK(after_forward, l + 1);
     }
     HOOK(before_forward, c->layers + 1);
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, N);
-    matmul_forward(a->logits, a->normf, m->p.lm_head, NULL, N, C, c->vocab);
+    matmul_forward(a->logits, a->normf, m->p.lm_head, NULL, N, C, V);
     HOOK(after_forward, c->layers + 1);
     m->have_grad_logits = 0;
     if (!targets) return 0;
     memcpy(m->targets, targets, (size_t)N * sizeof(int32_t));
-    double loss = cross_entropy_forward_backward(a->logits, a->losses, targets, N, c->vocab, grad_scale > 0,
-                                                 grad_scale);
+    double loss = tp ? vocab_parallel_cross_entropy(m, targets, N, grad_scale)
+                     : cross_entropy_forward_backward(a->logits, a->losses, targets, N, V, grad_scale > 0, grad_scale);
     m->have_grad_logits = grad_scale > 0;
     return loss;
 }
@@ -200,13 +270,15 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
 void model_backward(Model *m) {
     if (!m->have_grad_logits) myr_die("internal: model_backward without a training forward");
     const ModelConfig *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, hd = C / H;
-    int QKV = qkv_width(c), F = c->ffn, F1 = fc_width(c), gpt2 = c->arch == ARCH_GPT2;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads;
+    int QKV = qkv_width(m), F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
+    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1;
     Activations *a = &m->a;
     GradScratch *s = &m->s;
     ModelTensors *g = &m->g;
     HOOK(before_backward, c->layers + 1);
-    matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf, m->p.lm_head, N, C, c->vocab, 0);
+    matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf, m->p.lm_head, N, C, V, 0);
+    tp_sum(m, s->d_norm, (size_t)N * C); /* column-parallel input gradient: sum the partials */
     dev_zero(s->d_res, (size_t)N * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm, a->res_out, m->p.normf_w, a->normf_mean,
                   a->normf_rstd, N);
@@ -220,28 +292,44 @@ void model_backward(Model *m) {
         if (gpt2) gelu_backward(s->d_fc, a->fc[l], s->d_act, (size_t)N * F);
         else swiglu_backward(s->d_fc, a->fc[l], s->d_act, N, F);
         matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2[l], w->fc_w, N, C, F1, 0);
+        tp_sum(m, s->d_norm, (size_t)N * C);
         norm_backward(m, s->d_res, gw->norm2_w, gw->norm2_b, s->d_norm, a->res_mid[l], w->norm2_w,
                       a->norm2_mean[l], a->norm2_rstd[l], N);
         /* d_res now holds d(res_mid) = d(layer input) via the skip and d(attention output) */
-        matmul_backward(s->d_attn_y, gw->attn_out_w, gw->attn_out_b, s->d_res, a->attn_y[l], w->attn_out_w, N, C,
+        matmul_backward(s->d_attn_y, gw->attn_out_w, gw->attn_out_b, s->d_res, a->attn_y[l], w->attn_out_w, N, Y,
                         C, 0);
         attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->att[l], B, T, H, KV, hd);
         if (!gpt2) rope_apply(s->d_qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 1);
         matmul_backward(s->d_norm, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1[l], w->qkv_w, N, C, QKV, 0);
+        tp_sum(m, s->d_norm, (size_t)N * C);
         norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm, a->res_in[l], w->norm1_w,
                       a->norm1_mean[l], a->norm1_rstd[l], N);
         HOOK(after_backward, l + 1);
     }
     HOOK(before_backward, 0);
-    embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
+    if (tp) {
+        embedding_shard_backward(g->tok_emb, s->d_res, m->tokens, m->vocab_lo, V, N, C);
+        if (gpt2) position_backward(g->pos_emb, s->d_res, N, T, C);
+    } else {
+        embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
+    }
     HOOK(after_backward, 0);
     m->have_grad_logits = 0;
+}
+
+void model_copy_shards(Model *m, Model *whole, int to_local) {
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamInfo *p = &m->table.info[i], *w = &whole->table.info[i];
+        param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset,
+                         to_local);
+    }
 }
 
 void model_zero_grad(Model *m) { dev_zero(m->grads, m->table.total); }
 
 double model_flops_per_token(const ModelConfig *c, int T) {
     double C = c->hidden, L = c->layers;
-    double matmul_params = L * (C * qkv_width(c) + C * C + C * fc_width(c) + (double)c->ffn * C) + C * c->vocab;
+    double matmul_params =
+        L * (C * full_qkv_width(c) + C * C + C * full_fc_width(c) + (double)c->ffn * C) + C * c->vocab;
     return 6.0 * matmul_params + 6.0 * L * T * C; /* causal attention: half of 12·L·T·C */
 }

@@ -32,8 +32,21 @@ typedef struct {
     void *ctx;
 } ModelHooks;
 
+/* Tensor parallelism as the model sees it: its rank in the group and two collectives, so that
+ * the model needs no communication library (the comm-backed implementation lives in
+ * src/parallel/tensor_parallel.c). size 1: no tensor parallelism. */
+typedef struct {
+    int size, rank;
+    void (*sum)(void *ctx, real *x, size_t n);                  /* all-reduce sum, in place */
+    void (*sum_exact)(void *ctx, double *x, size_t n, int max); /* doubles: exact sum (rank order) or max */
+    void *ctx;
+} TensorParallel;
+
 typedef struct {
     ModelConfig cfg;
+    TensorParallel tp;
+    /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */
+    int heads_local, kv_local, ffn_local, vocab_local, vocab_lo;
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads;
@@ -53,6 +66,13 @@ typedef struct {
 int model_create(Model *m, const ModelConfig *cfg);
 /* Same, with every unit padded to a multiple of unit_align elements (data parallelism). */
 int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align);
+/* Rank tp_rank's slice of a tensor-parallel model (tp ranks): attention split by heads, MLP by
+ * ffn columns, embedding and LM head by vocabulary. -1 + reason if heads, kv heads or ffn are
+ * not divisible by tp. m->tp.sum / sum_exact must be set before the first forward when tp > 1. */
+int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank);
+/* Copy rank m->tp.rank's slices out of (to_local) or into (!to_local) a whole tp = 1 model's
+ * parameters of the same config. */
+void model_copy_shards(Model *m, Model *whole, int to_local);
 void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, norm weights 1. Depends only on (seed, config). */
@@ -68,6 +88,6 @@ size_t model_num_params(const Model *m); /* tensor elements (no padding) */
 /* Training FLOPs per token: 6 x (matmul parameters) + causal attention 6 x L x T x C (fwd+bwd). */
 double model_flops_per_token(const ModelConfig *c, int T);
 /* Elements of stored activations for B x T (what the forward keeps for backward). */
-size_t model_activation_count(const ModelConfig *c, int B, int T);
+size_t model_activation_count(const Model *m, int B, int T);
 
 #endif

@@ -6,10 +6,37 @@
 #include <string.h>
 
 static int current_unit;
+static int cur_tp = 1, cur_rank = 0;
+static const ModelConfig *cur_cfg;
+
+static int64_t vocab_lo(int64_t V, int tp, int r) { return V * r / tp; }
+
+/* Local rows / columns of a tensor of global shape [d0, d1] split as `kind`. */
+static void local_shape(ShardKind kind, int64_t d0, int64_t d1, int64_t *l0, int64_t *l1) {
+    int t = cur_tp, r = cur_rank;
+    *l0 = d0;
+    *l1 = d1;
+    switch (kind) {
+    case SHARD_ROWS: case SHARD_QKV: case SHARD_GATE_UP: *l0 = d0 / t; break;
+    case SHARD_COLS: *l1 = d1 / t; break;
+    case SHARD_VOCAB: *l0 = vocab_lo(d0, t, r + 1) - vocab_lo(d0, t, r); break;
+    default: break;
+    }
+}
+
+static void add_sharded(ParamTable *t, int layer, const char *name, ShardKind kind, int ndim, int64_t d0, int64_t d1);
 
 static void add(ParamTable *t, int layer, const char *name, int ndim, int64_t d0, int64_t d1) {
+    add_sharded(t, layer, name, SHARD_NONE, ndim, d0, d1);
+}
+
+static void add_sharded(ParamTable *t, int layer, const char *name, ShardKind kind, int ndim, int64_t d0, int64_t d1) {
     ParamInfo *p = &t->info[t->count++];
     memset(p, 0, sizeof *p);
+    p->shard = kind;
+    p->global_shape[0] = d0;
+    p->global_shape[1] = ndim == 2 ? d1 : 1;
+    local_shape(kind, d0, ndim == 2 ? d1 : 1, &d0, &d1);
     if (layer >= 0) snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, name);
     else snprintf(p->name, sizeof p->name, "%s", name);
     p->layer = layer;
@@ -32,6 +59,13 @@ static void end_unit(ParamTable *t, size_t lo, int align) {
 }
 
 void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align) {
+    param_table_build_tp(t, c, unit_align, 1, 0);
+}
+
+void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank) {
+    cur_tp = tp;
+    cur_rank = tp_rank;
+    cur_cfg = c;
     int gpt2 = c->arch == ARCH_GPT2;
     int C = c->hidden, hd = c->hidden / c->heads, qkv = (c->heads + 2 * c->kv_heads) * hd;
     int fc = gpt2 ? c->ffn : 2 * c->ffn;
@@ -43,30 +77,61 @@ void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align) {
     t->unit_lo = calloc((size_t)t->units, sizeof(size_t));
     t->unit_hi = calloc((size_t)t->units, sizeof(size_t));
     current_unit = 0;
-    add(t, -1, "tok_emb", 2, c->vocab, C);
+    add_sharded(t, -1, "tok_emb", SHARD_VOCAB, 2, c->vocab, C);
     if (gpt2) add(t, -1, "pos_emb", 2, c->max_seq, C);
     end_unit(t, 0, unit_align);
     for (int l = 0; l < c->layers; l++) {
         size_t lo = t->total;
         add(t, l, "norm1_w", 1, C, 0);
         if (gpt2) add(t, l, "norm1_b", 1, C, 0);
-        add(t, l, "qkv_w", 2, qkv, C);
-        if (gpt2) add(t, l, "qkv_b", 1, qkv, 0);
-        add(t, l, "attn_out_w", 2, C, C);
+        add_sharded(t, l, "qkv_w", SHARD_QKV, 2, qkv, C);
+        if (gpt2) add_sharded(t, l, "qkv_b", SHARD_QKV, 1, qkv, 0);
+        add_sharded(t, l, "attn_out_w", SHARD_COLS, 2, C, C);
         if (gpt2) add(t, l, "attn_out_b", 1, C, 0);
         add(t, l, "norm2_w", 1, C, 0);
         if (gpt2) add(t, l, "norm2_b", 1, C, 0);
-        add(t, l, "fc_w", 2, fc, C);
-        if (gpt2) add(t, l, "fc_b", 1, fc, 0);
-        add(t, l, "mlp_out_w", 2, C, c->ffn);
+        add_sharded(t, l, "fc_w", gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 2, fc, C);
+        if (gpt2) add_sharded(t, l, "fc_b", SHARD_ROWS, 1, fc, 0);
+        add_sharded(t, l, "mlp_out_w", SHARD_COLS, 2, C, c->ffn);
         if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
         end_unit(t, lo, unit_align);
     }
     size_t lo = t->total;
     add(t, -1, "normf_w", 1, C, 0);
     if (gpt2) add(t, -1, "normf_b", 1, C, 0);
-    if (!c->tied_embeddings) add(t, -1, "lm_head", 2, c->vocab, C);
+    if (!c->tied_embeddings) add_sharded(t, -1, "lm_head", SHARD_VOCAB, 2, c->vocab, C);
     end_unit(t, lo, unit_align);
+}
+
+/* Global row of local row `lr` of rank r's slice. */
+static int64_t global_row(const ModelConfig *c, const ParamInfo *p, int tp, int r, int64_t lr) {
+    int64_t rows = p->shape[0], hd = c->hidden / c->heads;
+    switch (p->shard) {
+    case SHARD_ROWS: return r * rows + lr;
+    case SHARD_VOCAB: return vocab_lo(p->global_shape[0], tp, r) + lr;
+    case SHARD_QKV: {
+        int64_t q = (int64_t)c->heads / tp * hd, kv = (int64_t)c->kv_heads / tp * hd;
+        if (lr < q) return r * q + lr;
+        if (lr < q + kv) return (int64_t)c->heads * hd + r * kv + (lr - q);
+        return (int64_t)(c->heads + c->kv_heads) * hd + r * kv + (lr - q - kv);
+    }
+    case SHARD_GATE_UP: {
+        int64_t f = rows / 2;
+        return lr < f ? r * f + lr : c->ffn + r * f + (lr - f);
+    }
+    default: return lr;
+    }
+}
+
+void param_shard_copy(const ModelConfig *c, const ParamInfo *p, int tp, int tp_rank, real *global, real *local,
+                      int to_local) {
+    int64_t rows = p->shape[0], cols = p->shape[1], gcols = p->global_shape[1];
+    int64_t col0 = p->shard == SHARD_COLS ? tp_rank * cols : 0;
+    for (int64_t lr = 0; lr < rows; lr++) {
+        real *g = global + global_row(c, p, tp, tp_rank, lr) * gcols + col0, *l = local + lr * cols;
+        if (to_local) memcpy(l, g, (size_t)cols * sizeof(real));
+        else memcpy(g, l, (size_t)cols * sizeof(real));
+    }
 }
 
 size_t param_table_tensor_elements(const ParamTable *t) {

@@ -23,8 +23,19 @@
 #include "kernels/real.h"
 #include "model/config.h"
 
+/* How a tensor is split over the tensor-parallel group (Megatron-style):
+ *   NONE     replicated (norms, position embedding, biases of row-parallel layers)
+ *   ROWS     output rows split in equal blocks (GPT-2 fc_w / fc_b: column-parallel)
+ *   COLS     input columns split (attn_out_w, mlp_out_w: row-parallel)
+ *   QKV      the q, k and v row blocks each split by heads (qkv_w, qkv_b)
+ *   GATE_UP  the gate and up row blocks each split (Llama fc_w)
+ *   VOCAB    rows split by vocabulary range [V*r/tp, V*(r+1)/tp) (tok_emb, lm_head) */
+typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS, SHARD_QKV, SHARD_GATE_UP, SHARD_VOCAB } ShardKind;
+
 typedef struct {
     char name[48];
+    ShardKind shard;
+    int64_t global_shape[2]; /* the whole tensor's shape (== shape when tp is 1) */
     int layer;      /* -1 for non-layer tensors */
     int ndim;
     int64_t shape[2];
@@ -54,6 +65,14 @@ typedef struct {
 
 /* Build the table for a (validated) config; units padded to multiples of unit_align (>= 1). */
 void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align);
+/* The table of tensor-parallel rank tp_rank of tp: local shapes per ShardKind. The caller
+ * checks divisibility (heads, kv heads and ffn by tp). */
+void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank);
+/* Copy between a whole tensor (global, laid out as global_shape) and rank tp_rank's slice of it
+ * (local, laid out as shape): to_local = 1 copies global -> local, 0 copies local -> global
+ * (only the slice's elements of global are written). */
+void param_shard_copy(const ModelConfig *c, const ParamInfo *p, int tp, int tp_rank, real *global, real *local,
+                      int to_local);
 /* Element count of the tensors alone (no padding). */
 size_t param_table_tensor_elements(const ParamTable *t);
 void param_table_free(ParamTable *t);

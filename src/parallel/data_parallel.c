@@ -306,9 +306,24 @@ double dp_mean(DataParallel *dp, double x) {
     return s / dp->size;
 }
 
+/* Squares of bucket i's own piece, each tensor's share weighted (tensors are sorted by offset). */
+static double piece_sum_squares(DataParallel *dp, int i) {
+    const real *g = own_grad(dp, i);
+    if (!dp->tensor_weight) return sum_squares(g, dp->b[i].piece);
+    size_t lo = own_lo(dp, &dp->b[i]), hi = lo + dp->b[i].piece;
+    const ParamTable *t = &dp->m->table;
+    double s = 0;
+    for (int k = 0; k < t->count; k++) {
+        const ParamInfo *p = &t->info[k];
+        size_t a = p->offset > lo ? p->offset : lo, b = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        if (a < b) s += dp->tensor_weight[k] * sum_squares(g + (a - lo), b - a);
+    }
+    return s;
+}
+
 double dp_grad_sum_squares(DataParallel *dp) {
     double local = 0;
-    for (int i = 0; i < dp->nbuckets; i++) local += sum_squares(own_grad(dp, i), dp->b[i].piece);
+    for (int i = 0; i < dp->nbuckets; i++) local += piece_sum_squares(dp, i);
     return dp_mean(dp, local) * dp->size;
 }
 

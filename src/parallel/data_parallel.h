@@ -59,6 +59,8 @@ typedef struct {
     AdamW *opt;           /* [nbuckets] own pieces (zero >= 1), or [1] whole model (zero 0) */
     int nopt;
     double exposed_comm_s; /* time spent waiting for reductions after backward (last step) */
+    const double *tensor_weight; /* [table.count] weight of each tensor's squares in the norm
+                                    (1/tp for tensors replicated across tensor parallelism), or NULL */
     size_t transient_bytes, peak_transient_bytes;
 } DataParallel;
 

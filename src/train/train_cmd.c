@@ -1,6 +1,8 @@
 /* train_cmd.c: `myriad train`: builds the model, reads batches, steps the trainer, reports
  * progress, evaluates, samples and saves. */
 #include <glob.h>
+#include <stdarg.h>
+#include <stdnoreturn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "data/loader.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
@@ -40,7 +43,7 @@ static double peak_rss_bytes(void) {
  * activations the forward stores for backward (model_activation_count). */
 static void print_memory(const Model *m, int B, int T) {
     double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
-    double acts = (double)model_activation_count(&m->cfg, B, T) * sizeof(real);
+    double acts = (double)model_activation_count(m, B, T) * sizeof(real);
     double analytic = 4 * psize + acts;
     double rss = peak_rss_bytes();
     printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
@@ -89,6 +92,19 @@ static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed
     free(out);
 }
 
+/* A bad layout is found by every rank alike: rank 0 says so (one line), the others just exit. */
+static noreturn void layout_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static noreturn void layout_error(int rank, const char *fmt, ...) {
+    if (rank != 0) exit(1);
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("myriad: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
 /* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */
 static int launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_STEP_ID");
@@ -128,44 +144,70 @@ int cmd_train(int argc, char **argv) {
     train_options_parse(&o, argc, argv);
 
     /* processes and layout, checked before any training work */
-    int distributed = launched_by_mpi() || o.dp > 1;
+    int tp = o.tp;
+    int distributed = launched_by_mpi() || o.dp > 1 || tp > 1;
     int world = 1, rank = 0;
     if (distributed) {
-        if (!launched_by_mpi())
-            myr_die("--dp %d needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
-                    "bin/myriad train ...`", o.dp, o.dp, o.dp, o.dp);
+        if (!launched_by_mpi()) {
+            int need = (o.dp > 0 ? o.dp : 1) * tp;
+            myr_die("this layout needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
+                    "bin/myriad train ...`", need, need, need);
+        }
         if (comm_init(&argc, &argv, &o.comm)) myr_die_last();
         world = comm_size(comm_world());
         rank = comm_rank(comm_world());
     }
-    int dp_size = o.dp > 0 ? o.dp : world;
+    if (world % tp) layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
+    int dp_size = o.dp > 0 ? o.dp : world / tp;
     if (world % dp_size)
-        myr_die("--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)", dp_size,
-                world, dp_size, world);
-    if (dp_size != world)
-        myr_die("--dp %d x (tensor x pipeline parallel 1) must equal the world size %d", dp_size, world);
+        layout_error(rank, "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)", dp_size,
+                world, dp_size * tp, world);
+    if (tp * dp_size != world)
+        layout_error(rank, "--tp %d x --dp %d (x pipeline parallel 1) = %d does not equal the world size %d", tp, dp_size,
+                tp * dp_size, world);
     if (o.batch % dp_size)
-        myr_die("--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice", o.batch,
+        layout_error(rank, "--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice", o.batch,
                 dp_size);
     int rows = o.batch / dp_size;
     int micro = o.micro_batch > 0 ? o.micro_batch : rows;
     if (rows % micro)
-        myr_die("--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
+        layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
                 "micro-batches of %d)", o.batch, dp_size, micro, rows, micro);
     int rank0 = rank == 0;
     if (o.threads) kernels_set_threads(o.threads);
     else kernels_set_threads(kernels_threads());
 
-    /* model: units padded so that every unit splits evenly over the data-parallel ranks */
-    Model m;
+    /* mesh: tp varies fastest (a tensor-parallel group is consecutive ranks, so it shares a node), then dp */
+    Comm *tp_group = NULL, *dp_group = NULL;
+    int tp_rank = 0, dp_rank = 0;
+    if (distributed) {
+        CommMesh mesh;
+        const char *axes[] = {"tp", "dp"};
+        int sizes[] = {tp, dp_size};
+        if (comm_mesh_init(&mesh, 2, axes, sizes)) myr_die_last();
+        if (comm_group_by_axes(comm_world(), &mesh, 1u << 0, &tp_group)) myr_die_last();
+        if (comm_group_by_axes(comm_world(), &mesh, 1u << 1, &dp_group)) myr_die_last();
+        tp_rank = comm_rank(tp_group);
+        dp_rank = comm_rank(dp_group);
+    }
+
+    /* model: the whole model is built (from the seed or --init) and this rank keeps its
+     * tensor-parallel slices; units are padded so each splits evenly over the dp ranks */
+    Model m, whole;
     if (o.init_dir) {
-        if (hf_load_aligned(o.init_dir, &m, dp_size)) myr_die_last();
+        if (hf_load(o.init_dir, &whole)) myr_die_last();
     } else {
         ModelConfig c;
         train_options_model_config(&o, &c);
-        if (model_create_aligned(&m, &c, dp_size)) myr_die_last();
-        model_init_weights(&m, o.seed);
+        if (model_create(&whole, &c)) myr_die_last();
+        model_init_weights(&whole, o.seed);
     }
+    if (model_create_tp(&m, &whole.cfg, dp_size, tp, tp_rank)) {
+        layout_error(rank, "%s", myr_last_error());
+    }
+    model_copy_shards(&m, &whole, 1);
+    model_destroy(&whole);
+    if (tp > 1) tp_attach(&m, tp_group);
     if (o.seq > m.cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
                 m.cfg.max_seq);
@@ -181,10 +223,17 @@ int cmd_train(int argc, char **argv) {
     if (o.eval_every > 0 && !val) myr_die("--eval-every needs validation data: give --val-data PATH");
 
     DataParallel dpstate, *dp = NULL;
+    double *tensor_weight = NULL;
     if (distributed) {
-        if (dp_create(&dpstate, comm_world(), &m, &o.dpo)) myr_die_last();
+        if (dp_create(&dpstate, dp_group, &m, &o.dpo)) myr_die_last();
         dp = &dpstate;
+        if (tp > 1) { /* replicated tensors appear on every tp rank: count their squares once */
+            tensor_weight = malloc((size_t)m.table.count * sizeof(double));
+            for (int i = 0; i < m.table.count; i++) tensor_weight[i] = m.table.info[i].shard == SHARD_NONE ? 1.0 / tp : 1.0;
+            dp->tensor_weight = tensor_weight;
+        }
     }
+    int data_rank = dp_rank; /* which slice of the global batch this rank reads */
 
     double peak = o.peak_tflops > 0 ? o.peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
     double flops_per_step = model_flops_per_token(&m.cfg, o.seq) * o.batch * o.seq;
@@ -196,9 +245,9 @@ int cmd_train(int argc, char **argv) {
                 model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq,
                 kernels_threads(), peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
         if (dp)
-            fprintf(stderr, "data parallel: %d ranks x %d sequences (micro-batch %d), zero %d, %d buckets, %s "
-                            "gradients, overlap %s\n",
-                    dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
+            fprintf(stderr, "layout: tp %d x dp %d; data parallel: %d sequences per rank (micro-batch %d), zero %d, "
+                            "%d buckets, %s gradients, overlap %s\n",
+                    tp, dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
                     o.dpo.overlap ? "on" : "off");
     }
 
@@ -211,7 +260,7 @@ int cmd_train(int argc, char **argv) {
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
     double last_val = NAN, comm_total = 0, step_total = 0;
     for (long s = 0; s < o.steps; s++) {
-        if (loader_batch(&loader, (uint64_t)s, rank * rows, rows, x, y)) myr_die_last();
+        if (loader_batch(&loader, (uint64_t)s, data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, m.cfg.vocab, "training", s) || check_tokens(y, (int)n, m.cfg.vocab, "training", s))
             myr_die_last();
         double t0 = now_s();
@@ -226,7 +275,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (o.eval_every > 0 && ((s + 1) % o.eval_every == 0 || s + 1 == o.steps)) {
             uint64_t toks;
-            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, rank * rows, rows, &last_val, &toks))
+            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, data_rank * rows, rows, &last_val, &toks))
                 myr_die_last();
             if (dp) {
                 last_val = dp_mean(dp, last_val);
@@ -240,7 +289,7 @@ int cmd_train(int argc, char **argv) {
     progress_close(&progress);
     if (val && o.eval_every == 0) {
         uint64_t toks;
-        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, rank * rows, rows, &last_val, &toks)) myr_die_last();
+        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, data_rank * rows, rows, &last_val, &toks)) myr_die_last();
         if (dp) {
             last_val = dp_mean(dp, last_val);
             dp_release_gathered(dp);
@@ -254,15 +303,24 @@ int cmd_train(int argc, char **argv) {
                    1e3 * comm_total / (o.steps - 1), 1e3 * step_total / (o.steps - 1),
                    100 * comm_total / step_total, o.steps);
         dp_materialize_params(dp);
-        m.hooks = NULL; /* everything resident from here: rank 0 samples and saves alone */
+        m.hooks = NULL; /* everything resident from here */
     }
     if (val && rank0) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
+    /* sampling and saving need the whole model: gather the tensor-parallel slices */
+    Model *final = &m;
+    if (tp > 1) {
+        if (model_create(&whole, &m.cfg)) myr_die_last();
+        if (tp_gather_whole(&m, &whole)) myr_die_last();
+        final = &whole;
+    }
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
-    if (sample > 0 && rank0) print_sample(&m, val ? val : train, sample, o.seed);
+    if (sample > 0 && rank0) print_sample(final, val ? val : train, sample, o.seed);
     if (o.save_dir && rank0) {
-        if (hf_save(o.save_dir, &m)) myr_die_last();
+        if (hf_save(o.save_dir, final)) myr_die_last();
         printf("saved %s/config.json and %s/model.safetensors\n", o.save_dir, o.save_dir);
     }
+    if (final != &m) model_destroy(&whole);
+    free(tensor_weight);
     free(x);
     free(y);
     loader_free(&loader);

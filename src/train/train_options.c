@@ -39,7 +39,9 @@ void train_usage(void) {
         "  --print-every N         progress lines when stderr is not a terminal\n"
         "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
         "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
-        "  --dp N                  data-parallel ranks (default: all); each takes its slice of every batch\n"
+        "  --tp N                  tensor parallel: attention by heads, MLP by columns, vocab-parallel\n"
+        "                          embedding and loss; tp ranks are consecutive (world = tp x dp)\n"
+        "  --dp N                  data-parallel ranks (default: world / tp); each takes a slice of every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
         "  --micro-batch b         gradient accumulation: sequences per micro-batch on each rank\n"
         "  --bucket-mb X (25)      gradient bucket size; --no-overlap reduces after backward instead of during it\n"
@@ -110,6 +112,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
     else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
     else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
+    else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
     else if (IS("--zero")) o->dpo.zero = args_next_int(argc, argv, i);
     else if (IS("--micro-batch")) o->micro_batch = args_next_int(argc, argv, i);
     else if (IS("--bucket-mb")) o->dpo.bucket_mb = args_next_double(argc, argv, i);
@@ -211,6 +214,8 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->optim.schedule.warmup < 0) myr_die("--warmup must be >= 0");
     if (o->dpo.zero < 0 || o->dpo.zero > 3) myr_die("--zero %d is out of range (use 0, 1, 2 or 3)", o->dpo.zero);
     if (o->dp < 0) myr_die("--dp must be positive");
+    if (o->tp < 0) myr_die("--tp must be positive");
+    if (o->tp == 0) o->tp = 1;
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
     o->optim.schedule.steps = o->steps;

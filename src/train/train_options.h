@@ -31,7 +31,8 @@ typedef struct {
     const char *log_path, *save_dir;
     double peak_tflops; /* 0: measure */
     /* parallelism */
-    int dp;             /* data-parallel size; 0 = the world size */
+    int dp;             /* data-parallel size; 0 = the world size / tp */
+    int tp;             /* tensor-parallel size (1 = none) */
     int micro_batch;    /* sequences per micro-batch (0 = the whole per-rank slice) */
     DpOptions dpo;      /* --zero, --bucket-mb, --grad-dtype, --no-overlap */
     CommOptions comm;   /* --comm-timeout, --ranks-per-node, --comm-algo */

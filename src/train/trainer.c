@@ -55,6 +55,7 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
         t->last_exposed_comm_s = dp->exposed_comm_s;
         r.loss = dp_mean(dp, loss);
         sum_sq = dp_grad_sum_squares(dp);
+        if (m->tp.size > 1) m->tp.sum_exact(m->tp.ctx, &sum_sq, 1, 0); /* and over the tensor-parallel slices */
     } else {
         r.loss = loss;
         sum_sq = grad_sum_squares(m->grads, m->table.total);

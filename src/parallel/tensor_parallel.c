@@ -1,0 +1,51 @@
+/* tensor_parallel.c: comm-backed collectives for tensor parallelism. */
+#include "parallel/tensor_parallel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/error.h"
+
+static void sum_real(void *ctx, real *x, size_t n) {
+    if (comm_all_reduce((Comm *)ctx, x, x, n, COMM_F32, COMM_SUM)) myr_die_last();
+}
+
+/* Doubles cross the wire bit-exactly (as pairs of 32-bit words) and are combined in rank order,
+ * so every rank gets the same value. */
+static void sum_exact(void *ctx, double *x, size_t n, int max) {
+    Comm *g = ctx;
+    int size = comm_size(g);
+    double *all = malloc((size_t)size * n * sizeof(double));
+    if (comm_all_gather(g, x, all, 2 * n, COMM_F32)) myr_die_last();
+    for (size_t i = 0; i < n; i++) {
+        double acc = all[i];
+        for (int r = 1; r < size; r++) {
+            double v = all[(size_t)r * n + i];
+            acc = max ? (v > acc ? v : acc) : acc + v;
+        }
+        x[i] = acc;
+    }
+    free(all);
+}
+
+void tp_attach(Model *m, Comm *group) {
+    m->tp.sum = sum_real;
+    m->tp.sum_exact = sum_exact;
+    m->tp.ctx = group;
+}
+
+int tp_gather_whole(Model *m, Model *whole) {
+    /* every rank writes its slices into zeros (replicated tensors only from rank 0), then one
+     * sum: x + 0 is exact, so the whole model is assembled without rounding */
+    dev_zero(whole->params, whole->table.total);
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamInfo *p = &m->table.info[i], *w = &whole->table.info[i];
+        if (p->shard == SHARD_NONE && m->tp.rank != 0) continue;
+        param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
+    }
+    if (m->tp.size > 1 &&
+        comm_all_reduce((Comm *)m->tp.ctx, whole->params, whole->params, whole->table.total, COMM_F32, COMM_SUM))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test_tp.sh: tensor parallelism (alone and with data parallelism / ZeRO) against the
+# single-process run: same per-step losses (1e-5 at step 1, 1e-4 over 20 steps) and saved
+# weights (1e-4) for tiny GPT-2 and Llama (GQA); bad layouts refused with one line.
+set -u
+cd "$(dirname "$0")/.."
+M=$PWD/bin/myriad
+T=$(mktemp -d /tmp/myriad-tp-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass() { echo "ok $1"; }
+fail() { echo "FAIL $1${2:+ ($2)}"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+if ! command -v mpirun >/dev/null; then echo "skip test_tp (mpirun not installed)"; exit 0; fi
+/usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
+
+check() { # FAMILY NP FLAGS...
+    local fam=$1 np=$2; shift 2
+    local name="np${np}_$(echo "$*" | tr -d ' -')_$fam" out=""
+    if timeout 120 $MPI -np $np $M train $common "$@" --log "$T/run.jsonl" --save "$T/run" >"$T/out" 2>"$T/err" &&
+        out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
+        pass "$name"; echo "# $name: $out"
+    else fail "$name" "$out $(grep myriad: $T/err | head -2)"; fi
+    rm -rf "$T/run" "$T/run.jsonl"
+}
+for fam in gpt2-tiny llama-tiny; do
+    common="--init tests/fixtures/$fam --data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1"
+    $M train $common --log "$T/ref.jsonl" --save "$T/ref" >/dev/null 2>"$T/err" || { fail "reference_$fam"; continue; }
+    check $fam 2 --tp 2
+    check $fam 4 --tp 2 --dp 2
+    check $fam 4 --tp 2 --dp 2 --zero 1
+    check $fam 4 --tp 2 --dp 2 --zero 3 --micro-batch 2
+done
+common="--init tests/fixtures/gpt2-tiny --data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --threads 1"
+$M train $common --log "$T/ref.jsonl" --save "$T/ref" >/dev/null 2>&1
+check gpt2-tiny 4 --tp 4
+
+expect_error() { # NAME NEEDLE CMD...: non-zero exit, the first error line names the problem
+    local name=$1 needle=$2; shift 2
+    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
+    if [ $rc -ne 0 ] && [ "$(grep -c '^myriad: ' "$T/err")" -eq 1 ] && grep '^myriad: ' "$T/err" | grep -qF -- "$needle" &&
+        ! grep -q '^step ' "$T/err"; then pass "$name"
+    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
+}
+base="--data $T/tok.bin --batch 8 --seq 8 --steps 2"
+expect_error kv_heads_not_divisible_by_tp "kv heads 2 are not divisible by --tp 4" $MPI -np 4 $M train --init tests/fixtures/llama-tiny $base --tp 4
+expect_error heads_not_divisible_by_tp "heads 4 are not divisible by --tp 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 3
+expect_error tp_not_dividing_world "--tp 2 does not divide the world size 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 2
+expect_error tp_times_dp_not_world "does not equal the world size 4" $MPI -np 4 $M train --init tests/fixtures/gpt2-tiny $base --tp 2 --dp 1
