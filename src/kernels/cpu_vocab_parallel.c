@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu_reduce.h"
 #include "kernels/kernels.h"
 
 void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
@@ -35,22 +36,23 @@ void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t 
     }
 }
 
-void position_forward_add(real *out, const real *pos, int N, int T, int C) {
+void position_forward_add(real *out, const real *pos, int row0, int N, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *y = out + (size_t)n * C;
-        const real *p = pos + (size_t)(n % T) * C;
+        const real *p = pos + (size_t)((row0 + n) % T) * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) y[c] += p[c];
     }
 }
 
-void position_backward(real *dpos, const real *dout, int N, int T, int C) {
-    /* rows n, n+T, n+2T, ... share position n % T: add them in row order */
+void position_backward(real *dpos, const real *dout, int row0, int N, int T, int C) {
+    /* rows sharing a position are added in row order; each position is one thread's */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         real *dp = dpos + (size_t)t * C;
-        for (int n = t; n < N; n += T) {
+        int first = ((t - row0) % T + T) % T; /* first local row n with (row0 + n) % T == t */
+        for (int n = first; n < N; n += T) {
             const real *dy = dout + (size_t)n * C;
 #pragma omp simd
             for (int c = 0; c < C; c++) dp[c] += dy[c];
@@ -107,3 +109,5 @@ void vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N,
         if (t >= 0 && t < V) z[t] -= s;
     }
 }
+
+void bias_backward(real *dbias, const real *dout, int N, int C) { column_sums_accumulate(dbias, dout, N, C); }

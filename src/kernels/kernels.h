@@ -62,9 +62,11 @@ void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_s
                              int N, int C);
 void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
                               int N, int C);
-void position_forward_add(real *out, const real *pos, int N, int T, int C); /* out[n] += pos[n % T] */
-void position_backward(real *dpos, const real *dout, int N, int T, int C);  /* dpos[n % T] += dout[n] */
-void bias_add(real *out, const real *bias, int N, int C);                   /* out[n] += bias */
+/* rows are global rows row0 .. row0 + N - 1 (sequence parallelism holds a block of them) */
+void position_forward_add(real *out, const real *pos, int row0, int N, int T, int C); /* += pos[(row0+n) % T] */
+void position_backward(real *dpos, const real *dout, int row0, int N, int T, int C);
+void bias_add(real *out, const real *bias, int N, int C);      /* out[n] += bias */
+void bias_backward(real *dbias, const real *dout, int N, int C); /* dbias += column sums (fixed order) */
 
 /* ---- vocabulary-parallel softmax cross-entropy: per-row pieces over this rank's logits [N, V],
  * combined across ranks by the caller (max, then sums). */

@@ -58,8 +58,8 @@ static void free_activations(Model *m) {
     dev_free(m->scratch_mem);
     m->acts_mem = m->scratch_mem = NULL;
     Activations *a = &m->a;
-    real **arrays[] = {a->res_in, a->norm1, a->norm1_mean, a->norm1_rstd, a->qkv, a->att, a->attn_y,
-                       a->res_mid, a->norm2, a->norm2_mean, a->norm2_rstd, a->fc, a->act};
+    real **arrays[] = {a->res_in, a->norm1, a->norm1_mean, a->norm1_rstd, a->norm1_in, a->qkv, a->att, a->attn_y,
+                       a->res_mid, a->norm2, a->norm2_mean, a->norm2_rstd, a->norm2_in, a->fc, a->act};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     memset(a, 0, sizeof *a);
     free(m->tokens);
@@ -104,56 +104,66 @@ void model_init_weights(Model *m, uint64_t seed) {
     }
 }
 
+/* rows of the residual stream this rank holds */
+static size_t local_rows(const Model *m, size_t N) { return m->tp.sp ? N / (size_t)m->tp.size : N; }
+
 size_t model_activation_count(const Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
-    size_t per_layer = N * C * 4 + N * Y         /* res_in, norm1, res_mid, norm2; attn_y */
-                       + N * 4                   /* norm means / rstds */
+    size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
+    size_t gathered = m->tp.sp ? N * C : 0; /* norm*_in */
+    size_t per_layer = NL * C * 4 + 2 * gathered + N * Y /* res_in, norm1, res_mid, norm2 (+ gathered); attn_y */
+                       + NL * 4                          /* norm means / rstds */
                        + N * qkv_width(m) + (size_t)B * m->heads_local * T * T + N * fc_width(m) + N * m->ffn_local;
-    return per_layer * c->layers + N * C * 2 + N * 2 + N * (size_t)m->vocab_local + N;
+    return per_layer * c->layers + NL * C * 2 + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
 }
 
 static void ensure_activations(Model *m, int B, int T) {
     if (m->B == B && m->T == T) return;
     free_activations(m);
     const ModelConfig *c = &m->cfg;
-    size_t N = (size_t)B * T, C = c->hidden, L = c->layers, QKV = qkv_width(m), F1 = fc_width(m), F = m->ffn_local;
-    size_t Y = (size_t)m->heads_local * (C / c->heads);
+    size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, L = c->layers, QKV = qkv_width(m);
+    size_t F1 = fc_width(m), F = m->ffn_local, Y = (size_t)m->heads_local * (C / c->heads);
+    int sp = m->tp.sp;
     m->acts_count = model_activation_count(m, B, T);
     m->acts_mem = dev_alloc(m->acts_count);
     Activations *a = &m->a;
     real *p = m->acts_mem;
 #define TAKE(n) (p += (n), p - (n))
 #define ARR(field) a->field = malloc(L * sizeof(real *))
-    ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(qkv); ARR(att); ARR(attn_y);
-    ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(fc); ARR(act);
+    ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(norm1_in); ARR(qkv); ARR(att); ARR(attn_y);
+    ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(act);
 #undef ARR
     for (size_t l = 0; l < L; l++) {
-        a->res_in[l] = TAKE(N * C);
-        a->norm1[l] = TAKE(N * C);
-        a->norm1_mean[l] = TAKE(N);
-        a->norm1_rstd[l] = TAKE(N);
+        a->res_in[l] = TAKE(NL * C);
+        a->norm1[l] = TAKE(NL * C);
+        a->norm1_in[l] = sp ? TAKE(N * C) : a->norm1[l];
+        a->norm1_mean[l] = TAKE(NL);
+        a->norm1_rstd[l] = TAKE(NL);
         a->qkv[l] = TAKE(N * QKV);
         a->att[l] = TAKE((size_t)B * m->heads_local * T * T);
         a->attn_y[l] = TAKE(N * Y);
-        a->res_mid[l] = TAKE(N * C);
-        a->norm2[l] = TAKE(N * C);
-        a->norm2_mean[l] = TAKE(N);
-        a->norm2_rstd[l] = TAKE(N);
+        a->res_mid[l] = TAKE(NL * C);
+        a->norm2[l] = TAKE(NL * C);
+        a->norm2_in[l] = sp ? TAKE(N * C) : a->norm2[l];
+        a->norm2_mean[l] = TAKE(NL);
+        a->norm2_rstd[l] = TAKE(NL);
         a->fc[l] = TAKE(N * F1);
         a->act[l] = TAKE(N * F);
     }
-    a->res_out = TAKE(N * C);
-    a->normf = TAKE(N * C);
-    a->normf_mean = TAKE(N);
-    a->normf_rstd = TAKE(N);
+    a->res_out = TAKE(NL * C);
+    a->normf = TAKE(NL * C);
+    a->normf_in = sp ? TAKE(N * C) : a->normf;
+    a->normf_mean = TAKE(NL);
+    a->normf_rstd = TAKE(NL);
     a->logits = TAKE(N * (size_t)m->vocab_local);
     a->losses = TAKE(N);
-    m->scratch_count = N * C * 2 + N * Y + N * QKV + N * F1 + N * F;
+    m->scratch_count = NL * C + N * C + (sp ? NL * C + N * C : 0) + N * Y + N * QKV + N * F1 + N * F;
     m->scratch_mem = dev_alloc(m->scratch_count);
     p = m->scratch_mem;
-    m->s.d_res = TAKE(N * C);
+    m->s.d_res = TAKE(NL * C);
     m->s.d_norm = TAKE(N * C);
+    m->s.d_norm_local = sp ? TAKE(NL * C) : m->s.d_norm;
+    m->s.full = sp ? TAKE(N * C) : NULL;
     m->s.d_attn_y = TAKE(N * Y);
     m->s.d_qkv = TAKE(N * QKV);
     m->s.d_fc = TAKE(N * F1);
@@ -180,6 +190,31 @@ static void norm_backward(const Model *m, real *dinp, real *dw, real *db, const 
 /* Tensor-parallel all-reduce of a partial sum (no-op without tensor parallelism). */
 static void tp_sum(Model *m, real *x, size_t n) {
     if (m->tp.size > 1) m->tp.sum(m->tp.ctx, x, n);
+}
+
+/* A row-parallel output `full` [N, C] is a partial sum: complete it into this rank's rows.
+ * Sequence parallel: reduce-scatter into `local` [N/tp, C]. Tensor parallel: all-reduce in
+ * place (then local == full). */
+static void complete_rows(Model *m, real *full, real *local, size_t N, size_t C) {
+    if (m->tp.sp) m->tp.reduce_scatter(m->tp.ctx, full, local, local_rows(m, N) * C);
+    else tp_sum(m, full, N * C);
+}
+
+/* The rows a column-parallel matmul reads: all-gather under sequence parallelism. */
+static real *gather_rows(Model *m, real *local, real *full, size_t N, size_t C) {
+    if (!m->tp.sp) return local;
+    m->tp.all_gather(m->tp.ctx, local, full, local_rows(m, N) * C);
+    return full;
+}
+
+/* Under sequence parallelism the replicated tensors of a unit (norms, row-parallel biases,
+ * position embedding) saw only this rank's rows: sum their gradients over the group. */
+static void sum_replicated_grads(Model *m, int unit) {
+    if (!m->tp.sp) return;
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamInfo *p = &m->table.info[i];
+        if (p->unit == unit && p->shard == SHARD_NONE) tp_sum(m, model_tensors_get(&m->g, p), p->numel);
+    }
 }
 
 /* Softmax cross-entropy over logits split by vocabulary: the row max, the sum of exponentials
@@ -214,14 +249,16 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads, QKV = qkv_width(m);
     int F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
-    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1;
+    int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
+    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     Activations *a = &m->a;
     memcpy(m->tokens, x, (size_t)N * sizeof(int32_t));
     HOOK(before_forward, 0);
     if (tp) { /* vocab-parallel embedding: each rank fills the rows of its tokens, then sum */
-        embedding_shard_forward(a->res_in[0], x, m->p.tok_emb, m->vocab_lo, V, N, C);
-        tp_sum(m, a->res_in[0], (size_t)N * C);
-        if (gpt2) position_forward_add(a->res_in[0], m->p.pos_emb, N, T, C);
+        real *partial = sp ? m->s.full : a->res_in[0];
+        embedding_shard_forward(partial, x, m->p.tok_emb, m->vocab_lo, V, N, C);
+        complete_rows(m, partial, a->res_in[0], (size_t)N, (size_t)C);
+        if (gpt2) position_forward_add(a->res_in[0], m->p.pos_emb, row0, NL, T, C);
     } else {
         embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
     }
@@ -230,33 +267,37 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
         HOOK(before_forward, l + 1);
         const LayerTensors *w = &m->p.layer[l];
         real *res_out = l + 1 < c->layers ? a->res_in[l + 1] : a->res_out;
-        norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, N);
-        matmul_forward(a->qkv[l], a->norm1[l], w->qkv_w, w->qkv_b, N, C, QKV);
+        /* row-parallel outputs land in `proj` (all N rows), are completed into `res_out` (this
+         * rank's rows) and the residual is added there */
+        real *proj = sp ? m->s.full : res_out;
+        norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, NL);
+        gather_rows(m, a->norm1[l], a->norm1_in[l], (size_t)N, (size_t)C);
+        matmul_forward(a->qkv[l], a->norm1_in[l], w->qkv_w, w->qkv_b, N, C, QKV);
         if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
         attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
-        /* attention projection lands in `res_out` temporarily, then the residual is added; with
-         * tensor parallelism it is a partial sum (row-parallel) and the bias is added once after */
-        matmul_forward(res_out, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
+        matmul_forward(proj, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
         if (tp) {
-            tp_sum(m, res_out, (size_t)N * C);
-            if (w->attn_out_b) bias_add(res_out, w->attn_out_b, N, C);
+            complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
+            if (w->attn_out_b) bias_add(res_out, w->attn_out_b, NL, C);
         }
-        residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)N * C);
-        norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, N);
-        matmul_forward(a->fc[l], a->norm2[l], w->fc_w, w->fc_b, N, C, F1);
+        residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)NL * C);
+        norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, NL);
+        gather_rows(m, a->norm2[l], a->norm2_in[l], (size_t)N, (size_t)C);
+        matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
         if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
         else swiglu_forward(a->act[l], a->fc[l], N, F);
-        matmul_forward(res_out, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+        matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
         if (tp) {
-            tp_sum(m, res_out, (size_t)N * C);
-            if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, N, C);
+            complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
+            if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, NL, C);
         }
-        add_inplace(res_out, a->res_mid[l], (size_t)N * C);
+        add_inplace(res_out, a->res_mid[l], (size_t)NL * C);
         HOOK(after_forward, l + 1);
     }
     HOOK(before_forward, c->layers + 1);
-    norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, N);
-    matmul_forward(a->logits, a->normf, m->p.lm_head, NULL, N, C, V);
+    norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);
+    gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
+    matmul_forward(a->logits, a->normf_in, m->p.lm_head, NULL, N, C, V);
     HOOK(after_forward, c->layers + 1);
     m->have_grad_logits = 0;
     if (!targets) return 0;
@@ -272,47 +313,57 @@ void model_backward(Model *m) {
     const ModelConfig *c = &m->cfg;
     int B = m->B, T = m->T, N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads;
     int QKV = qkv_width(m), F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
-    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1;
+    int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
+    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     Activations *a = &m->a;
     GradScratch *s = &m->s;
     ModelTensors *g = &m->g;
     HOOK(before_backward, c->layers + 1);
-    matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf, m->p.lm_head, N, C, V, 0);
-    tp_sum(m, s->d_norm, (size_t)N * C); /* column-parallel input gradient: sum the partials */
-    dev_zero(s->d_res, (size_t)N * C);
-    norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm, a->res_out, m->p.normf_w, a->normf_mean,
-                  a->normf_rstd, N);
+    matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf_in, m->p.lm_head, N, C, V, 0);
+    complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C); /* column-parallel input gradient */
+    dev_zero(s->d_res, (size_t)NL * C);
+    norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm_local, a->res_out, m->p.normf_w, a->normf_mean,
+                  a->normf_rstd, NL);
+    sum_replicated_grads(m, c->layers + 1);
     HOOK(after_backward, c->layers + 1);
     for (int l = c->layers - 1; l >= 0; l--) {
         HOOK(before_backward, l + 1);
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
-        /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output) */
-        matmul_backward(s->d_act, gw->mlp_out_w, gw->mlp_out_b, s->d_res, a->act[l], w->mlp_out_w, N, F, C, 0);
+        /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
+         * bias saw this rank's rows only under sequence parallelism */
+        real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
+        matmul_backward(s->d_act, gw->mlp_out_w, sp ? NULL : gw->mlp_out_b, dout, a->act[l], w->mlp_out_w, N, F, C, 0);
+        if (sp && gw->mlp_out_b) bias_backward(gw->mlp_out_b, s->d_res, NL, C);
         if (gpt2) gelu_backward(s->d_fc, a->fc[l], s->d_act, (size_t)N * F);
         else swiglu_backward(s->d_fc, a->fc[l], s->d_act, N, F);
-        matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2[l], w->fc_w, N, C, F1, 0);
-        tp_sum(m, s->d_norm, (size_t)N * C);
-        norm_backward(m, s->d_res, gw->norm2_w, gw->norm2_b, s->d_norm, a->res_mid[l], w->norm2_w,
-                      a->norm2_mean[l], a->norm2_rstd[l], N);
+        matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2_in[l], w->fc_w, N, C, F1, 0);
+        complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
+        norm_backward(m, s->d_res, gw->norm2_w, gw->norm2_b, s->d_norm_local, a->res_mid[l], w->norm2_w,
+                      a->norm2_mean[l], a->norm2_rstd[l], NL);
         /* d_res now holds d(res_mid) = d(layer input) via the skip and d(attention output) */
-        matmul_backward(s->d_attn_y, gw->attn_out_w, gw->attn_out_b, s->d_res, a->attn_y[l], w->attn_out_w, N, Y,
-                        C, 0);
+        dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
+        matmul_backward(s->d_attn_y, gw->attn_out_w, sp ? NULL : gw->attn_out_b, dout, a->attn_y[l], w->attn_out_w,
+                        N, Y, C, 0);
+        if (sp && gw->attn_out_b) bias_backward(gw->attn_out_b, s->d_res, NL, C);
         attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->att[l], B, T, H, KV, hd);
         if (!gpt2) rope_apply(s->d_qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 1);
-        matmul_backward(s->d_norm, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1[l], w->qkv_w, N, C, QKV, 0);
-        tp_sum(m, s->d_norm, (size_t)N * C);
-        norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm, a->res_in[l], w->norm1_w,
-                      a->norm1_mean[l], a->norm1_rstd[l], N);
+        matmul_backward(s->d_norm, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1_in[l], w->qkv_w, N, C, QKV, 0);
+        complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
+        norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm_local, a->res_in[l], w->norm1_w,
+                      a->norm1_mean[l], a->norm1_rstd[l], NL);
+        sum_replicated_grads(m, l + 1);
         HOOK(after_backward, l + 1);
     }
     HOOK(before_backward, 0);
     if (tp) {
-        embedding_shard_backward(g->tok_emb, s->d_res, m->tokens, m->vocab_lo, V, N, C);
-        if (gpt2) position_backward(g->pos_emb, s->d_res, N, T, C);
+        real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
+        embedding_shard_backward(g->tok_emb, dout, m->tokens, m->vocab_lo, V, N, C);
+        if (gpt2) position_backward(g->pos_emb, s->d_res, row0, NL, T, C);
     } else {
         embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
     }
+    sum_replicated_grads(m, 0);
     HOOK(after_backward, 0);
     m->have_grad_logits = 0;
 }

@@ -10,15 +10,19 @@
 #include "model/config.h"
 #include "model/params.h"
 
+/* With sequence parallelism the residual stream and the norms hold only this rank's rows
+ * (N / tp of them); norm*_in are the all-gathered norm outputs the matmuls read. Without it,
+ * norm*_in alias norm*. */
 typedef struct {
     /* per layer (arrays of pointers into acts) */
-    real **res_in, **norm1, **norm1_mean, **norm1_rstd, **qkv, **att, **attn_y, **res_mid;
-    real **norm2, **norm2_mean, **norm2_rstd, **fc, **act;
-    real *res_out, *normf, *normf_mean, *normf_rstd, *logits, *losses;
+    real **res_in, **norm1, **norm1_mean, **norm1_rstd, **norm1_in, **qkv, **att, **attn_y, **res_mid;
+    real **norm2, **norm2_mean, **norm2_rstd, **norm2_in, **fc, **act;
+    real *res_out, *normf, *normf_mean, *normf_rstd, *normf_in, *logits, *losses;
 } Activations;
 
 typedef struct {
-    real *d_res, *d_norm, *d_qkv, *d_attn_y, *d_fc, *d_act;
+    real *d_res, *d_norm, *d_norm_local, *d_qkv, *d_attn_y, *d_fc, *d_act;
+    real *full; /* [N, C]: row-parallel partial outputs and gathered gradients (sequence parallel) */
 } GradScratch;
 
 /* Calls at unit boundaries (units: see params.h), so that data parallelism can gather sharded
@@ -39,6 +43,10 @@ typedef struct {
     int size, rank;
     void (*sum)(void *ctx, real *x, size_t n);                  /* all-reduce sum, in place */
     void (*sum_exact)(void *ctx, double *x, size_t n, int max); /* doubles: exact sum (rank order) or max */
+    /* sequence parallelism: rows split in rank order; n = this rank's element count */
+    void (*reduce_scatter)(void *ctx, const real *full, real *local, size_t n); /* sum, keep own rows */
+    void (*all_gather)(void *ctx, const real *local, real *full, size_t n);
+    int sp; /* sequence parallel (needs size > 1) */
     void *ctx;
 } TensorParallel;
 

@@ -183,6 +183,23 @@ static void bind_range(ModelTensors *m, const ParamTable *t, const ModelConfig *
     }
 }
 
+real *model_tensors_get(const ModelTensors *m, const ParamInfo *p) {
+    const char *field = p->layer >= 0 ? strchr(p->name + 7, '.') + 1 : p->name;
+    if (p->layer < 0) {
+        if (!strcmp(field, "tok_emb")) return m->tok_emb;
+        if (!strcmp(field, "pos_emb")) return m->pos_emb;
+        if (!strcmp(field, "normf_w")) return m->normf_w;
+        if (!strcmp(field, "normf_b")) return m->normf_b;
+        return m->lm_head;
+    }
+    const LayerTensors *L = &m->layer[p->layer];
+#define FIELD(f) if (!strcmp(field, #f)) return L->f;
+    FIELD(norm1_w) FIELD(norm1_b) FIELD(qkv_w) FIELD(qkv_b) FIELD(attn_out_w) FIELD(attn_out_b)
+    FIELD(norm2_w) FIELD(norm2_b) FIELD(fc_w) FIELD(fc_b) FIELD(mlp_out_w) FIELD(mlp_out_b)
+#undef FIELD
+    return NULL;
+}
+
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
     memset(m, 0, sizeof *m);
     m->layer = calloc((size_t)c->layers, sizeof(LayerTensors));

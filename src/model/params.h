@@ -83,5 +83,7 @@ void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig 
  * (unit_base[0] is element unit_lo[unit]). Used to place a unit in gathered or transient memory. */
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base);
 void model_tensors_free(ModelTensors *m);
+/* The pointer a bound ModelTensors holds for tensor p. */
+real *model_tensors_get(const ModelTensors *m, const ParamInfo *p);
 
 #endif

@@ -29,9 +29,19 @@ static void sum_exact(void *ctx, double *x, size_t n, int max) {
     free(all);
 }
 
+static void reduce_scatter(void *ctx, const real *full, real *local, size_t n) {
+    if (comm_reduce_scatter((Comm *)ctx, full, local, n, COMM_F32, COMM_SUM)) myr_die_last();
+}
+
+static void all_gather(void *ctx, const real *local, real *full, size_t n) {
+    if (comm_all_gather((Comm *)ctx, local, full, n, COMM_F32)) myr_die_last();
+}
+
 void tp_attach(Model *m, Comm *group) {
     m->tp.sum = sum_real;
     m->tp.sum_exact = sum_exact;
+    m->tp.reduce_scatter = reduce_scatter;
+    m->tp.all_gather = all_gather;
     m->tp.ctx = group;
 }
 

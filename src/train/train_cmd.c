@@ -173,6 +173,8 @@ int cmd_train(int argc, char **argv) {
     if (rows % micro)
         layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
                 "micro-batches of %d)", o.batch, dp_size, micro, rows, micro);
+    if (o.sp && (micro * o.seq) % tp)
+        layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", micro * o.seq, tp);
     int rank0 = rank == 0;
     if (o.threads) kernels_set_threads(o.threads);
     else kernels_set_threads(kernels_threads());
@@ -208,6 +210,7 @@ int cmd_train(int argc, char **argv) {
     model_copy_shards(&m, &whole, 1);
     model_destroy(&whole);
     if (tp > 1) tp_attach(&m, tp_group);
+    m.tp.sp = o.sp;
     if (o.seq > m.cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
                 m.cfg.max_seq);
@@ -245,9 +248,9 @@ int cmd_train(int argc, char **argv) {
                 model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq,
                 kernels_threads(), peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
         if (dp)
-            fprintf(stderr, "layout: tp %d x dp %d; data parallel: %d sequences per rank (micro-batch %d), zero %d, "
+            fprintf(stderr, "layout: tp %d%s x dp %d; data parallel: %d sequences per rank (micro-batch %d), zero %d, "
                             "%d buckets, %s gradients, overlap %s\n",
-                    tp, dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
+                    tp, o.sp ? " (sequence parallel)" : "", dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
                     o.dpo.overlap ? "on" : "off");
     }
 

@@ -41,6 +41,8 @@ void train_usage(void) {
         "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
         "  --tp N                  tensor parallel: attention by heads, MLP by columns, vocab-parallel\n"
         "                          embedding and loss; tp ranks are consecutive (world = tp x dp)\n"
+        "  --sp                    sequence parallel (with --tp): norms and residuals split along the sequence,\n"
+        "                          all-reduces become reduce-scatter + all-gather\n"
         "  --dp N                  data-parallel ranks (default: world / tp); each takes a slice of every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
         "  --micro-batch b         gradient accumulation: sequences per micro-batch on each rank\n"
@@ -113,6 +115,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
     else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
     else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
+    else if (IS("--sp")) o->sp = 1;
     else if (IS("--zero")) o->dpo.zero = args_next_int(argc, argv, i);
     else if (IS("--micro-batch")) o->micro_batch = args_next_int(argc, argv, i);
     else if (IS("--bucket-mb")) o->dpo.bucket_mb = args_next_double(argc, argv, i);
@@ -216,6 +219,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->dp < 0) myr_die("--dp must be positive");
     if (o->tp < 0) myr_die("--tp must be positive");
     if (o->tp == 0) o->tp = 1;
+    if (o->sp && o->tp < 2) myr_die("--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
     o->optim.schedule.steps = o->steps;
