@@ -32,6 +32,8 @@ for fam in gpt2-tiny llama-tiny; do
     check $fam 4 --tp 2 --dp 2 --zero 3 --micro-batch 2
     check $fam 2 --tp 2 --sp
     check $fam 4 --tp 2 --sp --dp 2 --zero 1
+    check $fam 2 --tp 2 --recompute selective
+    check $fam 4 --tp 2 --sp --dp 2 --recompute full
 done
 common="--init tests/fixtures/gpt2-tiny --data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --threads 1"
 $M train $common --log "$T/ref.jsonl" --save "$T/ref" >/dev/null 2>&1

@@ -111,10 +111,15 @@ size_t model_activation_count(const Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
     size_t gathered = m->tp.sp ? N * C : 0; /* norm*_in */
-    size_t per_layer = NL * C * 4 + 2 * gathered + N * Y /* res_in, norm1, res_mid, norm2 (+ gathered); attn_y */
-                       + NL * 4                          /* norm means / rstds */
-                       + N * qkv_width(m) + (size_t)B * m->heads_local * T * T + N * fc_width(m) + N * m->ffn_local;
-    return per_layer * c->layers + NL * C * 2 + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
+    size_t att = (size_t)B * m->heads_local * T * T;
+    size_t rest = NL * C * 3 + 2 * gathered + N * Y /* norm1, res_mid, norm2 (+ gathered); attn_y */
+                  + NL * 4                          /* norm means / rstds */
+                  + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local;
+    size_t L = c->layers, kept;
+    if (m->recompute == RECOMPUTE_FULL) kept = L * NL * C + rest + att; /* inputs + one layer's worth */
+    else if (m->recompute == RECOMPUTE_SELECTIVE) kept = L * (NL * C + rest) + att;
+    else kept = L * (NL * C + rest + att);
+    return kept + NL * C * 2 + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
 }
 
 static void ensure_activations(Model *m, int B, int T) {
@@ -133,14 +138,23 @@ static void ensure_activations(Model *m, int B, int T) {
     ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(norm1_in); ARR(qkv); ARR(att); ARR(attn_y);
     ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(act);
 #undef ARR
+    real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE((size_t)B * m->heads_local * T * T) : NULL;
+    for (size_t l = 0; l < L; l++) a->res_in[l] = TAKE(NL * C);
     for (size_t l = 0; l < L; l++) {
-        a->res_in[l] = TAKE(NL * C);
+        if (m->recompute == RECOMPUTE_FULL && l > 0) { /* every layer shares layer 0's buffers */
+            a->norm1[l] = a->norm1[0]; a->norm1_in[l] = a->norm1_in[0]; a->norm1_mean[l] = a->norm1_mean[0];
+            a->norm1_rstd[l] = a->norm1_rstd[0]; a->qkv[l] = a->qkv[0]; a->att[l] = a->att[0];
+            a->attn_y[l] = a->attn_y[0]; a->res_mid[l] = a->res_mid[0]; a->norm2[l] = a->norm2[0];
+            a->norm2_in[l] = a->norm2_in[0]; a->norm2_mean[l] = a->norm2_mean[0]; a->norm2_rstd[l] = a->norm2_rstd[0];
+            a->fc[l] = a->fc[0]; a->act[l] = a->act[0];
+            continue;
+        }
         a->norm1[l] = TAKE(NL * C);
         a->norm1_in[l] = sp ? TAKE(N * C) : a->norm1[l];
         a->norm1_mean[l] = TAKE(NL);
         a->norm1_rstd[l] = TAKE(NL);
         a->qkv[l] = TAKE(N * QKV);
-        a->att[l] = TAKE((size_t)B * m->heads_local * T * T);
+        a->att[l] = shared_att ? shared_att : TAKE((size_t)B * m->heads_local * T * T);
         a->attn_y[l] = TAKE(N * Y);
         a->res_mid[l] = TAKE(NL * C);
         a->norm2[l] = TAKE(NL * C);
@@ -244,11 +258,48 @@ static double vocab_parallel_cross_entropy(Model *m, const int32_t *targets, int
     return total / N;
 }
 
+/* Forward of layer l on the activations of the running forward (also used by backward to
+ * recompute a layer whose activations were not kept). */
+static void layer_forward(Model *m, int l, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads, QKV = qkv_width(m);
+    int F = m->ffn_local, F1 = fc_width(m), Y = H * hd;
+    int NL = (int)local_rows(m, (size_t)N);
+    int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
+    Activations *a = &m->a;
+    const LayerTensors *w = &m->p.layer[l];
+    real *res_out = l + 1 < c->layers ? a->res_in[l + 1] : a->res_out;
+    /* row-parallel outputs land in `proj` (all N rows), are completed into `res_out` (this
+     * rank's rows) and the residual is added there */
+    real *proj = sp ? m->s.full : res_out;
+    norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, NL);
+    gather_rows(m, a->norm1[l], a->norm1_in[l], (size_t)N, (size_t)C);
+    matmul_forward(a->qkv[l], a->norm1_in[l], w->qkv_w, w->qkv_b, N, C, QKV);
+    if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
+    attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
+    matmul_forward(proj, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
+    if (tp) {
+        complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
+        if (w->attn_out_b) bias_add(res_out, w->attn_out_b, NL, C);
+    }
+    residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)NL * C);
+    norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, NL);
+    gather_rows(m, a->norm2[l], a->norm2_in[l], (size_t)N, (size_t)C);
+    matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
+    if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
+    else swiglu_forward(a->act[l], a->fc[l], N, F);
+    matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+    if (tp) {
+        complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
+        if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, NL, C);
+    }
+    add_inplace(res_out, a->res_mid[l], (size_t)NL * C);
+}
+
 double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, int T, double grad_scale) {
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
-    int N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads, QKV = qkv_width(m);
-    int F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
+    int N = B * T, C = c->hidden, V = m->vocab_local;
     int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
     int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     Activations *a = &m->a;
@@ -265,33 +316,7 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
     HOOK(after_forward, 0);
     for (int l = 0; l < c->layers; l++) {
         HOOK(before_forward, l + 1);
-        const LayerTensors *w = &m->p.layer[l];
-        real *res_out = l + 1 < c->layers ? a->res_in[l + 1] : a->res_out;
-        /* row-parallel outputs land in `proj` (all N rows), are completed into `res_out` (this
-         * rank's rows) and the residual is added there */
-        real *proj = sp ? m->s.full : res_out;
-        norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, NL);
-        gather_rows(m, a->norm1[l], a->norm1_in[l], (size_t)N, (size_t)C);
-        matmul_forward(a->qkv[l], a->norm1_in[l], w->qkv_w, w->qkv_b, N, C, QKV);
-        if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
-        attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
-        matmul_forward(proj, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
-        if (tp) {
-            complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
-            if (w->attn_out_b) bias_add(res_out, w->attn_out_b, NL, C);
-        }
-        residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)NL * C);
-        norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, NL);
-        gather_rows(m, a->norm2[l], a->norm2_in[l], (size_t)N, (size_t)C);
-        matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
-        if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
-        else swiglu_forward(a->act[l], a->fc[l], N, F);
-        matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
-        if (tp) {
-            complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
-            if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, NL, C);
-        }
-        add_inplace(res_out, a->res_mid[l], (size_t)NL * C);
+        layer_forward(m, l, B, T);
         HOOK(after_forward, l + 1);
     }
     HOOK(before_forward, c->layers + 1);
@@ -330,6 +355,12 @@ void model_backward(Model *m) {
         HOOK(before_backward, l + 1);
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
+        /* recomputation: full rebuilds the layer's activations from its kept input (rewriting
+         * the next layer's input with the same values); selective rebuilds the attention
+         * probabilities only */
+        if (m->recompute == RECOMPUTE_FULL) layer_forward(m, l, B, T);
+        else if (m->recompute == RECOMPUTE_SELECTIVE)
+            attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
          * bias saw this rank's rows only under sequence parallelism */
         real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);

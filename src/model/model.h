@@ -50,9 +50,15 @@ typedef struct {
     void *ctx;
 } TensorParallel;
 
+/* Activation recomputation: none keeps every layer's activations; selective keeps all but the
+ * attention probabilities (B x H x T x T per layer), recomputed in backward; full keeps only
+ * each layer's input and recomputes the layer in backward. */
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 } Recompute;
+
 typedef struct {
     ModelConfig cfg;
     TensorParallel tp;
+    Recompute recompute; /* set before the first forward */
     /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */
     int heads_local, kv_local, ffn_local, vocab_local, vocab_lo;
     const ModelHooks *hooks; /* NULL: single process, everything resident */

@@ -211,6 +211,7 @@ int cmd_train(int argc, char **argv) {
     model_destroy(&whole);
     if (tp > 1) tp_attach(&m, tp_group);
     m.tp.sp = o.sp;
+    m.recompute = (Recompute)o.recompute;
     if (o.seq > m.cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
                 m.cfg.max_seq);

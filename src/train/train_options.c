@@ -43,6 +43,8 @@ void train_usage(void) {
         "                          embedding and loss; tp ranks are consecutive (world = tp x dp)\n"
         "  --sp                    sequence parallel (with --tp): norms and residuals split along the sequence,\n"
         "                          all-reduces become reduce-scatter + all-gather\n"
+        "  --recompute none|selective|full  activation recomputation: selective recomputes the attention\n"
+        "                          core in backward, full keeps only each layer's input\n"
         "  --dp N                  data-parallel ranks (default: world / tp); each takes a slice of every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
         "  --micro-batch b         gradient accumulation: sequences per micro-batch on each rank\n"
@@ -116,6 +118,13 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
     else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
     else if (IS("--sp")) o->sp = 1;
+    else if (IS("--recompute")) {
+        const char *v = args_value(argc, argv, i);
+        if (!strcmp(v, "none")) o->recompute = 0;
+        else if (!strcmp(v, "selective")) o->recompute = 1;
+        else if (!strcmp(v, "full")) o->recompute = 2;
+        else myr_die("--recompute '%s' is not known (use none, selective or full)", v);
+    }
     else if (IS("--zero")) o->dpo.zero = args_next_int(argc, argv, i);
     else if (IS("--micro-batch")) o->micro_batch = args_next_int(argc, argv, i);
     else if (IS("--bucket-mb")) o->dpo.bucket_mb = args_next_double(argc, argv, i);

@@ -34,6 +34,7 @@ typedef struct {
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int tp;             /* tensor-parallel size (1 = none) */
     int sp;             /* sequence parallel (with tp > 1) */
+    int recompute;      /* Recompute (model.h) */
     int micro_batch;    /* sequences per micro-batch (0 = the whole per-rank slice) */
     DpOptions dpo;      /* --zero, --bucket-mb, --grad-dtype, --no-overlap */
     CommOptions comm;   /* --comm-timeout, --ranks-per-node, --comm-algo */
