@@ -22,6 +22,11 @@ int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align) {
 }
 
 int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank) {
+    StageSpec whole = {0, cfg->layers, 1, 1};
+    return model_create_stage(m, cfg, unit_align, tp, tp_rank, &whole);
+}
+
+int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
     if (tp < 1) return myr_error("--tp must be positive");
@@ -39,7 +44,11 @@ int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
     m->ffn_local = cfg->ffn / tp;
     m->vocab_lo = (int)((int64_t)cfg->vocab * tp_rank / tp);
     m->vocab_local = (int)((int64_t)cfg->vocab * (tp_rank + 1) / tp) - m->vocab_lo;
-    param_table_build_tp(&m->table, cfg, unit_align, tp, tp_rank);
+    if (st->layer_lo < 0 || st->layer_hi > cfg->layers || st->layer_lo > st->layer_hi)
+        return myr_error("stage layers [%d, %d) are outside the model's %d layers", st->layer_lo, st->layer_hi,
+                         cfg->layers);
+    m->stage = *st;
+    param_table_build_stage(&m->table, cfg, unit_align, tp, tp_rank, st);
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
@@ -84,6 +93,10 @@ size_t model_num_params(const Model *m) { return param_table_tensor_elements(&m-
 #define HOOK(name, unit) \
     if (m->hooks && m->hooks->name) m->hooks->name(m->hooks->ctx, unit)
 
+/* this object's unit numbers (params.h): embedding, layers, head, in layout order */
+static int unit_of_layer(const Model *m, int l) { return m->stage.first + (l - m->stage.layer_lo); }
+static int unit_head(const Model *m) { return unit_of_layer(m, m->stage.layer_hi); }
+
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = {seed};
     const ModelConfig *c = &m->cfg;
@@ -107,6 +120,8 @@ void model_init_weights(Model *m, uint64_t seed) {
 /* rows of the residual stream this rank holds */
 static size_t local_rows(const Model *m, size_t N) { return m->tp.sp ? N / (size_t)m->tp.size : N; }
 
+size_t model_local_rows(const Model *m, size_t N) { return local_rows(m, N); }
+
 size_t model_activation_count(const Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
@@ -115,11 +130,13 @@ size_t model_activation_count(const Model *m, int B, int T) {
     size_t rest = NL * C * 3 + 2 * gathered + N * Y /* norm1, res_mid, norm2 (+ gathered); attn_y */
                   + NL * 4                          /* norm means / rstds */
                   + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local;
-    size_t L = c->layers, kept;
+    size_t L = (size_t)(m->stage.layer_hi - m->stage.layer_lo), kept;
     if (m->recompute == RECOMPUTE_FULL) kept = L * NL * C + rest + att; /* inputs + one layer's worth */
     else if (m->recompute == RECOMPUTE_SELECTIVE) kept = L * (NL * C + rest) + att;
     else kept = L * (NL * C + rest + att);
-    return kept + NL * C * 2 + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
+    kept += NL * C; /* the stage's output (the last layer's res_out) */
+    if (m->stage.last) kept += NL * C + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
+    return kept;
 }
 
 static void ensure_activations(Model *m, int B, int T) {
@@ -128,25 +145,26 @@ static void ensure_activations(Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, L = c->layers, QKV = qkv_width(m);
     size_t F1 = fc_width(m), F = m->ffn_local, Y = (size_t)m->heads_local * (C / c->heads);
-    int sp = m->tp.sp;
+    int sp = m->tp.sp, lo = m->stage.layer_lo, hi = m->stage.layer_hi;
     m->acts_count = model_activation_count(m, B, T);
     m->acts_mem = dev_alloc(m->acts_count);
     Activations *a = &m->a;
     real *p = m->acts_mem;
 #define TAKE(n) (p += (n), p - (n))
-#define ARR(field) a->field = malloc(L * sizeof(real *))
+#define ARR(field) a->field = calloc(L + 1, sizeof(real *))
     ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(norm1_in); ARR(qkv); ARR(att); ARR(attn_y);
     ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(act);
 #undef ARR
     real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE((size_t)B * m->heads_local * T * T) : NULL;
-    for (size_t l = 0; l < L; l++) a->res_in[l] = TAKE(NL * C);
-    for (size_t l = 0; l < L; l++) {
-        if (m->recompute == RECOMPUTE_FULL && l > 0) { /* every layer shares layer 0's buffers */
-            a->norm1[l] = a->norm1[0]; a->norm1_in[l] = a->norm1_in[0]; a->norm1_mean[l] = a->norm1_mean[0];
-            a->norm1_rstd[l] = a->norm1_rstd[0]; a->qkv[l] = a->qkv[0]; a->att[l] = a->att[0];
-            a->attn_y[l] = a->attn_y[0]; a->res_mid[l] = a->res_mid[0]; a->norm2[l] = a->norm2[0];
-            a->norm2_in[l] = a->norm2_in[0]; a->norm2_mean[l] = a->norm2_mean[0]; a->norm2_rstd[l] = a->norm2_rstd[0];
-            a->fc[l] = a->fc[0]; a->act[l] = a->act[0];
+    /* res_in[l] for l in [lo, hi]: each layer's input, and res_in[hi] the stage's output */
+    for (int l = lo; l <= hi; l++) a->res_in[l] = TAKE(NL * C);
+    for (int l = lo; l < hi; l++) {
+        if (m->recompute == RECOMPUTE_FULL && l > lo) { /* every layer shares the first layer's buffers */
+            a->norm1[l] = a->norm1[lo]; a->norm1_in[l] = a->norm1_in[lo]; a->norm1_mean[l] = a->norm1_mean[lo];
+            a->norm1_rstd[l] = a->norm1_rstd[lo]; a->qkv[l] = a->qkv[lo]; a->att[l] = a->att[lo];
+            a->attn_y[l] = a->attn_y[lo]; a->res_mid[l] = a->res_mid[lo]; a->norm2[l] = a->norm2[lo];
+            a->norm2_in[l] = a->norm2_in[lo]; a->norm2_mean[l] = a->norm2_mean[lo]; a->norm2_rstd[l] = a->norm2_rstd[lo];
+            a->fc[l] = a->fc[lo]; a->act[l] = a->act[lo];
             continue;
         }
         a->norm1[l] = TAKE(NL * C);
@@ -164,13 +182,15 @@ static void ensure_activations(Model *m, int B, int T) {
         a->fc[l] = TAKE(N * F1);
         a->act[l] = TAKE(N * F);
     }
-    a->res_out = TAKE(NL * C);
-    a->normf = TAKE(NL * C);
-    a->normf_in = sp ? TAKE(N * C) : a->normf;
-    a->normf_mean = TAKE(NL);
-    a->normf_rstd = TAKE(NL);
-    a->logits = TAKE(N * (size_t)m->vocab_local);
-    a->losses = TAKE(N);
+    a->res_out = a->res_in[hi];
+    if (m->stage.last) {
+        a->normf = TAKE(NL * C);
+        a->normf_in = sp ? TAKE(N * C) : a->normf;
+        a->normf_mean = TAKE(NL);
+        a->normf_rstd = TAKE(NL);
+        a->logits = TAKE(N * (size_t)m->vocab_local);
+        a->losses = TAKE(N);
+    }
     m->scratch_count = NL * C + N * C + (sp ? NL * C + N * C : 0) + N * Y + N * QKV + N * F1 + N * F;
     m->scratch_mem = dev_alloc(m->scratch_count);
     p = m->scratch_mem;
@@ -268,7 +288,7 @@ static void layer_forward(Model *m, int l, int B, int T) {
     int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     Activations *a = &m->a;
     const LayerTensors *w = &m->p.layer[l];
-    real *res_out = l + 1 < c->layers ? a->res_in[l + 1] : a->res_out;
+    real *res_out = a->res_in[l + 1];
     /* row-parallel outputs land in `proj` (all N rows), are completed into `res_out` (this
      * rank's rows) and the residual is added there */
     real *proj = sp ? m->s.full : res_out;
@@ -297,12 +317,23 @@ static void layer_forward(Model *m, int l, int B, int T) {
 }
 
 double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, int T, double grad_scale) {
+    return model_forward_stage(m, x, NULL, targets, B, T, grad_scale);
+}
+
+double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
+                           double grad_scale) {
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;
     int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
     int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
+    int lo = m->stage.layer_lo, hi = m->stage.layer_hi;
     Activations *a = &m->a;
+    m->ready_for_backward = 0;
+    if (!m->stage.first) {
+        memcpy(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
+        goto layers;
+    }
     memcpy(m->tokens, x, (size_t)N * sizeof(int32_t));
     HOOK(before_forward, 0);
     if (tp) { /* vocab-parallel embedding: each rank fills the rows of its tokens, then sum */
@@ -314,27 +345,36 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
         embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
     }
     HOOK(after_forward, 0);
-    for (int l = 0; l < c->layers; l++) {
-        HOOK(before_forward, l + 1);
+layers:
+    for (int l = lo; l < hi; l++) {
+        HOOK(before_forward, unit_of_layer(m, l));
         layer_forward(m, l, B, T);
-        HOOK(after_forward, l + 1);
+        HOOK(after_forward, unit_of_layer(m, l));
     }
-    HOOK(before_forward, c->layers + 1);
+    if (!m->stage.last) {
+        m->ready_for_backward = grad_scale > 0;
+        return 0;
+    }
+    HOOK(before_forward, unit_head(m));
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);
     gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
     matmul_forward(a->logits, a->normf_in, m->p.lm_head, NULL, N, C, V);
-    HOOK(after_forward, c->layers + 1);
-    m->have_grad_logits = 0;
+    HOOK(after_forward, unit_head(m));
     if (!targets) return 0;
     memcpy(m->targets, targets, (size_t)N * sizeof(int32_t));
     double loss = tp ? vocab_parallel_cross_entropy(m, targets, N, grad_scale)
                      : cross_entropy_forward_backward(a->logits, a->losses, targets, N, V, grad_scale > 0, grad_scale);
-    m->have_grad_logits = grad_scale > 0;
+    m->ready_for_backward = grad_scale > 0;
     return loss;
 }
 
-void model_backward(Model *m) {
-    if (!m->have_grad_logits) myr_die("internal: model_backward without a training forward");
+const real *model_stage_output(const Model *m) { return m->a.res_in[m->stage.layer_hi]; }
+const real *model_stage_input_grad(const Model *m) { return m->s.d_res; }
+
+void model_backward(Model *m) { model_backward_stage(m, NULL); }
+
+void model_backward_stage(Model *m, const real *dout_stage) {
+    if (!m->ready_for_backward) myr_die("internal: model_backward without a training forward");
     const ModelConfig *c = &m->cfg;
     int B = m->B, T = m->T, N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads;
     int QKV = qkv_width(m), F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
@@ -343,16 +383,22 @@ void model_backward(Model *m) {
     Activations *a = &m->a;
     GradScratch *s = &m->s;
     ModelTensors *g = &m->g;
-    HOOK(before_backward, c->layers + 1);
+    int lo = m->stage.layer_lo, hi = m->stage.layer_hi;
+    if (!m->stage.last) {
+        memcpy(s->d_res, dout_stage, (size_t)NL * C * sizeof(real));
+        goto layers;
+    }
+    HOOK(before_backward, unit_head(m));
     matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf_in, m->p.lm_head, N, C, V, 0);
     complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C); /* column-parallel input gradient */
     dev_zero(s->d_res, (size_t)NL * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm_local, a->res_out, m->p.normf_w, a->normf_mean,
                   a->normf_rstd, NL);
-    sum_replicated_grads(m, c->layers + 1);
-    HOOK(after_backward, c->layers + 1);
-    for (int l = c->layers - 1; l >= 0; l--) {
-        HOOK(before_backward, l + 1);
+    sum_replicated_grads(m, unit_head(m));
+    HOOK(after_backward, unit_head(m));
+layers:
+    for (int l = hi - 1; l >= lo; l--) {
+        HOOK(before_backward, unit_of_layer(m, l));
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
         /* recomputation: full rebuilds the layer's activations from its kept input (rewriting
@@ -383,8 +429,12 @@ void model_backward(Model *m) {
         complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
         norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm_local, a->res_in[l], w->norm1_w,
                       a->norm1_mean[l], a->norm1_rstd[l], NL);
-        sum_replicated_grads(m, l + 1);
-        HOOK(after_backward, l + 1);
+        sum_replicated_grads(m, unit_of_layer(m, l));
+        HOOK(after_backward, unit_of_layer(m, l));
+    }
+    if (!m->stage.first) { /* d_res now holds d(stage input): the previous stage's dout */
+        m->ready_for_backward = 0;
+        return;
     }
     HOOK(before_backward, 0);
     if (tp) {
@@ -396,12 +446,14 @@ void model_backward(Model *m) {
     }
     sum_replicated_grads(m, 0);
     HOOK(after_backward, 0);
-    m->have_grad_logits = 0;
+    m->ready_for_backward = 0;
 }
 
 void model_copy_shards(Model *m, Model *whole, int to_local) {
     for (int i = 0; i < m->table.count; i++) {
-        const ParamInfo *p = &m->table.info[i], *w = &whole->table.info[i];
+        const ParamInfo *p = &m->table.info[i];
+        if (p->tied_copy && !to_local) continue; /* the first stage's tok_emb is the one saved */
+        const ParamInfo *w = param_table_find(&whole->table, p->tied_copy ? "tok_emb" : p->name);
         param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset,
                          to_local);
     }

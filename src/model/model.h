@@ -59,6 +59,7 @@ typedef struct {
     ModelConfig cfg;
     TensorParallel tp;
     Recompute recompute; /* set before the first forward */
+    StageSpec stage;     /* the layers this model object holds (pipeline parallelism) */
     /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */
     int heads_local, kv_local, ffn_local, vocab_local, vocab_lo;
     const ModelHooks *hooks; /* NULL: single process, everything resident */
@@ -73,7 +74,7 @@ typedef struct {
     Activations a;
     GradScratch s;
     int32_t *tokens, *targets;
-    int have_grad_logits; /* last forward prepared dlogits for backward */
+    int ready_for_backward; /* the last forward was a training forward */
 } Model;
 
 /* Allocate parameters and gradients (zeroed) for a validated config. */
@@ -84,9 +85,22 @@ int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align);
  * ffn columns, embedding and LM head by vocabulary. -1 + reason if heads, kv heads or ffn are
  * not divisible by tp. m->tp.sum / sum_exact must be set before the first forward when tp > 1. */
 int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank);
-/* Copy rank m->tp.rank's slices out of (to_local) or into (!to_local) a whole tp = 1 model's
- * parameters of the same config. */
+/* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */
+int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st);
+/* Copy this model's slices (tensor-parallel rank, pipeline stage) out of (to_local) or into
+ * (!to_local) a whole tp = 1 model of the same config, matching tensors by name (a tied copy
+ * of the embedding is read from tok_emb and never written back). */
 void model_copy_shards(Model *m, Model *whole, int to_local);
+/* Pipeline stages: forward from tokens x (first stage) or from `input` [rows, hidden] (the
+ * previous stage's output); targets only on the last stage, which returns the loss. */
+double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
+                           double grad_scale);
+const real *model_stage_output(const Model *m); /* [rows, hidden] after forward (not last stage) */
+/* Backward from the loss (last stage) or from dout = d(stage output) (other stages). */
+void model_backward_stage(Model *m, const real *dout);
+const real *model_stage_input_grad(const Model *m); /* d(input) after backward (not first stage) */
+/* Rows of the residual stream this rank holds for B x T tokens (all, or 1/tp under --sp). */
+size_t model_local_rows(const Model *m, size_t N);
 void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, norm weights 1. Depends only on (seed, config). */

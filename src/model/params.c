@@ -63,6 +63,12 @@ void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align) {
 }
 
 void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank) {
+    StageSpec whole = {0, c->layers, 1, 1};
+    param_table_build_stage(t, c, unit_align, tp, tp_rank, &whole);
+}
+
+void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank,
+                             const StageSpec *st) {
     cur_tp = tp;
     cur_rank = tp_rank;
     cur_cfg = c;
@@ -72,15 +78,17 @@ void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, i
     t->count = 0;
     t->total = 0;
     if (unit_align < 1) unit_align = 1;
-    t->info = calloc((size_t)4 + 12 * (size_t)c->layers, sizeof(ParamInfo));
-    t->units = c->layers + 2;
+    t->info = calloc((size_t)5 + 12 * (size_t)c->layers, sizeof(ParamInfo));
+    t->units = (st->layer_hi - st->layer_lo) + st->first + st->last;
     t->unit_lo = calloc((size_t)t->units, sizeof(size_t));
     t->unit_hi = calloc((size_t)t->units, sizeof(size_t));
     current_unit = 0;
-    add_sharded(t, -1, "tok_emb", SHARD_VOCAB, 2, c->vocab, C);
-    if (gpt2) add(t, -1, "pos_emb", 2, c->max_seq, C);
-    end_unit(t, 0, unit_align);
-    for (int l = 0; l < c->layers; l++) {
+    if (st->first) {
+        add_sharded(t, -1, "tok_emb", SHARD_VOCAB, 2, c->vocab, C);
+        if (gpt2) add(t, -1, "pos_emb", 2, c->max_seq, C);
+        end_unit(t, 0, unit_align);
+    }
+    for (int l = st->layer_lo; l < st->layer_hi; l++) {
         size_t lo = t->total;
         add(t, l, "norm1_w", 1, C, 0);
         if (gpt2) add(t, l, "norm1_b", 1, C, 0);
@@ -96,10 +104,14 @@ void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, i
         if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
         end_unit(t, lo, unit_align);
     }
+    if (!st->last) return;
     size_t lo = t->total;
     add(t, -1, "normf_w", 1, C, 0);
     if (gpt2) add(t, -1, "normf_b", 1, C, 0);
-    if (!c->tied_embeddings) add_sharded(t, -1, "lm_head", SHARD_VOCAB, 2, c->vocab, C);
+    if (!c->tied_embeddings || !st->first) {
+        add_sharded(t, -1, "lm_head", SHARD_VOCAB, 2, c->vocab, C);
+        t->info[t->count - 1].tied_copy = c->tied_embeddings;
+    }
     end_unit(t, lo, unit_align);
 }
 

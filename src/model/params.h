@@ -32,9 +32,17 @@
  *   VOCAB    rows split by vocabulary range [V*r/tp, V*(r+1)/tp) (tok_emb, lm_head) */
 typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS, SHARD_QKV, SHARD_GATE_UP, SHARD_VOCAB } ShardKind;
 
+/* The layers and ends one pipeline stage holds: layers [layer_lo, layer_hi), the embedding if
+ * first, the final norm and LM head if last. The whole model is {0, L, 1, 1}. */
+typedef struct {
+    int layer_lo, layer_hi, first, last;
+} StageSpec;
+
 typedef struct {
     char name[48];
     ShardKind shard;
+    int tied_copy; /* the last stage's copy of a tied embedding (its gradient is summed with the
+                      first stage's; it is not saved and not counted twice in the norm) */
     int64_t global_shape[2]; /* the whole tensor's shape (== shape when tp is 1) */
     int layer;      /* -1 for non-layer tensors */
     int ndim;
@@ -68,6 +76,9 @@ void param_table_build(ParamTable *t, const ModelConfig *c, int unit_align);
 /* The table of tensor-parallel rank tp_rank of tp: local shapes per ShardKind. The caller
  * checks divisibility (heads, kv heads and ffn by tp). */
 void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank);
+/* The table of one pipeline stage (units renumbered from 0 in layout order). */
+void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank,
+                             const StageSpec *st);
 /* Copy between a whole tensor (global, laid out as global_shape) and rank tp_rank's slice of it
  * (local, laid out as shape): to_local = 1 copies global -> local, 0 copies local -> global
  * (only the slice's elements of global are written). */

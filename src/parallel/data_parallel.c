@@ -131,7 +131,10 @@ static void poll(DataParallel *dp) {
 
 /* ---- zero 3 parameter gathering ---- */
 
-static int tied(const DataParallel *dp) { return dp->m->cfg.tied_embeddings; }
+/* the head reads the embedding of this same model object (not a pipeline stage's copy) */
+static int tied(const DataParallel *dp) {
+    return dp->m->cfg.tied_embeddings && dp->m->stage.first && dp->m->stage.last;
+}
 
 static void gather_unit(DataParallel *dp, int u) {
     if (dp->o.zero < 3 || dp->gathered[u]) return;

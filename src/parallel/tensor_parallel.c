@@ -50,8 +50,10 @@ int tp_gather_whole(Model *m, Model *whole) {
      * sum: x + 0 is exact, so the whole model is assembled without rounding */
     dev_zero(whole->params, whole->table.total);
     for (int i = 0; i < m->table.count; i++) {
-        const ParamInfo *p = &m->table.info[i], *w = &whole->table.info[i];
+        const ParamInfo *p = &m->table.info[i];
         if (p->shard == SHARD_NONE && m->tp.rank != 0) continue;
+        if (p->tied_copy) continue; /* a pipeline stage's copy of the embedding: the first stage's is saved */
+        const ParamInfo *w = param_table_find(&whole->table, p->name);
         param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
     }
     if (m->tp.size > 1 &&
