@@ -268,7 +268,135 @@ static void test_stage_layers(void) {
                  "--stage-layers gives virtual stage 1 0 layers; each needs at least 1");
 }
 
-int main(void) {
+/* ------------------------------------------------------------------ under mpirun -np 4 */
+#include <mpi.h>
+
+#include "parallel/schedule_run.h"
+#include "trace/trace.h"
+
+/* A toy model run over real send/recv: virtual stage k adds k+1 in forward (the input of
+ * micro-batch mb is mb*1000 + i) and doubles the gradient in backward (the last stage's output
+ * gradient is its output). Every receive checks the values it got against these formulas, so a
+ * message matched to the wrong op is caught. Messages of 128 KiB are above Open MPI's eager
+ * limit, so a send waits for its receive (blocking semantics are really exercised). */
+#define TOY_N 32768
+typedef struct {
+    const Schedule *sc;
+    int stage, bad;
+    float *act_in, *act_out, *grad_in, *grad_out; /* [mb][chunk][TOY_N] */
+} Toy;
+
+static float *toy_at(Toy *t, float *base, int mb, int chunk) {
+    return base + ((size_t)mb * t->sc->vpp + chunk) * TOY_N;
+}
+static int toy_k(Toy *t, int chunk) { return chunk * t->sc->pp + t->stage; }
+
+static int toy_forward(void *ctx, int mb, int chunk) {
+    Toy *t = ctx;
+    int k = toy_k(t, chunk);
+    float *in = toy_at(t, t->act_in, mb, chunk), *out = toy_at(t, t->act_out, mb, chunk);
+    if (k == 0)
+        for (int i = 0; i < TOY_N; i++) in[i] = (float)(mb * 1000 + i);
+    for (int i = 0; i < TOY_N; i++) out[i] = in[i] + (float)(k + 1);
+    return 0;
+}
+static int toy_backward(void *ctx, int mb, int chunk) {
+    Toy *t = ctx;
+    int k = toy_k(t, chunk), V = t->sc->pp * t->sc->vpp;
+    float *gout = toy_at(t, t->grad_out, mb, chunk), *gin = toy_at(t, t->grad_in, mb, chunk);
+    if (k == V - 1) memcpy(gout, toy_at(t, t->act_out, mb, chunk), sizeof(float) * TOY_N);
+    for (int i = 0; i < TOY_N; i++) gin[i] = gout[i] * 2;
+    if (k == 0) { /* the gradient that reached the first layer: (input + V(V+1)/2) * 2^V */
+        for (int i = 0; i < TOY_N; i++)
+            if (gin[i] != (float)((mb * 1000 + i + V * (V + 1) / 2) * (double)(1 << V))) { t->bad++; break; }
+    }
+    return 0;
+}
+static float *toy_buffer(void *ctx, const ScheduleOp *op, size_t *count) {
+    Toy *t = ctx;
+    *count = TOY_N;
+    switch (op->kind) {
+    case OP_SEND_ACT: return toy_at(t, t->act_out, op->mb, op->chunk);
+    case OP_RECV_ACT: return toy_at(t, t->act_in, op->mb, op->chunk);
+    case OP_SEND_GRAD: return toy_at(t, t->grad_in, op->mb, op->chunk);
+    case OP_RECV_GRAD: return toy_at(t, t->grad_out, op->mb, op->chunk);
+    default: return NULL;
+    }
+}
+/* After the run: every received activation and gradient holds what the formulas say. */
+static void toy_check(Toy *t) {
+    int V = t->sc->pp * t->sc->vpp;
+    for (int mb = 0; mb < t->sc->micro; mb++)
+        for (int c = 0; c < t->sc->vpp; c++) {
+            int k = toy_k(t, c);
+            float *in = toy_at(t, t->act_in, mb, c), *gout = toy_at(t, t->grad_out, mb, c);
+            for (int i = 0; i < TOY_N; i += 97) {
+                CHECK(in[i] == (float)(mb * 1000 + i + k * (k + 1) / 2), "stage %d mb %d chunk %d: activation %g",
+                      t->stage, mb, c, in[i]);
+                double g = (mb * 1000 + i + V * (V + 1) / 2) * (double)(1 << (V - 1 - k));
+                CHECK(gout[i] == (float)g, "stage %d mb %d chunk %d: gradient %g, want %g", t->stage, mb, c, gout[i], g);
+            }
+        }
+    CHECK(t->bad == 0, "stage %d: first-layer gradients wrong", t->stage);
+}
+
+static int me;
+static const char *trace_path;
+
+static void run_toy(ScheduleKind kind, int v, int blocking, const char *trace_file) {
+    Schedule sc;
+    CHECK(schedule_build(&sc, kind, 4, v, 8) == 0, "%s", myr_last_error());
+    size_t cells = (size_t)8 * v * TOY_N;
+    Toy t = {.sc = &sc, .stage = me};
+    t.act_in = calloc(cells * 4, sizeof(float));
+    t.act_out = t.act_in + cells, t.grad_in = t.act_in + 2 * cells, t.grad_out = t.act_in + 3 * cells;
+    ScheduleHooks h = {toy_forward, toy_backward, toy_buffer};
+    TraceBuffer tb;
+    trace_init(&tb, me);
+    CHECK(trace_sync_origin(&tb, comm_world()) == 0, "%s", myr_last_error());
+    int rc = schedule_run_stage(&sc, me, comm_world(), &h, &t, blocking, trace_file ? &tb : NULL);
+    CHECK(rc == 0, "%s", myr_last_error());
+    if (rc == 0) toy_check(&t);
+    if (trace_file) {
+        CHECK(tb.n == (size_t)sc.nops[me], "one event per op: %zu vs %d", tb.n, sc.nops[me]);
+        CHECK(trace_write_gathered(comm_world(), &tb, trace_file) == 0, "%s", myr_last_error());
+    }
+    trace_free(&tb);
+    free(t.act_in);
+    schedule_free(&sc);
+}
+
+static void test_gpipe_blocking_np4(void) { run_toy(SCHEDULE_GPIPE, 1, 1, NULL); }
+static void test_1f1b_blocking_np4(void) { run_toy(SCHEDULE_1F1B, 1, 1, trace_path); }
+static void test_1f1b_nonblocking_np4(void) { run_toy(SCHEDULE_1F1B, 1, 0, NULL); }
+static void test_interleaved_nonblocking_np4(void) { run_toy(SCHEDULE_INTERLEAVED, 2, 0, NULL); }
+
+#define MRUN(fn)                                                                      \
+    do {                                                                              \
+        test_failures_in_case = 0;                                                    \
+        fn();                                                                         \
+        int f_ = test_failures_in_case, g_ = 0;                                       \
+        MPI_Allreduce(&f_, &g_, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                 \
+        if (g_) tests_failed++; else tests_passed++;                                  \
+        if (me == 0) printf("%s %s\n", g_ ? "FAIL" : "ok", #fn);                     \
+        fflush(stdout);                                                               \
+    } while (0)
+
+int main(int argc, char **argv) {
+    if (getenv("OMPI_COMM_WORLD_SIZE")) {
+        CommOptions opt = comm_default_options();
+        opt.timeout_s = 30;
+        if (comm_init(&argc, &argv, &opt) < 0) myr_die_last();
+        me = comm_rank(comm_world());
+        if (comm_size(comm_world()) != 4) myr_die("test_schedule: run it on 4 ranks");
+        trace_path = argc > 1 ? argv[1] : NULL;
+        MRUN(test_gpipe_blocking_np4);
+        MRUN(test_1f1b_blocking_np4);
+        MRUN(test_1f1b_nonblocking_np4);
+        MRUN(test_interleaved_nonblocking_np4);
+        if (comm_finalize() < 0) myr_die_last();
+        return TEST_SUMMARY();
+    }
     RUN(test_gpipe_reference_order);
     RUN(test_1f1b_reference_order);
     RUN(test_interleaved_reference_order);
