@@ -369,7 +369,16 @@ static void run_toy(ScheduleKind kind, int v, int blocking, const char *trace_fi
 static void test_gpipe_blocking_np4(void) { run_toy(SCHEDULE_GPIPE, 1, 1, NULL); }
 static void test_1f1b_blocking_np4(void) { run_toy(SCHEDULE_1F1B, 1, 1, trace_path); }
 static void test_1f1b_nonblocking_np4(void) { run_toy(SCHEDULE_1F1B, 1, 0, NULL); }
-static void test_interleaved_nonblocking_np4(void) { run_toy(SCHEDULE_INTERLEAVED, 2, 0, NULL); }
+static void test_interleaved_nonblocking_np4(void) {
+    run_toy(SCHEDULE_INTERLEAVED, 2, 0, NULL);
+    /* blocking sends would deadlock on the ring: refused before any transfer */
+    Schedule sc;
+    ScheduleHooks h = {toy_forward, toy_backward, toy_buffer};
+    CHECK(schedule_build(&sc, SCHEDULE_INTERLEAVED, 4, 2, 8) == 0, "%s", myr_last_error());
+    CHECK(schedule_run_stage(&sc, me, comm_world(), &h, NULL, 1, NULL) == -1 &&
+              strstr(myr_last_error(), "needs nonblocking sends"), "%s", myr_last_error());
+    schedule_free(&sc);
+}
 
 #define MRUN(fn)                                                                      \
     do {                                                                              \
