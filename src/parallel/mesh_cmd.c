@@ -18,28 +18,28 @@ static void usage(FILE *out) {
 }
 
 int cmd_mesh(int argc, char **argv) {
-    int world = 0, tp = 1, cp = 1, ep = 1, dp = 0, pp = 1;
+    int world = 0, tp = 1, cp = 1, ep = 1, dp = 0, pp = 1, world_set = 0, dp_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--world")) world = args_next_int(argc, argv, &i);
+        if (!strcmp(a, "--world")) world = args_next_int(argc, argv, &i), world_set = 1;
         else if (!strcmp(a, "--tp")) tp = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--pp")) pp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--dp")) dp = args_next_int(argc, argv, &i);
+        else if (!strcmp(a, "--dp")) dp = args_next_int(argc, argv, &i), dp_set = 1;
         else if (!strcmp(a, "--cp")) cp = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--ep")) ep = args_next_int(argc, argv, &i);
         else myr_die("mesh: unknown option '%s' (see myriad mesh --help)", a);
     }
-    if (world < 0) myr_die("--world is %d; it must be at least 1", world);
+    if (world_set && world < 1) myr_die("--world is %d; it must be at least 1", world);
     long long others = (long long)tp * cp * ep * pp;
-    if (dp == 0) dp = world > 0 && others > 0 && world % others == 0 ? (int)(world / others) : 1;
-    if (world == 0) {
+    if (!dp_set) dp = world_set && others > 0 && world % others == 0 ? (int)(world / others) : 1;
+    if (!world_set) {
         long long product = others * dp;
-        if (product < 1 || product > 1 << 30) myr_die("the layout's sizes must be >= 1 and multiply to at most 2^30");
-        world = (int)product;
+        if (product > 1 << 30) myr_die("the layout has %lld ranks; at most 2^30", product);
+        world = product < 1 ? 1 : (int)product; /* a size below 1: mesh_init names it */
     }
     ParallelMesh pm;
     if (mesh_init(&pm, world, 0, tp, cp, ep, dp, pp) < 0) myr_die_last();
