@@ -102,6 +102,7 @@ int schedule_build(Schedule *sc, ScheduleKind kind, int pp, int vpp, int micro) 
     if (schedule_validate(kind, pp, vpp, micro) < 0) return -1;
     int p = pp, v = vpp, m = micro, per = 2 * m * v;
     sc->kind = kind, sc->pp = p, sc->vpp = v, sc->micro = m;
+    sc->blocking_safe = kind != SCHEDULE_INTERLEAVED; /* the line argument in docs/PIPELINE.md */
     sc->nops = calloc((size_t)p, sizeof(int));
     sc->ops = calloc((size_t)p, sizeof(ScheduleOp *));
     int *order = malloc(sizeof(int) * (size_t)per);
@@ -201,6 +202,7 @@ typedef struct {
     int *sent_by;              /* per message: sending stage, -1 not yet, -2 received */
     double *sent_at;
     int live0, peak0, messages;
+    double *start;             /* optional: [s][mb][chunk][fwd 0 / bwd 1] start time of each compute */
 } Exec;
 
 static int vstage(const Exec *e, int s, int chunk) { return chunk * e->p + s; }
@@ -234,11 +236,13 @@ static int step(Exec *e, int s) {
     if (op->kind == OP_FORWARD) {
         if (e->fdone[at]) return fail(e, s, "forward runs twice");
         if (k > 0 && !e->have_act[at]) return fail(e, s, "forward before its input activation was received");
+        if (e->start) e->start[at * 2] = e->clock[s];
         e->fdone[at] = 1, e->clock[s] += e->tf / e->v;
         if (s == 0 && ++e->live0 > e->peak0) e->peak0 = e->live0;
     } else if (op->kind == OP_BACKWARD) {
         if (!e->fdone[at] || e->bdone[at]) return fail(e, s, "backward without its forward, or twice");
         if (k < e->V - 1 && !e->have_grad[at]) return fail(e, s, "backward before its output gradient was received");
+        if (e->start) e->start[at * 2 + 1] = e->clock[s];
         e->bdone[at] = 1, e->clock[s] += e->tb / e->v;
         if (s == 0) e->live0--;
     } else {
@@ -286,10 +290,11 @@ static int step(Exec *e, int s) {
     return 1;
 }
 
-int schedule_simulate(const Schedule *sc, double t_fwd, double t_bwd, int rendezvous, ScheduleSimResult *r) {
+static int simulate(const Schedule *sc, double t_fwd, double t_bwd, int rendezvous, ScheduleSimResult *r,
+                    double *start) {
     memset(r, 0, sizeof *r);
     Exec e = {.sc = sc, .p = sc->pp, .v = sc->vpp, .m = sc->micro, .V = sc->pp * sc->vpp, .rendezvous = rendezvous,
-              .tf = t_fwd, .tb = t_bwd};
+              .tf = t_fwd, .tb = t_bwd, .start = start};
     size_t cells = (size_t)e.p * e.m * e.v, msgs = (size_t)2 * e.m * (e.V > 1 ? e.V - 1 : 1);
     e.pos = calloc((size_t)e.p, sizeof(int));
     e.clock = calloc((size_t)e.p, sizeof(double));
@@ -355,5 +360,70 @@ int schedule_simulate(const Schedule *sc, double t_fwd, double t_bwd, int rendez
     r->messages = e.messages;
 done:
     free(e.pos), free(e.clock), free(e.fdone), free(e.sent_by), free(e.sent_at);
+    return rc;
+}
+
+int schedule_simulate(const Schedule *sc, double t_fwd, double t_bwd, int rendezvous, ScheduleSimResult *r) {
+    return simulate(sc, t_fwd, t_bwd, rendezvous, r, NULL);
+}
+
+/* ---- lists for blocking transfers on any schedule. Every event gets a key (time, class, id):
+ * a compute its start time in the nonblocking execution (class 1), a transfer the start time of
+ * the compute that consumes it (class 0, so it sorts just before that compute; id = message).
+ * Each stage's list is its events sorted by key, so all lists are projections of one global
+ * sequence in which a transfer is one event shared by its two ends: executing that sequence in
+ * order never waits forever, whatever the blocking semantics. */
+
+typedef struct {
+    double time;
+    int cls, id;
+    ScheduleOp op;
+} Keyed;
+
+static int by_key(const void *pa, const void *pb) {
+    const Keyed *a = pa, *b = pb;
+    if (a->time != b->time) return a->time < b->time ? -1 : 1;
+    if (a->cls != b->cls) return a->cls - b->cls;
+    if (a->id != b->id) return a->id < b->id ? -1 : 1;
+    return (a->op.kind == OP_SEND_ACT || a->op.kind == OP_SEND_GRAD) ? -1 : 1; /* never both ends on one stage */
+}
+
+int schedule_build_blocking(Schedule *sc, ScheduleKind kind, int pp, int vpp, int micro, double t_fwd, double t_bwd) {
+    if (!(t_fwd > 0) || !(t_bwd > 0)) return myr_error("schedule: forward and backward times must be positive");
+    if (schedule_build(sc, kind, pp, vpp, micro) < 0) return -1;
+    int p = pp, v = vpp, m = micro, V = p * v;
+    size_t cells = (size_t)p * m * v;
+    double *start = calloc(cells * 2, sizeof(double));
+    Keyed *items = malloc(sizeof(Keyed) * (size_t)6 * m * v);
+    ScheduleSimResult r;
+    int rc = 0;
+    if (!start || !items) rc = myr_error("schedule: out of memory");
+    else rc = simulate(sc, t_fwd, t_bwd, 0, &r, start);
+#define START(st, mb, c, bwd) start[(((size_t)(st) * m + (mb)) * v + (c)) * 2 + (bwd)]
+    for (int s = 0; s < p && rc == 0; s++) {
+        int n = 0;
+        for (int i = 0; i < sc->nops[s]; i++) {
+            const ScheduleOp *op = &sc->ops[s][i];
+            int k = op->chunk * p + s;
+            double t;
+            int id = 0;
+            switch (op->kind) {
+            case OP_FORWARD: t = START(s, op->mb, op->chunk, 0); break;
+            case OP_BACKWARD: t = START(s, op->mb, op->chunk, 1); break;
+            case OP_RECV_ACT: t = START(s, op->mb, op->chunk, 0), id = (0 * m + op->mb) * V + k - 1; break;
+            case OP_RECV_GRAD: t = START(s, op->mb, op->chunk, 1), id = (1 * m + op->mb) * V + k; break;
+            case OP_SEND_ACT: t = START((k + 1) % p, op->mb, (k + 1) / p, 0), id = (0 * m + op->mb) * V + k; break;
+            default: /* OP_SEND_GRAD */ t = START((k - 1) % p, op->mb, (k - 1) / p, 1), id = (1 * m + op->mb) * V + k - 1;
+            }
+            int compute = op->kind == OP_FORWARD || op->kind == OP_BACKWARD;
+            items[n++] = (Keyed){t, compute, compute ? 0 : id, *op};
+        }
+        qsort(items, (size_t)n, sizeof *items, by_key);
+        for (int i = 0; i < n; i++) sc->ops[s][i] = items[i].op;
+    }
+#undef START
+    free(start), free(items);
+    if (rc < 0) schedule_free(sc);
+    else sc->blocking_safe = 1;
     return rc;
 }

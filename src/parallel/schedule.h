@@ -39,6 +39,7 @@ typedef struct {
 typedef struct {
     ScheduleKind kind;
     int pp, vpp, micro;
+    int blocking_safe; /* the lists cannot deadlock with blocking send/recv (GPipe, 1F1B, schedule_build_blocking) */
     int *nops;        /* per stage */
     ScheduleOp **ops; /* per stage: nops[s] operations in execution order */
 } Schedule;
@@ -55,6 +56,13 @@ int schedule_validate(ScheduleKind kind, int pp, int vpp, int micro);
 /* Build every stage's operation list (validates first). Free with schedule_free. */
 int schedule_build(Schedule *s, ScheduleKind kind, int pp, int vpp, int micro);
 void schedule_free(Schedule *s);
+/* The same computes in the same order, with the transfers reordered so that the lists cannot
+ * deadlock even with blocking (rendezvous) send/recv, for every schedule including interleaved:
+ * each transfer moves to just before the compute that consumes it, in the order the nonblocking
+ * execution with forward/backward times t_fwd/t_bwd (per whole stage) starts those computes, so
+ * all stages' lists are projections of one global sequence (docs/PIPELINE.md). A send may then
+ * wait for its receiver, which can stretch the step: schedule_simulate measures it. */
+int schedule_build_blocking(Schedule *s, ScheduleKind kind, int pp, int vpp, int micro, double t_fwd, double t_bwd);
 
 /* Compact text of one op, as used in docs and tests: F3 B3 (forward/backward of micro-batch 3),
  * sa3 ra3 sg3 rg3 (send/recv activation/gradient); with vpp > 1 the chunk follows: F3.1, ra3.1. */

@@ -17,8 +17,9 @@ int schedule_run_stage(const Schedule *sc, int stage, Comm *pp, const ScheduleHo
     if (stage < 0 || stage >= sc->pp) return myr_error("schedule: stage %d is outside 0..%d", stage, sc->pp - 1);
     if (comm_size(pp) != sc->pp)
         return myr_error("schedule: the pipeline group has %d ranks but the schedule %d stages", comm_size(pp), sc->pp);
-    if (blocking_sends && sc->kind == SCHEDULE_INTERLEAVED) /* its ring deadlocks with blocking sends (PIPELINE.md) */
-        return myr_error("schedule: the interleaved schedule needs nonblocking sends (blocking_sends = 0)");
+    if (blocking_sends && !sc->blocking_safe) /* e.g. interleaved: its ring deadlocks (PIPELINE.md) */
+        return myr_error("schedule: these %s lists need nonblocking sends (blocking_sends = 0), or build them "
+                         "with schedule_build_blocking", schedule_name(sc->kind));
     if (trace) trace_lane_name(trace, 0, "compute"), trace_lane_name(trace, 1, "comm");
     int n = sc->nops[stage], nreq = 0, rc = 0;
     CommRequest **reqs = calloc((size_t)n + 1, sizeof *reqs);

@@ -19,8 +19,8 @@ typedef struct {
     float *(*buffer)(void *ctx, const ScheduleOp *op, size_t *count);
 } ScheduleHooks;
 
-/* Run stage `stage`'s list in order. blocking_sends = 1: comm_send / comm_recv (valid for GPipe
- * and 1F1B, whose lists are safe with blocking transfers; refused for interleaved); 0: sends are comm_isend, waited for at
+/* Run stage `stage`'s list in order. blocking_sends = 1: comm_send / comm_recv (only for lists
+ * that are safe with blocking transfers, sc->blocking_safe: GPipe, 1F1B, schedule_build_blocking); 0: sends are comm_isend, waited for at
  * the end, receives block (valid for every schedule). trace may be NULL; otherwise computes go
  * to lane 0 ("compute", categories forward/backward) and transfers to lane 1 ("comm"). */
 int schedule_run_stage(const Schedule *sc, int stage, Comm *pp, const ScheduleHooks *hooks, void *ctx,
