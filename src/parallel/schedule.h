@@ -12,7 +12,8 @@
  * activation message goes before the gradient message, otherwise the send goes first. With that
  * order the lists of GPipe and 1F1B cannot deadlock even with blocking (rendezvous) send/recv,
  * and every schedule (interleaved included) cannot deadlock with nonblocking sends (isend posted
- * in list order, each receive waited for where it stands). schedule_simulate checks both. */
+ * in list order, each receive waited for where it stands); schedule_build_blocking gives lists
+ * safe with blocking transfers for interleaved too. schedule_simulate checks all of it. */
 #ifndef MYRIAD_PARALLEL_SCHEDULE_H
 #define MYRIAD_PARALLEL_SCHEDULE_H
 
