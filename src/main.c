@@ -17,6 +17,7 @@ static const Command commands[] = {
     {"sim", cmd_sim, "simulate a training step on a cluster: time, memory, MFU, days (sim validate FILE)"},
     {"plan", cmd_plan, "rank parallel layouts of a model on a cluster by days to train"},
     {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style)"},
+    {"mesh", cmd_mesh, "print the process mesh of a layout: rank order and every group's members"},
     {"run", cmd_run, "launch a subcommand on N local ranks through mpirun (run -n N -- ...)"},
 };
 
