@@ -62,10 +62,19 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
     return 0;
 }
 
+struct ActivationSlot {
+    int B, T;
+    real *acts_mem;
+    size_t acts_count;
+    Activations a;
+    int32_t *tokens, *targets;
+    int ready_for_backward;
+};
+
 static void free_activations(Model *m) {
+    if (m->acts_mem) m->live_slots--;
     dev_free(m->acts_mem);
-    dev_free(m->scratch_mem);
-    m->acts_mem = m->scratch_mem = NULL;
+    m->acts_mem = NULL;
     Activations *a = &m->a;
     real **arrays[] = {a->res_in, a->norm1, a->norm1_mean, a->norm1_rstd, a->norm1_in, a->qkv, a->att, a->attn_y,
                        a->res_mid, a->norm2, a->norm2_mean, a->norm2_rstd, a->norm2_in, a->fc, a->act};
@@ -77,8 +86,45 @@ static void free_activations(Model *m) {
     m->B = m->T = 0;
 }
 
+static void save_slot(Model *m, struct ActivationSlot *s) {
+    *s = (struct ActivationSlot){m->B, m->T, m->acts_mem, m->acts_count, m->a, m->tokens, m->targets,
+                                 m->ready_for_backward};
+}
+
+static void load_slot(Model *m, const struct ActivationSlot *s) {
+    m->B = s->B;
+    m->T = s->T;
+    m->acts_mem = s->acts_mem;
+    m->acts_count = s->acts_count;
+    m->a = s->a;
+    m->tokens = s->tokens;
+    m->targets = s->targets;
+    m->ready_for_backward = s->ready_for_backward;
+}
+
+void model_select_slot(Model *m, int k) {
+    if (k == m->cur_slot && m->slots) return;
+    if (k >= m->nslots) {
+        int n = k + 8;
+        m->slots = realloc(m->slots, (size_t)n * sizeof *m->slots);
+        memset(m->slots + m->nslots, 0, (size_t)(n - m->nslots) * sizeof *m->slots);
+        m->nslots = n;
+    }
+    save_slot(m, &m->slots[m->cur_slot]);
+    load_slot(m, &m->slots[k]);
+    m->cur_slot = k;
+}
+
+void model_release_slot(Model *m) { free_activations(m); }
+
 void model_destroy(Model *m) {
     free_activations(m);
+    for (int k = 0; k < m->nslots; k++) {
+        model_select_slot(m, k);
+        free_activations(m);
+    }
+    free(m->slots);
+    dev_free(m->scratch_mem);
     dev_free(m->params);
     dev_free(m->grads);
     dev_free(m->rope_cos);
@@ -191,8 +237,18 @@ static void ensure_activations(Model *m, int B, int T) {
         a->logits = TAKE(N * (size_t)m->vocab_local);
         a->losses = TAKE(N);
     }
+    m->live_slots++;
+    if (m->live_slots > m->peak_live_slots) m->peak_live_slots = m->live_slots;
+    m->tokens = malloc(N * sizeof(int32_t));
+    m->targets = malloc(N * sizeof(int32_t));
+    m->B = B;
+    m->T = T;
+    if (m->scratch_B == B && m->scratch_T == T) return; /* scratch is shared by all slots */
+    dev_free(m->scratch_mem);
     m->scratch_count = NL * C + N * C + (sp ? NL * C + N * C : 0) + N * Y + N * QKV + N * F1 + N * F;
     m->scratch_mem = dev_alloc(m->scratch_count);
+    m->scratch_B = B;
+    m->scratch_T = T;
     p = m->scratch_mem;
     m->s.d_res = TAKE(NL * C);
     m->s.d_norm = TAKE(N * C);
@@ -203,10 +259,6 @@ static void ensure_activations(Model *m, int B, int T) {
     m->s.d_fc = TAKE(N * F1);
     m->s.d_act = TAKE(N * F);
 #undef TAKE
-    m->tokens = malloc(N * sizeof(int32_t));
-    m->targets = malloc(N * sizeof(int32_t));
-    m->B = B;
-    m->T = T;
 }
 
 static void norm_forward(const Model *m, real *out, real *mean, real *rstd, const real *inp, const real *w,
@@ -245,6 +297,7 @@ static real *gather_rows(Model *m, real *local, real *full, size_t N, size_t C) 
  * position embedding) saw only this rank's rows: sum their gradients over the group. */
 static void sum_replicated_grads(Model *m, int unit) {
     if (!m->tp.sp) return;
+    if (m->hooks && m->hooks->sum_replicated_now && !m->hooks->sum_replicated_now(m->hooks->ctx, unit)) return;
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
         if (p->unit == unit && p->shard == SHARD_NONE) tp_sum(m, model_tensors_get(&m->g, p), p->numel);

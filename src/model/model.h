@@ -33,6 +33,9 @@ typedef struct {
     void (*after_forward)(void *ctx, int unit);
     void (*before_backward)(void *ctx, int unit);
     void (*after_backward)(void *ctx, int unit);
+    /* sequence parallelism: may the replicated gradients of `unit` be summed over the group now?
+     * Not while micro-batches still accumulate into the same buffer (the sum must happen once). */
+    int (*sum_replicated_now)(void *ctx, int unit);
     void *ctx;
 } ModelHooks;
 
@@ -75,7 +78,18 @@ typedef struct {
     GradScratch s;
     int32_t *tokens, *targets;
     int ready_for_backward; /* the last forward was a training forward */
+    int scratch_B, scratch_T;
+    /* activation slots (pipeline parallelism keeps several micro-batches in flight): the fields
+     * above are the current slot's; the others wait here */
+    struct ActivationSlot *slots;
+    int nslots, cur_slot;
+    int live_slots, peak_live_slots; /* activation sets allocated now / at most (the allocator's count) */
 } Model;
+
+/* Make slot k current (slots are created on first use; slot 0 is the default). */
+void model_select_slot(Model *m, int k);
+/* Free the current slot's activations (after its backward). */
+void model_release_slot(Model *m);
 
 /* Allocate parameters and gradients (zeroed) for a validated config. */
 int model_create(Model *m, const ModelConfig *cfg);

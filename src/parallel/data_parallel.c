@@ -175,7 +175,7 @@ static void hook_after_forward(void *ctx, int u) {
 static void ensure_grad_buffer(DataParallel *dp, int u) {
     DpBucket *b = &dp->b[dp->bucket_of_unit[u]];
     if (dp->o.zero < 2) return;
-    if (b->pending) { /* the previous micro-batch's reduction of this unit still owns the buffer */
+    if (b->pending && !b->deferred) { /* the previous micro-batch's reduction of this unit still owns the buffer */
         if (b->req) must(comm_wait(&b->req));
         finish(dp, b);
     }
@@ -201,12 +201,20 @@ static void hook_after_backward(void *ctx, int u) {
     DataParallel *dp = ctx;
     release_unit(dp, u);
     DpBucket *b = &dp->b[dp->bucket_of_unit[u]];
-    int reduce = dp->o.zero >= 2 || dp->last_micro;
+    int reduce = (dp->o.zero >= 2 || dp->last_micro) && !b->deferred;
+    if (b->deferred && u == b->unit_lo) b->pending = 1; /* launched in dp_finish_backward */
     if (u == b->unit_lo && reduce) { /* the bucket's last unit is done: its gradients are final */
         if (dp->o.overlap) launch(dp, b);
         else b->pending = 1; /* launched in dp_finish_backward */
     }
     if (comm_pending()) poll(dp);
+}
+
+/* Gradients of a unit hold only this micro-batch when zero >= 2 reduces them per micro-batch;
+ * otherwise they accumulate, and sums over the tensor-parallel group wait for the last one. */
+static int hook_sum_replicated_now(void *ctx, int u) {
+    DataParallel *dp = ctx;
+    return dp->last_micro || (dp->o.zero >= 2 && !dp->b[dp->bucket_of_unit[u]].deferred);
 }
 
 /* ---- public ---- */
@@ -248,7 +256,8 @@ int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o) {
         dev_free(m->params);
         m->params = NULL;
     }
-    dp->hooks = (ModelHooks){hook_before_forward, hook_after_forward, hook_before_backward, hook_after_backward, dp};
+    dp->hooks = (ModelHooks){hook_before_forward, hook_after_forward, hook_before_backward, hook_after_backward,
+                             hook_sum_replicated_now, dp};
     m->hooks = &dp->hooks;
     return 0;
 }
@@ -277,6 +286,8 @@ void dp_begin_step(DataParallel *dp) {
 }
 
 void dp_set_last_micro(DataParallel *dp, int last) { dp->last_micro = last; }
+
+void dp_defer_unit(DataParallel *dp, int unit) { dp->b[dp->bucket_of_unit[unit]].deferred = 1; }
 
 int dp_finish_backward(DataParallel *dp) {
     double t0 = now_s();

@@ -37,6 +37,7 @@ typedef struct {
     int unit_lo, unit_hi; /* units [unit_lo, unit_hi] */
     CommRequest *req;     /* reduction in flight */
     int pending;          /* launched, not yet finished */
+    int deferred;         /* reduced only in dp_finish_backward, once per step (see dp_defer_unit) */
     uint16_t *bf16;       /* wire buffer when gradients travel as bf16 */
     real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
 } DpBucket;
@@ -72,6 +73,10 @@ void dp_destroy(DataParallel *dp);
  * dp_set_last_micro + forward + backward, then dp_finish_backward (waits for reductions). */
 void dp_begin_step(DataParallel *dp);
 void dp_set_last_micro(DataParallel *dp, int last);
+/* Reduce the bucket holding `unit` only in dp_finish_backward, after every micro-batch, and
+ * never from the backward hooks: for gradients that need another sum first (a tied embedding
+ * split over pipeline stages). Its gradients accumulate locally over the micro-batches. */
+void dp_defer_unit(DataParallel *dp, int unit);
 int dp_finish_backward(DataParallel *dp);
 /* Sum of squares of the averaged gradients over the whole model (exact, same on every rank). */
 double dp_grad_sum_squares(DataParallel *dp);

@@ -45,19 +45,24 @@ void tp_attach(Model *m, Comm *group) {
     m->tp.ctx = group;
 }
 
-int tp_gather_whole(Model *m, Model *whole) {
-    /* every rank writes its slices into zeros (replicated tensors only from rank 0), then one
-     * sum: x + 0 is exact, so the whole model is assembled without rounding */
+int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp) {
+    /* every rank writes the pieces it owns into zeros (replicated tensors only from tensor-parallel
+     * rank 0, a pipeline stage's copy of the embedding never), then one sum per group: x + 0 is
+     * exact, so the whole model is assembled without rounding */
     dev_zero(whole->params, whole->table.total);
-    for (int i = 0; i < m->table.count; i++) {
-        const ParamInfo *p = &m->table.info[i];
-        if (p->shard == SHARD_NONE && m->tp.rank != 0) continue;
-        if (p->tied_copy) continue; /* a pipeline stage's copy of the embedding: the first stage's is saved */
-        const ParamInfo *w = param_table_find(&whole->table, p->name);
-        param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
+    for (int c = 0; c < n; c++) {
+        Model *m = &chunks[c];
+        for (int i = 0; i < m->table.count; i++) {
+            const ParamInfo *p = &m->table.info[i];
+            if ((p->shard == SHARD_NONE && m->tp.rank != 0) || p->tied_copy) continue;
+            const ParamInfo *w = param_table_find(&whole->table, p->name);
+            param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
+        }
     }
-    if (m->tp.size > 1 &&
-        comm_all_reduce((Comm *)m->tp.ctx, whole->params, whole->params, whole->table.total, COMM_F32, COMM_SUM))
-        return -1;
+    Comm *groups[] = {tp, pp};
+    for (int k = 0; k < 2; k++)
+        if (groups[k] && comm_size(groups[k]) > 1 &&
+            comm_all_reduce(groups[k], whole->params, whole->params, whole->table.total, COMM_F32, COMM_SUM))
+            return -1;
     return 0;
 }

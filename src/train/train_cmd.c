@@ -12,7 +12,11 @@
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline.h"
+#include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
+#include "trace/trace.h"
 #include "data/loader.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
@@ -139,17 +143,51 @@ static void print_dp_memory(DataParallel *dp, int B, int T, int rank0) {
     (void)T;
 }
 
+/* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
+static double validation_loss(const TrainOptions *o, Model *m, DataParallel *dp, Pipeline *pl, const TokenData *val,
+                              int data_rank, int rows) {
+    double loss;
+    uint64_t toks;
+    if (!pl) {
+        if (evaluate_loss(m, val, o->batch, o->seq, o->eval_batches, data_rank * rows, rows, &loss, &toks))
+            myr_die_last();
+    } else { /* through the pipeline, one batch at a time */
+        BatchLoader l;
+        if (loader_init(&l, val, o->batch, o->seq, 0, 0)) myr_die_last();
+        int K = o->eval_batches < (int)l.windows ? o->eval_batches : (int)l.windows;
+        size_t n = (size_t)rows * o->seq;
+        int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
+        double sum = 0;
+        for (int k = 0; k < K; k++) {
+            if (loader_batch(&l, (uint64_t)k, data_rank * rows, rows, x, y)) myr_die_last();
+            if (check_tokens(x, (int)n, m->cfg.vocab, "validation", k) ||
+                check_tokens(y, (int)n, m->cfg.vocab, "validation", k))
+                myr_die_last();
+            sum += pipeline_forward(pl, x, y, rows);
+        }
+        loss = sum / K;
+        free(x);
+        free(y);
+        loader_free(&l);
+    }
+    if (dp) {
+        loss = dp_mean(dp, loss);
+        for (int c = 0; c < (pl ? pl->vpp : 1); c++) dp_release_gathered(&dp[c]);
+    }
+    return loss;
+}
+
 int cmd_train(int argc, char **argv) {
     TrainOptions o;
     train_options_parse(&o, argc, argv);
 
     /* processes and layout, checked before any training work */
-    int tp = o.tp;
-    int distributed = launched_by_mpi() || o.dp > 1 || tp > 1;
+    int tp = o.tp, pp = o.pp, vpp = o.vpp;
+    int distributed = launched_by_mpi() || o.dp > 1 || tp > 1 || pp > 1;
     int world = 1, rank = 0;
     if (distributed) {
         if (!launched_by_mpi()) {
-            int need = (o.dp > 0 ? o.dp : 1) * tp;
+            int need = (o.dp > 0 ? o.dp : 1) * tp * pp;
             myr_die("this layout needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
                     "bin/myriad train ...`", need, need, need);
         }
@@ -158,44 +196,47 @@ int cmd_train(int argc, char **argv) {
         rank = comm_rank(comm_world());
     }
     if (world % tp) layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
-    int dp_size = o.dp > 0 ? o.dp : world / tp;
+    if (world % (tp * pp))
+        layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
+    int dp_size = o.dp > 0 ? o.dp : world / (tp * pp);
     if (world % dp_size)
-        layout_error(rank, "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)", dp_size,
-                world, dp_size * tp, world);
-    if (tp * dp_size != world)
-        layout_error(rank, "--tp %d x --dp %d (x pipeline parallel 1) = %d does not equal the world size %d", tp, dp_size,
-                tp * dp_size, world);
+        layout_error(rank, "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
+                     dp_size, world, dp_size * tp * pp, world);
+    if (tp * pp * dp_size != world)
+        layout_error(rank, "--tp %d x --pp %d x --dp %d = %d does not equal the world size %d", tp, pp, dp_size,
+                     tp * pp * dp_size, world);
     if (o.batch % dp_size)
-        layout_error(rank, "--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice", o.batch,
-                dp_size);
+        layout_error(rank, "--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice",
+                     o.batch, dp_size);
     int rows = o.batch / dp_size;
-    int micro = o.micro_batch > 0 ? o.micro_batch : rows;
+    int micro = o.micro_batch > 0 ? o.micro_batch : (pp > 1 ? 1 : rows);
     if (rows % micro)
-        layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
-                "micro-batches of %d)", o.batch, dp_size, micro, rows, micro);
+        layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split "
+                     "into micro-batches of %d)", o.batch, dp_size, micro, rows, micro);
+    int n_micro = rows / micro;
+    if ((pp > 1 || vpp > 1) && schedule_validate((ScheduleKind)o.schedule, pp, vpp, n_micro))
+        layout_error(rank, "%s", myr_last_error());
     if (o.sp && (micro * o.seq) % tp)
         layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", micro * o.seq, tp);
     int rank0 = rank == 0;
     if (o.threads) kernels_set_threads(o.threads);
     else kernels_set_threads(kernels_threads());
 
-    /* mesh: tp varies fastest (a tensor-parallel group is consecutive ranks, so it shares a node), then dp */
-    Comm *tp_group = NULL, *dp_group = NULL;
-    int tp_rank = 0, dp_rank = 0;
+    /* the mesh (src/parallel/mesh.c): tp fastest, then dp, then pp */
+    ParallelMesh mesh;
+    MeshGroups groups = {0};
+    int tp_rank = 0, dp_rank = 0, pp_rank = 0;
     if (distributed) {
-        CommMesh mesh;
-        const char *axes[] = {"tp", "dp"};
-        int sizes[] = {tp, dp_size};
-        if (comm_mesh_init(&mesh, 2, axes, sizes)) myr_die_last();
-        if (comm_group_by_axes(comm_world(), &mesh, 1u << 0, &tp_group)) myr_die_last();
-        if (comm_group_by_axes(comm_world(), &mesh, 1u << 1, &dp_group)) myr_die_last();
-        tp_rank = comm_rank(tp_group);
-        dp_rank = comm_rank(dp_group);
+        if (mesh_init(&mesh, world, rank, tp, 1, 1, dp_size, pp)) layout_error(rank, "%s", myr_last_error());
+        if (mesh_build_groups(&mesh, comm_world(), &groups)) myr_die_last();
+        tp_rank = mesh.tp_rank;
+        dp_rank = mesh.dp_rank;
+        pp_rank = mesh.pp_rank;
     }
 
-    /* model: the whole model is built (from the seed or --init) and this rank keeps its
-     * tensor-parallel slices; units are padded so each splits evenly over the dp ranks */
-    Model m, whole;
+    /* model: the whole model is built (from the seed or --init); this rank keeps the layers of
+     * its pipeline chunks and its tensor-parallel slices; units are padded to split over dp */
+    Model whole;
     if (o.init_dir) {
         if (hf_load(o.init_dir, &whole)) myr_die_last();
     } else {
@@ -204,17 +245,29 @@ int cmd_train(int argc, char **argv) {
         if (model_create(&whole, &c)) myr_die_last();
         model_init_weights(&whole, o.seed);
     }
-    if (model_create_tp(&m, &whole.cfg, dp_size, tp, tp_rank)) {
+    int V = pp * vpp, *start = calloc((size_t)V, sizeof(int)), *count = calloc((size_t)V, sizeof(int));
+    if (schedule_stage_layers(whole.cfg.layers, pp, vpp, o.n_stage_layers ? o.stage_layers : NULL, o.n_stage_layers,
+                              start, count))
         layout_error(rank, "%s", myr_last_error());
+    Model *chunks = calloc((size_t)vpp, sizeof(Model));
+    for (int c = 0; c < vpp; c++) {
+        int vs = c * pp + pp_rank;
+        StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
+        if (model_create_stage(&chunks[c], &whole.cfg, dp_size, tp, tp_rank, &spec))
+            layout_error(rank, "%s", myr_last_error());
+        model_copy_shards(&chunks[c], &whole, 1);
+        if (tp > 1) tp_attach(&chunks[c], groups.tp);
+        chunks[c].tp.sp = o.sp;
+        chunks[c].recompute = (Recompute)o.recompute;
     }
-    model_copy_shards(&m, &whole, 1);
+    free(start);
+    free(count);
+    ModelConfig cfg = whole.cfg;
     model_destroy(&whole);
-    if (tp > 1) tp_attach(&m, tp_group);
-    m.tp.sp = o.sp;
-    m.recompute = (Recompute)o.recompute;
-    if (o.seq > m.cfg.max_seq)
+    Model *m = &chunks[0];
+    if (o.seq > cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
-                m.cfg.max_seq);
+                cfg.max_seq);
 
     /* data */
     char train_spec[4096], val_spec[4096];
@@ -226,95 +279,132 @@ int cmd_train(int argc, char **argv) {
     if (loader_init(&loader, train, o.batch, o.seq, o.shuffle, o.seed)) myr_die_last();
     if (o.eval_every > 0 && !val) myr_die("--eval-every needs validation data: give --val-data PATH");
 
-    DataParallel dpstate, *dp = NULL;
-    double *tensor_weight = NULL;
+    /* data parallelism: one engine per chunk over the dp group */
+    DataParallel *dp = NULL;
+    double **tensor_weight = calloc((size_t)vpp, sizeof(double *));
     if (distributed) {
-        if (dp_create(&dpstate, dp_group, &m, &o.dpo)) myr_die_last();
-        dp = &dpstate;
-        if (tp > 1) { /* replicated tensors appear on every tp rank: count their squares once */
-            tensor_weight = malloc((size_t)m.table.count * sizeof(double));
-            for (int i = 0; i < m.table.count; i++) tensor_weight[i] = m.table.info[i].shard == SHARD_NONE ? 1.0 / tp : 1.0;
-            dp->tensor_weight = tensor_weight;
+        dp = calloc((size_t)vpp, sizeof(DataParallel));
+        for (int c = 0; c < vpp; c++) {
+            if (dp_create(&dp[c], groups.dp, &chunks[c], &o.dpo)) myr_die_last();
+            /* count each parameter once in the norm: replicated tensors appear on every tp rank,
+             * a tied embedding's copy on the last stage duplicates the first stage's */
+            tensor_weight[c] = malloc((size_t)chunks[c].table.count * sizeof(double));
+            for (int i = 0; i < chunks[c].table.count; i++) {
+                const ParamInfo *p = &chunks[c].table.info[i];
+                tensor_weight[c][i] = p->tied_copy ? 0.0 : p->shard == SHARD_NONE ? 1.0 / tp : 1.0;
+            }
+            dp[c].tensor_weight = tensor_weight[c];
         }
+    }
+    Pipeline pipeline, *pl = NULL;
+    if (pp > 1) {
+        if (pipeline_create(&pipeline, chunks, dp, vpp, pp, pp_rank, groups.pp, groups.embed, (ScheduleKind)o.schedule,
+                            n_micro, micro, o.seq))
+            layout_error(rank, "%s", myr_last_error());
+        pl = &pipeline;
     }
     int data_rank = dp_rank; /* which slice of the global batch this rank reads */
 
     double peak = o.peak_tflops > 0 ? o.peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
-    double flops_per_step = model_flops_per_token(&m.cfg, o.seq) * o.batch * o.seq;
+    double flops_per_step = model_flops_per_token(&cfg, o.seq) * o.batch * o.seq;
     if (rank0) {
+        ModelConfig *c = &cfg;
         fprintf(stderr,
-                "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d: %.2fM parameters | "
-                "%llu training tokens, batch %d x %d | %d threads, peak %.1f GFLOP/s (%s)\n",
-                model_arch_name(m.cfg.arch), m.cfg.layers, m.cfg.hidden, m.cfg.heads, m.cfg.kv_heads, m.cfg.vocab,
-                model_num_params(&m) / 1e6, (unsigned long long)tokens_count(train), o.batch, o.seq,
-                kernels_threads(), peak / 1e9, o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+                "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d | %llu training tokens, batch %d x %d | "
+                "%d threads, peak %.1f GFLOP/s (%s)\n",
+                model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
+                (unsigned long long)tokens_count(train), o.batch, o.seq, kernels_threads(), peak / 1e9,
+                o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
         if (dp)
-            fprintf(stderr, "layout: tp %d%s x dp %d; data parallel: %d sequences per rank (micro-batch %d), zero %d, "
-                            "%d buckets, %s gradients, overlap %s\n",
-                    tp, o.sp ? " (sequence parallel)" : "", dp_size, rows, micro, o.dpo.zero, dp->nbuckets, comm_dtype_name(o.dpo.grad_dtype),
-                    o.dpo.overlap ? "on" : "off");
+            fprintf(stderr, "layout: tp %d%s x dp %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
+                            "%s gradients, overlap %s\n",
+                    tp, o.sp ? " (sequence parallel)" : "", dp_size, pp,
+                    pp > 1 ? (vpp > 1 ? " (interleaved)" : (o.schedule == SCHEDULE_GPIPE ? " (gpipe)" : " (1f1b)")) : "",
+                    rows, micro, o.dpo.zero, comm_dtype_name(o.dpo.grad_dtype), o.dpo.overlap ? "on" : "off");
     }
 
     Trainer t;
-    trainer_create(&t, &m, &o.optim, dp, micro);
+    trainer_create(&t, m, &o.optim, dp, micro);
+    t.pipeline = pl;
     Progress progress;
     progress_open(&progress, rank0 ? o.log_path : NULL, o.steps, o.print_every);
     if (!rank0) progress.quiet = 1;
     size_t n = (size_t)rows * o.seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
-    double last_val = NAN, comm_total = 0, step_total = 0;
+    double last_val = NAN, comm_total = 0, step_total = 0, bubble_total = 0;
+    TraceBuffer trace;
+    long trace_step = o.steps > 1 ? 1 : 0; /* the first step after warm-up */
     for (long s = 0; s < o.steps; s++) {
         if (loader_batch(&loader, (uint64_t)s, data_rank * rows, rows, x, y)) myr_die_last();
-        if (check_tokens(x, (int)n, m.cfg.vocab, "training", s) || check_tokens(y, (int)n, m.cfg.vocab, "training", s))
+        if (check_tokens(x, (int)n, cfg.vocab, "training", s) || check_tokens(y, (int)n, cfg.vocab, "training", s))
             myr_die_last();
+        if (pl && o.trace_path && s == trace_step) {
+            trace_init(&trace, rank);
+            trace_sync_origin(&trace, comm_world());
+            pl->trace = &trace;
+        }
         double t0 = now_s();
         StepResult r = trainer_step(&t, x, y, rows, o.seq);
         double dt = now_s() - t0;
+        if (pl && pl->trace) {
+            pl->trace = NULL;
+            if (trace_write_gathered(comm_world(), &trace, o.trace_path)) myr_die_last();
+            if (rank0) fprintf(stderr, "wrote the trace of step %ld to %s\n", s + 1, o.trace_path);
+            trace_free(&trace);
+        }
         StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
-                          .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt, .mfu = flops_per_step / dt / (peak * world),
-                          .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
-        if (s > 0) { /* step 0 includes warm-up */
+                          .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt,
+                          .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
+        if (s > 0 || o.steps == 1) { /* step 0 includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
             step_total += dt;
+            if (pl) bubble_total += 1 - pl->compute_s / pl->run_s;
         }
         if (o.eval_every > 0 && ((s + 1) % o.eval_every == 0 || s + 1 == o.steps)) {
-            uint64_t toks;
-            if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, data_rank * rows, rows, &last_val, &toks))
-                myr_die_last();
-            if (dp) {
-                last_val = dp_mean(dp, last_val);
-                dp_release_gathered(dp);
-            }
+            last_val = validation_loss(&o, m, dp, pl, val, data_rank, rows);
             rep.have_val = 1;
             rep.val_loss = last_val;
         }
         progress_step(&progress, &rep);
     }
     progress_close(&progress);
-    if (val && o.eval_every == 0) {
-        uint64_t toks;
-        if (evaluate_loss(&m, val, o.batch, o.seq, o.eval_batches, data_rank * rows, rows, &last_val, &toks)) myr_die_last();
-        if (dp) {
-            last_val = dp_mean(dp, last_val);
-            dp_release_gathered(dp);
-        }
-    }
-    if (o.steps > 0 && rank0) print_memory(&m, rows, o.seq);
+    if (val && o.eval_every == 0) last_val = validation_loss(&o, m, dp, pl, val, data_rank, rows);
+    long timed = o.steps > 1 ? o.steps - 1 : o.steps;
+    if (o.steps > 0 && rank0 && !pl && tp == 1) print_memory(m, rows, o.seq);
     if (dp) {
-        print_dp_memory(dp, rows, o.seq, rank0);
-        if (rank0 && o.steps > 1)
-            printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps 2..%ld\n",
-                   1e3 * comm_total / (o.steps - 1), 1e3 * step_total / (o.steps - 1),
-                   100 * comm_total / step_total, o.steps);
-        dp_materialize_params(dp);
-        m.hooks = NULL; /* everything resident from here */
+        print_dp_memory(&dp[0], rows, o.seq, rank0);
+        if (rank0 && timed > 0)
+            printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps %ld..%ld\n",
+                   1e3 * comm_total / timed, 1e3 * step_total / timed, 100 * comm_total / step_total,
+                   o.steps - timed + 1, o.steps);
+    }
+    if (pl && timed > 0) {
+        /* the bubble each stage measured (idle share of the schedule's run) and the most
+         * micro-batches whose activations were alive at once, as the allocator counted them */
+        double mine[2] = {bubble_total / timed, (double)m->peak_live_slots};
+        double *all = malloc((size_t)pp * 2 * sizeof(double));
+        if (comm_all_gather(groups.pp, mine, all, 4, COMM_F32)) myr_die_last();
+        if (rank0) {
+            double avg = 0;
+            printf("pipeline: bubble measured per stage:");
+            for (int k = 0; k < pp; k++) printf(" %.3f", all[2 * k]), avg += all[2 * k] / pp;
+            printf(" (mean %.3f; analytic (p-1)/(v*m+p-1) = %.3f); live activation sets on chunk 0 per stage:", avg,
+                   (pp - 1.0) / (vpp * n_micro + pp - 1.0));
+            for (int k = 0; k < pp; k++) printf(" %.0f", all[2 * k + 1]);
+            printf("\n");
+        }
+        free(all);
+    }
+    for (int c = 0; dp && c < vpp; c++) {
+        dp_materialize_params(&dp[c]);
+        chunks[c].hooks = NULL; /* everything resident from here */
     }
     if (val && rank0) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
-    /* sampling and saving need the whole model: gather the tensor-parallel slices */
-    Model *final = &m;
-    if (tp > 1) {
-        if (model_create(&whole, &m.cfg)) myr_die_last();
-        if (tp_gather_whole(&m, &whole)) myr_die_last();
+    /* sampling and saving need the whole model: gather the pieces */
+    Model *final = m;
+    if (tp > 1 || pp > 1) {
+        if (model_create(&whole, &cfg)) myr_die_last();
+        if (model_parallel_gather(chunks, vpp, &whole, groups.tp, groups.pp)) myr_die_last();
         final = &whole;
     }
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
@@ -323,16 +413,22 @@ int cmd_train(int argc, char **argv) {
         if (hf_save(o.save_dir, final)) myr_die_last();
         printf("saved %s/config.json and %s/model.safetensors\n", o.save_dir, o.save_dir);
     }
-    if (final != &m) model_destroy(&whole);
-    free(tensor_weight);
+    if (final != m) model_destroy(&whole);
     free(x);
     free(y);
     loader_free(&loader);
     tokens_close(train);
     if (val) tokens_close(val);
     trainer_destroy(&t);
-    if (dp) dp_destroy(dp);
-    model_destroy(&m);
+    if (pl) pipeline_destroy(pl);
+    for (int c = 0; c < vpp; c++) {
+        if (dp) dp_destroy(&dp[c]);
+        free(tensor_weight[c]);
+        model_destroy(&chunks[c]);
+    }
+    free(tensor_weight);
+    free(dp);
+    free(chunks);
     if (distributed) comm_finalize();
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "io/hf_config.h"
 #include "model/presets.h"
+#include "parallel/schedule.h"
 #include "util/args.h"
 #include "util/error.h"
 
@@ -43,6 +44,11 @@ void train_usage(void) {
         "                          embedding and loss; tp ranks are consecutive (world = tp x dp)\n"
         "  --sp                    sequence parallel (with --tp): norms and residuals split along the sequence,\n"
         "                          all-reduces become reduce-scatter + all-gather\n"
+        "  --pp N [--vpp V]        pipeline parallel: layers split into N stages (V model chunks per rank)\n"
+        "  --schedule gpipe|1f1b|interleaved  pipeline schedule (default 1f1b; interleaved with --vpp)\n"
+        "  --stage-layers a,b,..   layers of each virtual stage (default: even)\n"
+        "  --trace FILE.json       Chrome trace of one pipeline step (every rank's forwards, backwards and\n"
+        "                          transfers per micro-batch); opens in Perfetto\n"
         "  --recompute none|selective|full  activation recomputation: selective recomputes the attention\n"
         "                          core in backward, full keeps only each layer's input\n"
         "  --dp N                  data-parallel ranks (default: world / tp); each takes a slice of every batch\n"
@@ -71,6 +77,9 @@ static void defaults(TrainOptions *o) {
     o->dpo.grad_dtype = COMM_F32;
     o->dpo.overlap = 1;
     o->comm = comm_default_options();
+    o->pp = 1;
+    o->vpp = 1;
+    o->schedule = SCHEDULE_1F1B;
 }
 
 /* Consume argv[*i] (and its value); returns 0 if the flag is unknown. */
@@ -111,6 +120,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--eval-batches")) o->eval_batches = args_next_int(argc, argv, i);
     else if (IS("--log")) o->log_path = args_value(argc, argv, i);
     else if (IS("--save")) o->save_dir = args_value(argc, argv, i);
+    else if (IS("--trace")) o->trace_path = args_value(argc, argv, i);
     else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
     else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
@@ -118,6 +128,25 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
     else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
     else if (IS("--sp")) o->sp = 1;
+    else if (IS("--pp")) o->pp = args_next_int(argc, argv, i);
+    else if (IS("--vpp")) o->vpp = args_next_int(argc, argv, i);
+    else if (IS("--schedule")) {
+        ScheduleKind k;
+        if (schedule_parse(args_value(argc, argv, i), &k)) myr_die_last();
+        o->schedule = (int)k;
+    } else if (IS("--stage-layers")) {
+        const char *v = args_value(argc, argv, i);
+        o->n_stage_layers = 0;
+        for (const char *q = v; *q;) {
+            char *end;
+            long n = strtol(q, &end, 10);
+            if (end == q || n < 1 || o->n_stage_layers == 256)
+                myr_die("--stage-layers expects positive layer counts separated by commas, got '%s'", v);
+            o->stage_layers[o->n_stage_layers++] = (int)n;
+            q = *end == ',' ? end + 1 : end;
+            if (*end && *end != ',') myr_die("--stage-layers expects positive layer counts separated by commas, got '%s'", v);
+        }
+    }
     else if (IS("--recompute")) {
         const char *v = args_value(argc, argv, i);
         if (!strcmp(v, "none")) o->recompute = 0;
@@ -228,6 +257,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->dp < 0) myr_die("--dp must be positive");
     if (o->tp < 0) myr_die("--tp must be positive");
     if (o->tp == 0) o->tp = 1;
+    if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
     if (o->sp && o->tp < 2) myr_die("--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");

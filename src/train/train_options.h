@@ -28,13 +28,16 @@ typedef struct {
     OptimOptions optim;
     /* evaluation, logging, output */
     int eval_every, eval_batches, sample_tokens, print_every, threads;
-    const char *log_path, *save_dir;
+    const char *log_path, *save_dir, *trace_path;
     double peak_tflops; /* 0: measure */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int tp;             /* tensor-parallel size (1 = none) */
     int sp;             /* sequence parallel (with tp > 1) */
     int recompute;      /* Recompute (model.h) */
+    int pp, vpp;        /* pipeline stages, virtual stages (model chunks) per rank */
+    int schedule;       /* ScheduleKind (parallel/schedule.h) */
+    int stage_layers[256], n_stage_layers; /* --stage-layers a,b,c: layers of each virtual stage */
     int micro_batch;    /* sequences per micro-batch (0 = the whole per-rank slice) */
     DpOptions dpo;      /* --zero, --bucket-mb, --grad-dtype, --no-overlap */
     CommOptions comm;   /* --comm-timeout, --ranks-per-node, --comm-algo */

@@ -33,7 +33,35 @@ void trainer_destroy(Trainer *t) {
     if (!t->dp) adamw_destroy(&t->opt);
 }
 
+/* Pipeline parallelism: the schedule runs every micro-batch on this rank's chunks; the norm
+ * is summed over data-parallel pieces, tensor-parallel slices and pipeline stages. */
+static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) {
+    Pipeline *pl = t->pipeline;
+    StepResult r;
+    double loss = pipeline_forward_backward(pl, x, y);
+    r.loss = dp_mean(&pl->dp[0], loss);
+    double sum_sq = 0, exposed = 0;
+    for (int c = 0; c < pl->vpp; c++) {
+        sum_sq += dp_grad_sum_squares(&pl->dp[c]);
+        exposed += pl->dp[c].exposed_comm_s;
+    }
+    t->last_exposed_comm_s = exposed;
+    Model *m0 = &pl->chunk[0];
+    if (m0->tp.size > 1) m0->tp.sum_exact(m0->tp.ctx, &sum_sq, 1, 0);
+    sum_sq = group_sum_exact(pl->pp_group, sum_sq);
+    r.grad_norm = sqrt(sum_sq);
+    double coef = clip_coefficient(r.grad_norm, t->o.clip);
+    r.lr = lr_at(&t->o.schedule, t->step);
+    for (int c = 0; c < pl->vpp; c++) {
+        if (coef < 1.0) dp_scale_grads(&pl->dp[c], (real)coef);
+        dp_optimizer_step(&pl->dp[c], &t->o.adam, r.lr);
+    }
+    t->step++;
+    return r;
+}
+
 StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T) {
+    if (t->pipeline) return pipeline_step(t, x, y);
     Model *m = t->model;
     DataParallel *dp = t->dp;
     StepResult r;

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
 #include "optim/lr_schedule.h"
 
 typedef struct {
@@ -22,6 +23,7 @@ typedef struct {
     AdamW opt;            /* single process: the whole model's state */
     DataParallel *dp;     /* or data parallelism (owns the optimizer state); NULL if single process */
     int micro_rows;       /* gradient accumulation: sequences per micro-batch (0 = whole slice) */
+    Pipeline *pipeline;   /* pipeline parallelism: the step runs its schedule over the chunks */
     OptimOptions o;
     long step;            /* steps completed */
     double last_exposed_comm_s;
