@@ -14,6 +14,7 @@ static const Command commands[] = {
     {"train", cmd_train, "train a transformer (single process, or under mpirun)"},
     {"eval", cmd_eval, "evaluate a saved model on token shards"},
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
+    {"sched", cmd_sched, "cluster scheduler: simulate policies on traces, place jobs (sched simulate|place)"},
 };
 
 static void usage(FILE *out) {

@@ -7,5 +7,6 @@
 int cmd_train(int argc, char **argv); /* src/train/train_cmd.c */
 int cmd_eval(int argc, char **argv);  /* src/train/eval_cmd.c */
 int cmd_data(int argc, char **argv);  /* src/data/data_cmd.c */
+int cmd_sched(int argc, char **argv); /* src/sched/sched_cmd.c */
 
 #endif
