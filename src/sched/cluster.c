@@ -340,12 +340,14 @@ void cluster_set_state(Cluster *c, int node, NodeState s) {
     Node *n = &c->nodes[node];
     counters_node(c, n, -1);
     n->state = s;
+    n->version++;
     counters_node(c, n, +1);
 }
 
 void cluster_take(Cluster *c, int node, uint16_t mask, int dev, int milli, int cpu, int mem) {
     Node *n = &c->nodes[node];
     counters_node(c, n, -1);
+    n->version++;
     if (mask) {
         n->whole_mask &= (uint16_t)~mask;
         for (uint16_t m = mask; m; m &= m - 1) n->gpu_free[__builtin_ctz(m)] = 0;
@@ -363,6 +365,7 @@ void cluster_take(Cluster *c, int node, uint16_t mask, int dev, int milli, int c
 void cluster_give(Cluster *c, int node, uint16_t mask, int dev, int milli, int cpu, int mem) {
     Node *n = &c->nodes[node];
     counters_node(c, n, -1);
+    n->version++;
     if (mask) {
         n->whole_mask |= mask;
         for (uint16_t m = mask; m; m &= m - 1) n->gpu_free[__builtin_ctz(m)] = GPU_MILLI;

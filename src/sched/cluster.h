@@ -26,6 +26,7 @@ typedef struct {
     int16_t gpu_free[SCHED_MAX_GPUS_PER_NODE]; /* free milli-GPU per device */
     uint16_t whole_mask;                       /* devices with all 1000 milli free */
     int cpu_free, mem_free;
+    uint32_t version; /* bumped on every change, so per-node caches know when to recompute */
 } Node;
 
 typedef struct {

@@ -19,8 +19,10 @@ typedef struct {
     double avg_queue_s, p50_queue_s, p99_queue_s, max_queue_s;
     double makespan_s;
     double gpu_alloc_rate;   /* time-average of allocated GPU / all GPUs */
-    double fragmentation;    /* time-average of idle GPU the head-of-queue job cannot use / all GPUs */
-    double frag_blocked;     /* the same, averaged only over time with a non-empty queue */
+    double fragmentation;    /* idle GPU the head-of-queue job cannot use / all GPUs, time-averaged while a job waits */
+    double frag_all_time;    /* the same averaged over the whole makespan (0 while nothing waits) */
+    double frag_fgd;         /* FGD's measure: expected idle GPU a task drawn from the workload cannot use, same averaging */
+    double waiting_time_frac;/* share of the makespan with at least one job waiting */
     long preemptions, failures, spare_swaps, failure_requeues;
     double gpu_hours_lost;
     long decisions;

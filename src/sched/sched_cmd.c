@@ -18,6 +18,7 @@ static const char *simulate_usage =
     "                    (default with --synthetic: gen:(GPUS/8)x8, leaves of 32 nodes, spines of 8 leaves)\n"
     "  --trace FILE      openb v2023 pod CSV (../shared/traces/openb/openb_pod_list_*.csv)\n"
     "  --load X          rescale trace arrivals to offered load X (traces without times: default 0.9)\n"
+    "  --resample N      replay N pods drawn with replacement from the trace (Poisson arrivals; set --load)\n"
     "  --skip-bad        report malformed trace rows and skip them (default: the first one is fatal)\n"
     "  --synthetic       generate a large-model workload instead of --trace:\n"
     "     --gpus N --jobs N --load X --seed S [--frac F (share of 1-GPU jobs asking a GPU fraction)]\n"
@@ -38,7 +39,7 @@ static int usage_error(const char *usage, const char *fmt, const char *arg) {
 static int cmd_simulate(int argc, char **argv) {
     const char *cluster_spec = NULL, *trace = NULL, *policy_spec = NULL;
     bool synthetic = false, json = false, skip_bad = false;
-    int gpus = 0, njobs = 10000, seed = 1, queues = 4, spares = -1, max_gang = 4096;
+    int gpus = 0, njobs = 10000, resample = 0, seed = 1, queues = 4, spares = -1, max_gang = 4096;
     double load = -1, mtbf_days = -1, repair_h = 4, ckpt = 1800, frac = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -52,6 +53,7 @@ static int cmd_simulate(int argc, char **argv) {
         else if (!strcmp(a, "--gpus")) gpus = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--jobs")) njobs = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--seed")) seed = args_next_int(argc, argv, &i);
+        else if (!strcmp(a, "--resample")) resample = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--queues")) queues = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--max-gang")) max_gang = args_next_int(argc, argv, &i);
         else if (!strcmp(a, "--hot-spares")) spares = args_next_int(argc, argv, &i);
@@ -100,12 +102,21 @@ static int cmd_simulate(int argc, char **argv) {
     } else {
         TraceOptions to = {.skip_bad = skip_bad, .seed = (uint64_t)seed};
         if (trace_load_openb(&js, trace, &c, &to)) myr_die("%s (use --skip-bad to skip malformed rows)", myr_last_error());
+        if (resample < 0) myr_die("--resample must be >= 0");
+        if (resample > 0) {
+            JobSet all = js;
+            memset(&js, 0, sizeof js);
+            if (trace_resample(&js, &all, resample, (uint64_t)seed)) myr_die_last();
+            jobset_free(&all);
+            if (load <= 0) load = 0.9;
+        }
         double before = trace_offered_load(&js, &c);
         if (to.synthesized_times && load <= 0) load = 0.9;
         if (load > 0) trace_set_load(&js, &c, load);
         const char *base = strrchr(trace, '/');
-        snprintf(workload, sizeof workload, "%s (%d jobs%s, offered load %.3f -> %.3f)", base ? base + 1 : trace, js.n,
-                 to.synthesized_times ? ", times synthesised" : "", before, trace_offered_load(&js, &c));
+        snprintf(workload, sizeof workload, "%s (%d jobs%s%s, offered load %.3f -> %.3f)", base ? base + 1 : trace, js.n,
+                 resample ? " resampled" : "", to.synthesized_times ? ", times synthesised" : "", before,
+                 trace_offered_load(&js, &c));
         if (mtbf_days < 0) mtbf_days = 0;
     }
     /* admission: reject (with the reason) what can never run here */

@@ -37,12 +37,20 @@ typedef struct {
 } PendQ;
 
 typedef struct {
+    int g, milli, cpu, mem, tier;
+    uint32_t mask;
+    int ntasks;
+} FailedShape;
+
+typedef struct {
     Cluster *c;
     Job *jobs;
     int njobs;
     const Policy *pol;
     const SimConfig *cfg;
     Placer pl;
+    Placer pl_plain; /* same rules without FGD: the cheap feasibility checks of preemption */
+    Policy pol_plain;
     Workload wl;
     Heap h;
     PendQ q[SCHED_MAX_QUEUES];
@@ -64,10 +72,14 @@ typedef struct {
     int spares_now, nactive, ndone;
     uint64_t rng;
     /* failed-shape cache for one pass: shapes that could not be placed, with the fewest tasks tried */
-    struct { int g, milli, cpu, mem, tier; uint32_t mask; int ntasks; } fc[16];
+    FailedShape fc[16];
     int nfc;
+    int preempt_tries;
     /* integrals */
     double last_t, alloc_int, frag_int, frag_blocked_int, blocked_time, frag_cur;
+    double *fgd_node;      /* per-node FGD fragmentation, valid for fgd_ver[n] */
+    uint32_t *fgd_ver;
+    double fgd_cur, fgd_blocked_int;
     double *lat;
     long nlat, latcap;
     long preemptions, failures, spare_swaps, failure_requeues;
@@ -332,12 +344,15 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
     qsort(idx, nc, sizeof(int), by_loss);
     long freed = 0;
     int found = -1, nrel = 0;
-    for (int k = 0; k < nc; k++) {
+    int checks = 0;
+    for (int k = 0; k < nc && checks < 16; k++) {
         Job *v = &s->jobs[s->cand[idx[k]]];
         place_release(s->c, v, v->slots);
         nrel = k + 1;
         freed += job_gpu_milli(v);
-        if (avail + freed >= need && place_find(&s->pl, s->c, j, max_tier, s->tmp) >= 0) { found = k; break; }
+        if (avail + freed < need) continue;
+        checks++;
+        if (place_find(&s->pl_plain, s->c, j, max_tier, s->tmp) >= 0) { found = k; break; }
     }
     if (found < 0) {
         for (int k = nrel - 1; k >= 0; k--) {
@@ -351,12 +366,13 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
     for (int k = nrel - 1; k >= 0; k--) {
         Job *v = &s->jobs[s->cand[idx[k]]];
         place_apply(s->c, v, v->slots);
-        if (place_find(&s->pl, s->c, j, max_tier, s->tmp) < 0) {
+        if (place_find(&s->pl_plain, s->c, j, max_tier, s->tmp) < 0) {
             place_release(s->c, v, v->slots);
             victim[k] = 1;
         }
     }
     int tier = place_find(&s->pl, s->c, j, max_tier, s->tmp);
+    if (tier < 0) tier = place_find(&s->pl_plain, s->c, j, max_tier, s->tmp);
     for (int k = 0; k < nrel; k++) {
         if (!victim[k]) continue;
         Job *v = &s->jobs[s->cand[idx[k]]];
@@ -375,12 +391,20 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
 }
 
 /* ---- the scheduling pass ---- */
+/* Placement impossibility is monotone in every requirement: if a gang of T tasks of (g, milli, cpu,
+ * mem) found no room, a gang asking at least as much of each, with the same GPU types and tier
+ * limit, finds none either until something is released. This cache of failed shapes is reset at
+ * every pass and after every preemption, and makes deep backfill scans cheap. */
+static bool dominates(const Job *j, const FailedShape *f) {
+    bool frac = j->gpu_milli < GPU_MILLI, ffrac = f->milli < GPU_MILLI;
+    return frac == ffrac && (j->gpus_per_task == 0) == (f->g == 0) && j->gpus_per_task >= f->g &&
+           j->gpu_milli >= f->milli && j->cpu_milli >= f->cpu && j->mem_mib >= f->mem && j->type_mask == f->mask &&
+           j->ntasks >= f->ntasks;
+}
+
 static int shape_failed(const Sim *s, const Job *j, int tier) {
     for (int i = 0; i < s->nfc; i++)
-        if (s->fc[i].g == j->gpus_per_task && s->fc[i].milli == j->gpu_milli && s->fc[i].cpu == j->cpu_milli &&
-            s->fc[i].mem == j->mem_mib && s->fc[i].mask == j->type_mask && s->fc[i].tier == tier &&
-            j->ntasks >= s->fc[i].ntasks)
-            return 1;
+        if (s->fc[i].tier == tier && dominates(j, &s->fc[i])) return 1;
     return 0;
 }
 
@@ -426,7 +450,8 @@ static int try_schedule(Sim *s, Job *j, Reservation *r) {
         tier = place_find(&s->pl, s->c, j, max_tier, s->tmp);
         if (tier < 0) shape_fail_add(s, j, max_tier);
     }
-    if (tier < 0) return p->preemption && try_preempt(s, j, max_tier) ? 1 : 0;
+    /* preemption is tried for a bounded number of blocked jobs per pass (its search is the costly part) */
+    if (tier < 0) return p->preemption && s->preempt_tries-- > 0 && try_preempt(s, j, max_tier) ? 1 : 0;
     if (p->delay_s > 0 && tier > s->pref[j->id] && s->now < j->eligible_at + p->delay_s) {
         if (!s->wake_set[j->id]) {
             heap_push(&s->h, j->eligible_at + p->delay_s, EV_WAKE, j->id, 0);
@@ -485,6 +510,7 @@ static void pass(Sim *s) {
     Job *head = NULL;
     int behind = 0;
     s->nfc = 0;
+    s->preempt_tries = 2;
     for (;;) {
         int qi = pick_queue(s, cur);
         if (qi < 0) break;
@@ -516,7 +542,18 @@ static void pass(Sim *s) {
     s->lat[s->nlat++] = dt;
     /* fragmentation: idle GPU the head-of-queue job cannot use */
     s->frag_cur = 0;
+    s->fgd_cur = 0;
     if (head && s->npending > 0) {
+        double f = 0;
+        for (int n = 0; n < s->c->nnodes; n++) {
+            const Node *x = &s->c->nodes[n];
+            if (s->fgd_ver[n] != x->version + 1) {
+                s->fgd_node[n] = node_schedulable(x) ? fgd_node_frag(x, &s->wl) : 0;
+                s->fgd_ver[n] = x->version + 1;
+            }
+            f += s->fgd_node[n];
+        }
+        s->fgd_cur = f;
         long u = 0;
         for (int n = 0; n < s->c->nnodes; n++) u += place_unusable_milli(&s->c->nodes[n], head);
         s->frag_cur = (double)u;
@@ -592,15 +629,16 @@ static void advance(Sim *s, double t) {
     if (dt <= 0) return;
     s->alloc_int += (double)s->c->alloc_milli * dt;
     s->frag_int += s->frag_cur * dt;
-    if (s->npending > 0) s->blocked_time += dt, s->frag_blocked_int += s->frag_cur * dt;
+    if (s->npending > 0) s->blocked_time += dt, s->frag_blocked_int += s->frag_cur * dt, s->fgd_blocked_int += s->fgd_cur * dt;
     s->last_t = t;
 }
 
 static void sim_free(Sim *s) {
     placer_free(&s->pl);
+    placer_free(&s->pl_plain);
     free(s->h.a);
     for (int q = 0; q < SCHED_MAX_QUEUES; q++) free(s->q[q].ids), free(s->q[q].keys);
-    free(s->run), free(s->run_end), free(s->tmp), free(s->cand), free(s->cand_loss), free(s->deferred), free(s->wake_set);
+    free(s->run), free(s->run_end), free(s->tmp), free(s->cand), free(s->cand_loss), free(s->deferred), free(s->fgd_node), free(s->fgd_ver), free(s->wake_set);
     free(s->pref), free(s->lat);
 }
 
@@ -620,14 +658,18 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
     s->cand = malloc(sizeof(int) * (js->n + 1));
     s->cand_loss = malloc(sizeof(double) * (js->n + 1));
     s->deferred = malloc(sizeof(int) * (js->n + 1));
+    s->fgd_node = calloc(c->nnodes, sizeof(double));
+    s->fgd_ver = calloc(c->nnodes, sizeof(uint32_t));
     s->wake_set = calloc(js->n + 1, 1);
     s->pref = malloc(js->n + 1);
-    if (!s->run || !s->run_end || !s->tmp || !s->cand || !s->cand_loss || !s->deferred || !s->wake_set || !s->pref) {
+    if (!s->run || !s->run_end || !s->tmp || !s->cand || !s->cand_loss || !s->deferred || !s->fgd_node || !s->fgd_ver || !s->wake_set || !s->pref) {
         sim_free(s);
         return myr_error("out of memory for %d jobs", js->n);
     }
     workload_from_jobs(&s->wl, js->jobs, js->n);
-    if (placer_init(&s->pl, c, pol, &s->wl)) { sim_free(s); return -1; }
+    s->pol_plain = *pol;
+    s->pol_plain.fgd = false;
+    if (placer_init(&s->pl, c, pol, &s->wl) || placer_init(&s->pl_plain, c, &s->pol_plain, NULL)) { sim_free(s); return -1; }
 
     /* largest GPU count of a node, a leaf and a spine: a job's preferred tier is the lowest that could hold it */
     long *leaf = calloc(c->nleaves, sizeof(long)), *spine = calloc(c->nspines, sizeof(long));
@@ -712,8 +754,10 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
     m->makespan_s = last_finish - s->t0;
     double span = m->makespan_s > 0 ? m->makespan_s : 1;
     m->gpu_alloc_rate = s->alloc_int / ((double)c->total_gpus * GPU_MILLI * span);
-    m->fragmentation = s->frag_int / ((double)c->total_gpus * GPU_MILLI * span);
-    m->frag_blocked = s->blocked_time > 0 ? s->frag_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
+    m->frag_all_time = s->frag_int / ((double)c->total_gpus * GPU_MILLI * span);
+    m->fragmentation = s->blocked_time > 0 ? s->frag_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
+    m->waiting_time_frac = s->blocked_time / span;
+    m->frag_fgd = s->blocked_time > 0 ? s->fgd_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
     m->preemptions = s->preemptions;
     m->failures = s->failures;
     m->spare_swaps = s->spare_swaps;

@@ -28,6 +28,12 @@ double trace_offered_load(const JobSet *js, const Cluster *c);
 /* Stretches or compresses arrival times so the offered load becomes `load`. */
 void trace_set_load(JobSet *js, const Cluster *c, double load);
 
+/* n jobs drawn uniformly with replacement from `in` (shapes, QoS, GPU type, run time kept),
+ * arriving as a Poisson process; follow with trace_set_load. As in Weng et al.'s evaluation, which
+ * samples openb pods until the cluster is saturated, since the pod list alone keeps only ~14 of
+ * 6,212 GPUs busy on average. */
+int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed);
+
 typedef struct {
     int jobs;
     double load;      /* offered load (fraction of the cluster's GPUs) */

@@ -134,23 +134,65 @@ out:
     return rc;
 }
 
-double trace_offered_load(const JobSet *js, const Cluster *c) {
-    double lo = INFINITY, hi = -INFINITY, work = 0;
+/* GPU-seconds of demand that fall inside the arrival window, over the window's GPU-seconds. Counting
+ * only the part of each run inside the window keeps pods that live for months (openb has many) from
+ * passing for load that never overlaps the arrivals. */
+static double window_load(const JobSet *js, const Cluster *c, double lo, double k) {
+    double hi = -INFINITY, work = 0;
+    for (int i = 0; i < js->n; i++)
+        if (js->jobs[i].state != JOB_REJECTED) hi = fmax(hi, lo + (js->jobs[i].submit - lo) * k);
+    if (!(hi > lo)) return INFINITY;
     for (int i = 0; i < js->n; i++) {
         const Job *j = &js->jobs[i];
         if (j->state == JOB_REJECTED) continue;
-        lo = fmin(lo, j->submit), hi = fmax(hi, j->submit);
-        work += job_gpu_milli(j) / 1000.0 * j->duration;
+        double t = lo + (j->submit - lo) * k;
+        work += job_gpu_milli(j) / 1000.0 * fmin(j->duration, hi - t);
     }
-    if (!(hi > lo)) return INFINITY;
     return work / ((hi - lo) * (double)c->total_gpus);
 }
 
-void trace_set_load(JobSet *js, const Cluster *c, double load) {
-    double now = trace_offered_load(js, c);
-    if (!isfinite(now) || now <= 0 || load <= 0) return;
+static double first_submit(const JobSet *js) {
     double lo = INFINITY;
     for (int i = 0; i < js->n; i++) lo = fmin(lo, js->jobs[i].submit);
-    double k = now / load;
+    return lo;
+}
+
+double trace_offered_load(const JobSet *js, const Cluster *c) { return window_load(js, c, first_submit(js), 1.0); }
+
+void trace_set_load(JobSet *js, const Cluster *c, double load) {
+    double lo = first_submit(js);
+    if (!(load > 0) || !isfinite(window_load(js, c, lo, 1.0))) return;
+    /* load falls as the arrival window stretches (k grows): bisect on log k */
+    double a = -40, b = 40;
+    for (int it = 0; it < 200; it++) {
+        double m = (a + b) / 2;
+        if (window_load(js, c, lo, exp(m)) > load) a = m;
+        else b = m;
+    }
+    double k = exp((a + b) / 2);
     for (int i = 0; i < js->n; i++) js->jobs[i].submit = lo + (js->jobs[i].submit - lo) * k;
+}
+
+int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed) {
+    int *ok = malloc(sizeof(int) * (in->n + 1)), nok = 0;
+    if (!ok) return myr_error("out of memory");
+    for (int i = 0; i < in->n; i++)
+        if (in->jobs[i].state != JOB_REJECTED) ok[nok++] = i;
+    if (!nok) { free(ok); return myr_error("no usable jobs to resample"); }
+    uint64_t rng = seed * 0xD1B54A32D192ED03ULL + 5;
+    double t = 0;
+    for (int k = 0; k < n; k++) {
+        const Job *src = &in->jobs[ok[mix(&rng) % (uint64_t)nok]];
+        Job *j = jobset_add(out);
+        if (!j) { free(ok); return myr_error("out of memory"); }
+        int id = j->id;
+        *j = *src;
+        j->id = id;
+        j->slots = NULL;
+        snprintf(j->name, sizeof j->name, "r%06d", k);
+        j->submit = t;
+        t += -log(unif(&rng));
+    }
+    free(ok);
+    return 0;
 }
