@@ -109,6 +109,7 @@ void workload_from_jobs(Workload *w, const Job *jobs, int n) {
     enum { MAXS = 256 };
     int g[MAXS], milli[MAXS], ns = 0;
     long cnt[MAXS];
+    double cpu[MAXS], mem[MAXS];
     for (int i = 0; i < n; i++) {
         const Job *j = &jobs[i];
         if (j->gpus_per_task == 0 || j->state == JOB_REJECTED) continue;
@@ -117,9 +118,10 @@ void workload_from_jobs(Workload *w, const Job *jobs, int n) {
             if (g[k] == j->gpus_per_task && milli[k] == j->gpu_milli) break;
         if (k == ns) {
             if (ns == MAXS) continue;
-            g[ns] = j->gpus_per_task, milli[ns] = j->gpu_milli, cnt[ns++] = 0;
+            g[ns] = j->gpus_per_task, milli[ns] = j->gpu_milli, cpu[ns] = mem[ns] = 0, cnt[ns++] = 0;
         }
         cnt[k]++;
+        cpu[k] += j->cpu_milli, mem[k] += j->mem_mib;
     }
     memset(w, 0, sizeof *w);
     double total = 0;
@@ -129,6 +131,7 @@ void workload_from_jobs(Workload *w, const Job *jobs, int n) {
             if (cnt[k] > 0 && (best < 0 || cnt[k] > cnt[best])) best = k;
         if (best < 0) break;
         w->g[w->n] = g[best], w->milli[w->n] = milli[best], w->p[w->n] = (double)cnt[best];
+        w->cpu[w->n] = (int)(cpu[best] / cnt[best]), w->mem[w->n] = (int)(mem[best] / cnt[best]);
         total += cnt[best];
         cnt[best] = 0;
         w->n++;
@@ -137,7 +140,7 @@ void workload_from_jobs(Workload *w, const Job *jobs, int n) {
 }
 
 /* Fragmentation (expected unusable free milli) of a node state given as free milli per device. */
-static double frag_of(const int16_t *free, int ngpu, const Workload *w) {
+static double frag_of(const int16_t *free, int ngpu, int cpu_free, int mem_free, const Workload *w) {
     int total = 0, whole = 0, partial = 0;
     for (int d = 0; d < ngpu; d++) {
         total += free[d];
@@ -148,7 +151,8 @@ static double frag_of(const int16_t *free, int ngpu, const Workload *w) {
     double f = 0;
     for (int k = 0; k < w->n; k++) {
         int unusable;
-        if (w->milli[k] == GPU_MILLI) unusable = whole >= w->g[k] ? partial : total;
+        if (cpu_free < w->cpu[k] || mem_free < w->mem[k]) unusable = total;
+        else if (w->milli[k] == GPU_MILLI) unusable = whole >= w->g[k] ? partial : total;
         else {
             unusable = 0;
             for (int d = 0; d < ngpu; d++)
@@ -159,7 +163,7 @@ static double frag_of(const int16_t *free, int ngpu, const Workload *w) {
     return f;
 }
 
-double fgd_node_frag(const Node *n, const Workload *w) { return frag_of(n->gpu_free, n->ngpu, w); }
+double fgd_node_frag(const Node *n, const Workload *w) { return frag_of(n->gpu_free, n->ngpu, n->cpu_free, n->mem_free, w); }
 
 /* FGD choice for a single task: the node (and device) with the smallest rise in fragmentation. */
 static int place_fgd(Placer *pl, const Cluster *c, const Job *j, TaskSlot *slot) {
@@ -169,7 +173,8 @@ static int place_fgd(Placer *pl, const Cluster *c, const Job *j, TaskSlot *slot)
         if (pl->cap[n] < 1) continue;
         const Node *nd = &c->nodes[n];
         if (j->gpus_per_task == 0) { best_node = n; break; }
-        double before = frag_of(nd->gpu_free, nd->ngpu, pl->wl);
+        double before = frag_of(nd->gpu_free, nd->ngpu, nd->cpu_free, nd->mem_free, pl->wl);
+        int cpu_after = nd->cpu_free - j->cpu_milli, mem_after = nd->mem_free - j->mem_mib;
         int16_t after[SCHED_MAX_GPUS_PER_NODE];
         int nfree = node_free_milli(nd);
         if (!job_is_fractional(j)) {
@@ -180,7 +185,7 @@ static int place_fgd(Placer *pl, const Cluster *c, const Job *j, TaskSlot *slot)
                 after[d] = 0;
                 whole &= (uint16_t)(whole - 1);
             }
-            double delta = frag_of(after, nd->ngpu, pl->wl) - before;
+            double delta = frag_of(after, nd->ngpu, cpu_after, mem_after, pl->wl) - before;
             if (delta < best - 1e-9 || (delta < best + 1e-9 && nfree < best_free)) {
                 best = delta, best_node = n, best_dev = -1, best_free = nfree;
             }
@@ -196,7 +201,7 @@ static int place_fgd(Placer *pl, const Cluster *c, const Job *j, TaskSlot *slot)
             tried[ntried++] = nd->gpu_free[d];
             memcpy(after, nd->gpu_free, sizeof after);
             after[d] -= j->gpu_milli;
-            double delta = frag_of(after, nd->ngpu, pl->wl) - before;
+            double delta = frag_of(after, nd->ngpu, cpu_after, mem_after, pl->wl) - before;
             if (delta < best - 1e-9 || (delta < best + 1e-9 && nfree < best_free)) {
                 best = delta, best_node = n, best_dev = d, best_free = nfree;
             }

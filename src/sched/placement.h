@@ -18,12 +18,14 @@
 typedef struct {
     int n;
     int g[FGD_MAX_CLASSES], milli[FGD_MAX_CLASSES];
+    int cpu[FGD_MAX_CLASSES], mem[FGD_MAX_CLASSES]; /* mean CPU milli / memory MiB per task of the shape */
     double p[FGD_MAX_CLASSES];
 } Workload;
 
 /* Most common task shapes of a job list (by job count), popularity normalised to 1. */
 void workload_from_jobs(Workload *w, const Job *jobs, int n);
-/* Expected GPU milli on a node that a task drawn from the workload could not use. */
+/* Expected GPU milli on a node that a task drawn from the workload could not use (all of it when
+ * the task's CPU or memory does not fit). */
 double fgd_node_frag(const Node *n, const Workload *w);
 
 typedef struct {
