@@ -75,6 +75,7 @@ typedef struct {
     FailedShape fc[16];
     int nfc;
     int preempt_tries;
+    unsigned fc_next;
     /* integrals */
     double last_t, alloc_int, frag_int, frag_blocked_int, blocked_time, frag_cur;
     double *fgd_node;      /* per-node FGD fragmentation, valid for fgd_ver[n] */
@@ -409,7 +410,7 @@ static int shape_failed(const Sim *s, const Job *j, int tier) {
 }
 
 static void shape_fail_add(Sim *s, const Job *j, int tier) {
-    int i = s->nfc < 16 ? s->nfc++ : (int)(rng_next(&s->rng) & 15);
+    int i = s->nfc < 16 ? s->nfc++ : (int)(s->fc_next++ & 15); /* round-robin; keeps the failure RNG untouched */
     s->fc[i].g = j->gpus_per_task, s->fc[i].milli = j->gpu_milli, s->fc[i].cpu = j->cpu_milli;
     s->fc[i].mem = j->mem_mib, s->fc[i].mask = j->type_mask, s->fc[i].tier = tier, s->fc[i].ntasks = j->ntasks;
 }
