@@ -324,14 +324,24 @@ int place_find(Placer *pl, const Cluster *c, const Job *j, int max_tier, TaskSlo
     }
     memset(pl->leaf_cap, 0, sizeof(long) * c->nleaves);
     memset(pl->spine_cap, 0, sizeof(long) * c->nspines);
+    /* a leaf whose whole-free counter cannot hold one task is skipped without touching its nodes */
+    int leaf_min = j->gpus_per_task > 0 && !job_is_fractional(j) ? j->gpus_per_task : 0;
     long total = 0;
-    for (int n = 0; n < c->nnodes; n++) {
-        int k = node_cap(&c->nodes[n], j, T);
-        pl->cap[n] = k;
-        if (!k) continue;
-        total += k;
-        pl->leaf_cap[c->nodes[n].leaf] += k;
-        pl->spine_cap[c->nodes[n].spine] += k;
+    for (int l = 0; l < c->nleaves; l++) {
+        int k0 = c->leaf_off[l], k1 = c->leaf_off[l + 1];
+        if (c->leaf_free[l] < leaf_min) {
+            for (int k = k0; k < k1; k++) pl->cap[c->leaf_nodes[k]] = 0;
+            continue;
+        }
+        long lc = 0;
+        for (int k = k0; k < k1; k++) {
+            int n = c->leaf_nodes[k], cap = node_cap(&c->nodes[n], j, T);
+            pl->cap[n] = cap;
+            lc += cap;
+        }
+        total += lc;
+        pl->leaf_cap[l] = lc;
+        pl->spine_cap[c->leaf_spine[l]] += lc;
     }
     if (total < T) return -1;
     if (T == 1 && pol->fgd && pl->wl && pl->wl->n > 0) return place_fgd(pl, c, j, slots) ? -1 : 0;

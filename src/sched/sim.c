@@ -319,6 +319,18 @@ static int by_loss(const void *a, const void *b) {
     return x - y;
 }
 
+static void sift_down(int *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && by_loss(&h[l], &h[m]) < 0) m = l;
+        if (r < n && by_loss(&h[r], &h[m]) < 0) m = r;
+        if (m == i) return;
+        int t = h[i];
+        h[i] = h[m], h[m] = t;
+        i = m;
+    }
+}
+
 /* Frees room for j by stopping running gangs of strictly lower priority, choosing the set that
  * loses the fewest GPU-hours (greedy by loss, then pruned); starts j. Returns 1 if it did. */
 static int try_preempt(Sim *s, Job *j, int max_tier) {
@@ -340,13 +352,18 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
     }
     int *idx = malloc(sizeof(int) * (nc ? nc : 1));
     char *victim = calloc(nc ? nc : 1, 1);
-    for (int i = 0; i < nc; i++) idx[i] = i;
+    /* cheapest victims first, popped from a binary heap: only the few taken are ever ordered */
+    int *heap = malloc(sizeof(int) * (nc ? nc : 1)), hn = nc;
+    for (int i = 0; i < nc; i++) heap[i] = i;
     sort_sim = s;
-    qsort(idx, nc, sizeof(int), by_loss);
+    for (int i = nc / 2 - 1; i >= 0; i--) sift_down(heap, hn, i);
     long freed = 0;
     int found = -1, nrel = 0;
     int checks = 0;
-    for (int k = 0; k < nc && checks < 16; k++) {
+    for (int k = 0; hn > 0 && checks < 16; k++) {
+        idx[k] = heap[0];
+        heap[0] = heap[--hn];
+        sift_down(heap, hn, 0);
         Job *v = &s->jobs[s->cand[idx[k]]];
         place_release(s->c, v, v->slots);
         nrel = k + 1;
@@ -355,6 +372,7 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
         checks++;
         if (place_find(&s->pl_plain, s->c, j, max_tier, s->tmp) >= 0) { found = k; break; }
     }
+    free(heap);
     if (found < 0) {
         for (int k = nrel - 1; k >= 0; k--) {
             Job *v = &s->jobs[s->cand[idx[k]]];
@@ -364,13 +382,16 @@ static int try_preempt(Sim *s, Job *j, int max_tier) {
         return 0;
     }
     /* prune: give back, most costly first, every victim j can do without */
+    long surplus = avail + freed - need; /* a victim bigger than this cannot be spared: skip the check */
     for (int k = nrel - 1; k >= 0; k--) {
         Job *v = &s->jobs[s->cand[idx[k]]];
+        if (job_gpu_milli(v) > surplus) { victim[k] = 1; continue; }
         place_apply(s->c, v, v->slots);
         if (place_find(&s->pl_plain, s->c, j, max_tier, s->tmp) < 0) {
             place_release(s->c, v, v->slots);
             victim[k] = 1;
-        }
+        } else
+            surplus -= job_gpu_milli(v);
     }
     int tier = place_find(&s->pl, s->c, j, max_tier, s->tmp);
     if (tier < 0) tier = place_find(&s->pl_plain, s->c, j, max_tier, s->tmp);
