@@ -215,6 +215,92 @@ static void test_checkpoint_keeps_work(void) {
     cluster_free(&c);
 }
 
+/* A 2 x 4-GPU gang on nodes 0,1 (checkpoint every 100 s) loses node 1 at t=250: 50 s x 8 GPUs are
+ * lost and 800 s of work remain. With a hot spare it restarts at once on the spare; with a free
+ * node it is requeued and re-placed at once; with neither it waits for the repair at 250 + 500. */
+static void test_failure_spare_requeue_repair(void) {
+    for (int mode = 0; mode < 3; mode++) {
+        Cluster c;
+        cluster_generate(&c, mode == 2 ? 2 : 3, 4, "GPU", 128000, 1048576, 32, 8);
+        JobSet js = {0};
+        add(&js, 0, 2, 4, 1000, 0);
+        Policy p;
+        policy_builtin(&p, "fifo");
+        p.hot_spares = mode == 0 ? 1 : 0;
+        for (int i = 0; i < js.n; i++) job_validate(&js.jobs[i], &c, p.hot_spares);
+        SimConfig cfg;
+        sim_config_default(&cfg);
+        cfg.checkpoint_s = 100;
+        cfg.repair_s = 500;
+        double ft = 250;
+        int fn = 1;
+        cfg.fail_times = &ft, cfg.fail_nodes = &fn, cfg.nfail_script = 1;
+        Metrics m;
+        sim_run(&c, &js, &p, &cfg, &m);
+        CHECK_CLOSE(m.gpu_hours_lost, 400.0 / 3600, 1e-9, 1e-12, "50 s x 8 GPUs lost");
+        CHECK(m.failures == 1, "one failure");
+        double want = mode == 2 ? 750 + 800 : 250 + 800;
+        CHECK_CLOSE(js.jobs[0].finish, want, 1e-12, 1e-9, mode == 0 ? "finish (spare)" : mode == 1 ? "finish (requeue)" : "finish (repair)");
+        CHECK(m.spare_swaps == (mode == 0) && m.failure_requeues == (mode != 0), "mode %d: %ld swaps, %ld requeues", mode,
+              m.spare_swaps, m.failure_requeues);
+        if (mode == 0) CHECK(js.jobs[0].slots[1].node == 2 || js.jobs[0].slots[0].node == 2, "runs on the spare node 2");
+        jobset_free(&js);
+        cluster_free(&c);
+    }
+}
+
+/* Node 0 is held outside the simulation; A (8 GPUs, 30 s) lands on node 1 and B (8 GPUs, 100 s) on
+ * node 2 (first fit). The 2 x 8 gang G arrives at t=1. At t=30 only nodes 1 and 3 are free, in
+ * different leaves. Without delay G starts there at 30; with delay_s=120 it waits, and at t=100 leaf
+ * {2,3} is free, so it starts inside one leaf. */
+static void test_delay_scheduling_waits_for_a_leaf(void) {
+    for (int delay = 0; delay < 2; delay++) {
+        Cluster c;
+        cluster_generate(&c, 4, 8, "GPU", 128000, 1048576, 2, 1);
+        occupy(&c, 0, 8);
+        JobSet js = {0};
+        add(&js, 0, 1, 8, 30, 0);
+        add(&js, 0, 1, 8, 100, 0);
+        add(&js, 1, 2, 8, 50, 0);
+        Policy p;
+        policy_builtin(&p, "fifo");
+        p.topology = true;
+        p.delay_s = delay ? 120 : 0;
+        Metrics m;
+        run(&c, &js, &p, &m, 0);
+        const Job *G = &js.jobs[2];
+        CHECK(G->first_start == (delay ? 100 : 30), "G starts at %g (delay %d)", G->first_start, delay);
+        CHECK(G->tier == (delay ? 1 : 3), "G spans tier %d (delay %d)", G->tier, delay);
+        jobset_free(&js);
+        cluster_free(&c);
+    }
+}
+
+/* Queue a submits three 2-GPU jobs before queue b's one, on a 4-GPU node. Arrival order runs a1, a2
+ * first; DRF (equal weights) alternates queues, so b1 starts at once. */
+static void test_drf_shares_between_queues(void) {
+    for (int fair = 0; fair < 2; fair++) {
+        Cluster c;
+        cluster_generate(&c, 1, 4, "GPU", 128000, 1048576, 32, 8);
+        JobSet js = {0};
+        for (int i = 0; i < 4; i++) {
+            add(&js, 0, 1, 2, 100, 0);
+            js.jobs[i].queue = i == 3 ? 1 : 0;
+        }
+        Policy p;
+        policy_builtin(&p, "fifo");
+        p.nqueues = 2;
+        p.queue_weight[0] = p.queue_weight[1] = 1;
+        p.fair = fair ? FAIR_DRF : FAIR_NONE;
+        Metrics m;
+        run(&c, &js, &p, &m, 0);
+        CHECK(js.jobs[3].first_start == (fair ? 0 : 100), "b1 starts at %g (fair %d)", js.jobs[3].first_start, fair);
+        CHECK(js.jobs[1].first_start == (fair ? 100 : 0), "a2 starts at %g (fair %d)", js.jobs[1].first_start, fair);
+        jobset_free(&js);
+        cluster_free(&c);
+    }
+}
+
 static void test_rank_layout_tp_in_node_pp_in_leaf(void) {
     Cluster c;
     cluster_generate(&c, 8, 8, "GPU", 128000, 1048576, 4, 1);
@@ -335,6 +421,9 @@ int main(void) {
     RUN(test_fifo_vs_easy_backfill_timeline);
     RUN(test_preemption_picks_fewest_gpu_hours);
     RUN(test_checkpoint_keeps_work);
+    RUN(test_failure_spare_requeue_repair);
+    RUN(test_delay_scheduling_waits_for_a_leaf);
+    RUN(test_drf_shares_between_queues);
     RUN(test_rank_layout_tp_in_node_pp_in_leaf);
     RUN(test_bad_input);
     RUN(test_cluster_json);

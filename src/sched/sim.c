@@ -740,6 +740,9 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
     if (cfg->mtbf_node_s > 0 && s->nactive)
         heap_push(&s->h, s->t0 - log(rng_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
 
+    for (int i = 0; i < cfg->nfail_script; i++)
+        if (cfg->fail_nodes[i] >= 0 && cfg->fail_nodes[i] < c->nnodes)
+            heap_push(&s->h, cfg->fail_times[i], EV_FAIL, cfg->fail_nodes[i], 1);
     double last_finish = s->t0;
     while (s->h.n > 0 && s->ndone < s->nactive) {
         double t = s->h.a[0].t;
@@ -760,6 +763,10 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
                 last_finish = t;
                 break;
             case EV_FAIL:
+                if (e.epoch == 1) { /* scripted */
+                    node_fail(s, e.id);
+                    break;
+                }
                 node_fail(s, (int)(rng_next(&s->rng) % (uint64_t)c->nnodes));
                 if (s->ndone < s->nactive)
                     heap_push(&s->h, t - log(rng_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);

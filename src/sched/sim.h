@@ -19,7 +19,11 @@ typedef struct {
     double checkpoint_s;  /* jobs checkpoint this often; interrupted work since the last one is lost */
     double tier_slowdown[SCHED_TIERS]; /* run-time multiplier of a multi-node gang by tier spanned */
     uint64_t seed;
-    int max_preemptions;  /* a job preempted this often becomes non-preemptible (no starvation) */
+    int max_preemptions;
+    /* scripted failures (tests, what-if runs): node fail_nodes[i] fails at fail_times[i] */
+    const double *fail_times;
+    const int *fail_nodes;
+    int nfail_script;  /* a job preempted this often becomes non-preemptible (no starvation) */
     /* Observer for tests: SIM_START (j placed, slots valid), SIM_STOP (j about to lose its slots),
      * SIM_PREEMPT (j is the victim of `by`). */
     void (*hook)(void *ctx, int kind, const Job *j, const Job *by, double t);
