@@ -445,7 +445,9 @@ typedef struct {
 /* EASY: the reserved job starts when enough GPUs come back, walking running jobs by expected end. */
 static void reserve(Sim *s, Job *j, Reservation *r) {
     r->resv = j;
-    long need = job_gpu_milli(j), avail = s->c->total_gpus * GPU_MILLI - s->c->alloc_milli;
+    /* free GPU on schedulable nodes: whole devices for whole-GPU jobs, any milli for fractions */
+    long need = job_gpu_milli(j), avail = s->c->total_free * GPU_MILLI;
+    if (job_is_fractional(j)) avail = s->c->total_gpus * GPU_MILLI - s->c->alloc_milli;
     r->shadow = INFINITY;
     r->extra = 0;
     if (avail >= need) { r->shadow = s->now; r->extra = avail - need; return; }
