@@ -19,6 +19,7 @@ static const Command commands[] = {
     {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style)"},
     {"mesh", cmd_mesh, "print the process mesh of a layout: rank order and every group's members"},
     {"run", cmd_run, "launch a subcommand on N local ranks through mpirun (run -n N -- ...)"},
+    {"sched", cmd_sched, "cluster scheduler: simulate policies on traces, place jobs (sched simulate|place)"},
 };
 
 static void usage(FILE *out) {

@@ -12,5 +12,6 @@ int cmd_plan(int argc, char **argv);  /* src/sim/plan_cmd.c */
 int cmd_bench(int argc, char **argv); /* src/bench/bench_cmd.c */
 int cmd_run(int argc, char **argv);   /* src/launch/run_cmd.c */
 int cmd_mesh(int argc, char **argv);  /* src/parallel/mesh_cmd.c */
+int cmd_sched(int argc, char **argv); /* src/sched/sched_cmd.c */
 
 #endif

@@ -1,0 +1,45 @@
+/* metrics.h: what a simulation measured, and how it is printed (table or one JSON object).
+ * Definitions are in docs/SCHEDULER.md; the JSON key names are stable for scripts. */
+#ifndef MYRIAD_SCHED_METRICS_H
+#define MYRIAD_SCHED_METRICS_H
+
+#include <stdio.h>
+
+#include "sched/job.h"
+#include "sched/policy.h"
+
+typedef struct {
+    int n;
+    double avg_jct, p50_jct, p99_jct, avg_queue, p50_queue, p99_queue;
+} ClassMetrics;
+
+typedef struct {
+    int jobs_total, jobs_finished, jobs_rejected, jobs_unfinished;
+    double avg_jct_s, p50_jct_s, p99_jct_s;
+    double avg_queue_s, p50_queue_s, p99_queue_s, max_queue_s;
+    double makespan_s;
+    double gpu_alloc_rate;   /* time-average of allocated GPU / all GPUs */
+    double fragmentation;    /* idle GPU the head-of-queue job cannot use / all GPUs, time-averaged while a job waits */
+    double frag_all_time;    /* the same averaged over the whole makespan (0 while nothing waits) */
+    double frag_fgd;         /* FGD's measure: expected idle GPU a task drawn from the workload cannot use, same averaging */
+    double waiting_time_frac;/* share of the makespan with at least one job waiting */
+    long preemptions, failures, spare_swaps, failure_requeues;
+    double gpu_hours_lost;
+    long decisions;
+    double decision_ms_p50, decision_ms_p99, decision_ms_max;
+    double jain_jobs, jain_queues;
+    double avg_tier_multi;   /* mean tier spanned by multi-node jobs (1 leaf, 2 spine, 3 cluster) */
+    long tier_hist[4];
+    ClassMetrics cls[JOB_CLASSES];
+    double sim_wall_s;
+} Metrics;
+
+/* Job-level figures from the finished job list (the simulator fills the time integrals). */
+void metrics_from_jobs(Metrics *m, const Job *jobs, int n, const Policy *pol);
+/* Percentile (0..100) of v[0..n) by nearest rank; sorts v in place. */
+double percentile(double *v, int n, double pct);
+
+void metrics_print_table(FILE *out, const Metrics *m, const char *policy, const char *workload);
+void metrics_print_json(FILE *out, const Metrics *m, const char *policy, const char *workload);
+
+#endif

@@ -1,0 +1,50 @@
+/* trace.h: workloads for the simulator: the openb v2023 pod-list CSV reader (Weng et al., ATC'23,
+ * alibaba/clusterdata cluster-trace-gpu-v2023), load rescaling, and the synthetic large-model
+ * workload generator calibrated to published trace statistics (see docs/SCHEDULER.md). */
+#ifndef MYRIAD_SCHED_TRACE_H
+#define MYRIAD_SCHED_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sched/cluster.h"
+#include "sched/job.h"
+
+typedef struct {
+    bool skip_bad;   /* a malformed row is reported and skipped; otherwise it is fatal */
+    uint64_t seed;   /* times for traces that have none (the multigpu/gpushare variants) */
+    FILE *warn;      /* where skipped rows are reported (NULL: stderr) */
+    int bad_rows;    /* out: rows skipped */
+    bool synthesized_times; /* out: the trace had no time columns */
+} TraceOptions;
+
+/* Appends the pods of an openb pod-list CSV as single-task jobs. QoS maps to priority (LS and
+ * Guaranteed 2, not preemptible; Burstable 1; BE 0); gpu_spec "A|B" to a type mask over c's types. */
+int trace_load_openb(JobSet *js, const char *path, const Cluster *c, TraceOptions *o);
+
+/* Offered load: sum of GPU x duration over (arrival span x cluster GPUs). */
+double trace_offered_load(const JobSet *js, const Cluster *c);
+/* Stretches or compresses arrival times so the offered load becomes `load`. */
+void trace_set_load(JobSet *js, const Cluster *c, double load);
+
+/* n jobs drawn uniformly with replacement from `in` (shapes, QoS, GPU type, run time kept),
+ * arriving as a Poisson process; follow with trace_set_load. As in Weng et al.'s evaluation, which
+ * samples openb pods until the cluster is saturated, since the pod list alone keeps only ~14 of
+ * 6,212 GPUs busy on average. */
+int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed);
+
+typedef struct {
+    int jobs;
+    double load;      /* offered load (fraction of the cluster's GPUs) */
+    uint64_t seed;
+    int max_gpus;     /* largest gang (default 4096, capped at the cluster size) */
+    double frac_share;/* share of 1-GPU jobs that ask for a fraction of a GPU */
+    int nqueues;
+} SynthOptions;
+
+/* Large-model cluster workload: gang sizes 1..4096 GPUs (median 1, mean ~28, as Kalos/Seren),
+ * log-normal run times growing with size, three priorities, queues, topology preferences. */
+int synth_generate(JobSet *js, const Cluster *c, const SynthOptions *o);
+
+#endif

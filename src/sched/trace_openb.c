@@ -1,0 +1,198 @@
+/* trace_openb.c: the openb v2023 pod-list CSV reader and load rescaling. Each row is one pod:
+ * name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,deletion_time,
+ * scheduled_time]. A row that does not parse is reported as file:line with the column at fault. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/csv.h"
+#include "sched/trace.h"
+#include "util/error.h"
+
+static uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double unif(uint64_t *s) { return ((mix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static double gauss(uint64_t *s) { return sqrt(-2 * log(unif(s))) * cos(2 * M_PI * unif(s)); }
+
+/* "A|B|C" -> bit mask over the cluster's types; *unknown gets the names the cluster lacks. */
+static uint32_t parse_spec(const char *spec, const Cluster *c, char *unknown, int n) {
+    uint32_t mask = 0;
+    unknown[0] = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save, *tok = strtok_r(buf, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
+        int t = cluster_type_index(c, tok);
+        if (t >= 0) mask |= 1u << t;
+        else snprintf(unknown + strlen(unknown), n - strlen(unknown), "%s%s", unknown[0] ? "|" : "", tok);
+    }
+    return mask;
+}
+
+static int bad_row(CsvReader *r, TraceOptions *o) {
+    if (!o->skip_bad) return -1;
+    fprintf(o->warn ? o->warn : stderr, "myriad: skipping row: %s\n", myr_last_error());
+    o->bad_rows++;
+    r->error = 0;
+    return 0;
+}
+
+int trace_load_openb(JobSet *js, const char *path, const Cluster *c, TraceOptions *o) {
+    CsvReader r;
+    if (csv_open(&r, path)) return -1;
+    int cn = csv_col(&r, "name"), ccpu = csv_col(&r, "cpu_milli"), cmem = csv_col(&r, "memory_mib"),
+        cgpu = csv_col(&r, "num_gpu"), cmilli = csv_col(&r, "gpu_milli"), cspec = csv_col(&r, "gpu_spec"),
+        cqos = csv_col(&r, "qos"), ccre = csv_col(&r, "creation_time"), cdel = csv_col(&r, "deletion_time"),
+        csch = csv_col(&r, "scheduled_time");
+    if (cn < 0 || ccpu < 0 || cmem < 0 || cgpu < 0 || cmilli < 0) {
+        csv_close(&r);
+        return myr_error("%s: header must have name,cpu_milli,memory_mib,num_gpu,gpu_milli (openb pod list)", path);
+    }
+    bool timed = ccre >= 0 && cdel >= 0;
+    o->synthesized_times = !timed;
+    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ULL + 11;
+    int first = js->n, rc = -1;
+    double t_synth = 0;
+    while (csv_next(&r) > 0) {
+        if (r.nfields != r.ncols) {
+            myr_error("%s:%d: %d fields, the header has %d", path, r.line, r.nfields, r.ncols);
+            if (bad_row(&r, o)) goto out;
+            continue;
+        }
+        int cpu, mem, ngpu, milli;
+        if (csv_int(&r, ccpu, &cpu) || csv_int(&r, cmem, &mem) || csv_int(&r, cgpu, &ngpu) || csv_int(&r, cmilli, &milli)) {
+            if (bad_row(&r, o)) goto out;
+            continue;
+        }
+        if (ngpu < 0 || ngpu > SCHED_MAX_GPUS_PER_NODE || milli < 0 || milli > GPU_MILLI || cpu < 0 || mem < 0 ||
+            (ngpu > 0 && milli == 0)) {
+            myr_error("%s:%d: num_gpu %d / gpu_milli %d / cpu %d / mem %d out of range (num_gpu 0..%d, gpu_milli 1..1000)",
+                      path, r.line, ngpu, milli, cpu, mem, SCHED_MAX_GPUS_PER_NODE);
+            if (bad_row(&r, o)) goto out;
+            continue;
+        }
+        double submit = 0, duration = 0;
+        if (timed) {
+            double cre, del, sch = -1;
+            if (csv_double(&r, ccre, &cre) || csv_double(&r, cdel, &del)) {
+                if (bad_row(&r, o)) goto out;
+                continue;
+            }
+            if (csch >= 0 && *csv_field(&r, csch) && csv_double(&r, csch, &sch)) {
+                if (bad_row(&r, o)) goto out;
+                continue;
+            }
+            if (del < cre) {
+                myr_error("%s:%d: deletion_time %.0f is before creation_time %.0f", path, r.line, del, cre);
+                if (bad_row(&r, o)) goto out;
+                continue;
+            }
+            submit = cre;
+            /* the pod ran from scheduling (creation if never scheduled) to deletion */
+            duration = del - (sch >= cre ? sch : cre);
+            if (duration < 1) duration = 1;
+        } else {
+            /* openb lifetimes: median 540 s, p90 6,574 s -> log-normal sigma ln(6574/540)/1.2816 */
+            submit = t_synth;
+            t_synth += -log(unif(&rng));
+            duration = fmin(540.0 * exp(1.95 * gauss(&rng)), 150 * 86400.0);
+            if (duration < 1) duration = 1;
+        }
+        Job *j = jobset_add(js);
+        if (!j) { myr_error("out of memory"); goto out; }
+        snprintf(j->name, sizeof j->name, "%s", csv_field(&r, cn));
+        j->submit = submit;
+        j->duration = j->est_duration = duration;
+        j->ntasks = 1;
+        j->gpus_per_task = ngpu;
+        j->gpu_milli = ngpu == 0 ? GPU_MILLI : ngpu == 1 ? milli : GPU_MILLI;
+        j->cpu_milli = cpu;
+        j->mem_mib = mem;
+        const char *qos = csv_field(&r, cqos);
+        if (!strcmp(qos, "LS") || !strcmp(qos, "Guaranteed")) j->priority = 2, j->preemptible = false;
+        else if (!strcmp(qos, "BE")) j->priority = 0;
+        else j->priority = 1;
+        const char *spec = csv_field(&r, cspec);
+        if (*spec && strcmp(spec, "nan") && ngpu > 0) {
+            char unknown[128];
+            j->type_mask = parse_spec(spec, c, unknown, sizeof unknown);
+            if (!j->type_mask) { /* rejected later with this reason, not a malformed row */
+                j->type_mask = 0;
+                j->state = JOB_REJECTED;
+                snprintf(j->reason, sizeof j->reason, "asks for GPU type %s, which the cluster does not have", unknown);
+            }
+        }
+    }
+    if (r.error) goto out;
+    if (js->n == first) { myr_error("%s: no pods", path); goto out; }
+    rc = 0;
+out:
+    csv_close(&r);
+    return rc;
+}
+
+/* GPU-seconds of demand that fall inside the arrival window, over the window's GPU-seconds. Counting
+ * only the part of each run inside the window keeps pods that live for months (openb has many) from
+ * passing for load that never overlaps the arrivals. */
+static double window_load(const JobSet *js, const Cluster *c, double lo, double k) {
+    double hi = -INFINITY, work = 0;
+    for (int i = 0; i < js->n; i++)
+        if (js->jobs[i].state != JOB_REJECTED) hi = fmax(hi, lo + (js->jobs[i].submit - lo) * k);
+    if (!(hi > lo)) return INFINITY;
+    for (int i = 0; i < js->n; i++) {
+        const Job *j = &js->jobs[i];
+        if (j->state == JOB_REJECTED) continue;
+        double t = lo + (j->submit - lo) * k;
+        work += job_gpu_milli(j) / 1000.0 * fmin(j->duration, hi - t);
+    }
+    return work / ((hi - lo) * (double)c->total_gpus);
+}
+
+static double first_submit(const JobSet *js) {
+    double lo = INFINITY;
+    for (int i = 0; i < js->n; i++) lo = fmin(lo, js->jobs[i].submit);
+    return lo;
+}
+
+double trace_offered_load(const JobSet *js, const Cluster *c) { return window_load(js, c, first_submit(js), 1.0); }
+
+void trace_set_load(JobSet *js, const Cluster *c, double load) {
+    double lo = first_submit(js);
+    if (!(load > 0) || !isfinite(window_load(js, c, lo, 1.0))) return;
+    /* load falls as the arrival window stretches (k grows): bisect on log k */
+    double a = -40, b = 40;
+    for (int it = 0; it < 200; it++) {
+        double m = (a + b) / 2;
+        if (window_load(js, c, lo, exp(m)) > load) a = m;
+        else b = m;
+    }
+    double k = exp((a + b) / 2);
+    for (int i = 0; i < js->n; i++) js->jobs[i].submit = lo + (js->jobs[i].submit - lo) * k;
+}
+
+int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed) {
+    int *ok = malloc(sizeof(int) * (in->n + 1)), nok = 0;
+    if (!ok) return myr_error("out of memory");
+    for (int i = 0; i < in->n; i++)
+        if (in->jobs[i].state != JOB_REJECTED) ok[nok++] = i;
+    if (!nok) { free(ok); return myr_error("no usable jobs to resample"); }
+    uint64_t rng = seed * 0xD1B54A32D192ED03ULL + 5;
+    double t = 0;
+    for (int k = 0; k < n; k++) {
+        const Job *src = &in->jobs[ok[mix(&rng) % (uint64_t)nok]];
+        Job *j = jobset_add(out);
+        if (!j) { free(ok); return myr_error("out of memory"); }
+        int id = j->id;
+        *j = *src;
+        j->id = id;
+        j->slots = NULL;
+        snprintf(j->name, sizeof j->name, "r%06d", k);
+        j->submit = t;
+        t += -log(unif(&rng));
+    }
+    free(ok);
+    return 0;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_sched_cli.sh: `myriad sched` end to end: JSON metrics keys, bad input exits non-zero with the
+# line number, launch files, and (when ../shared is present) an openb replay.
+cd "$(dirname "$0")/.."
+M=bin/myriad
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass() { echo "ok $1"; }
+fail() { echo "FAIL $1"; }
+
+if $M sched simulate --synthetic --gpus 256 --jobs 400 --load 0.8 --seed 3 --policy best --json >"$tmp/m.json" 2>"$tmp/err" &&
+   /usr/bin/python3 - "$tmp/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+need = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "gpu_alloc_rate", "fragmentation", "preemptions",
+        "decision_ms_p50", "jobs_finished", "jain_jobs", "tiers_spanned", "gpu_hours_lost", "classes"]
+missing = [k for k in need if k not in m]
+assert not missing, missing
+assert m["jobs_finished"] == 400, m["jobs_finished"]
+assert m["p99_jct_s"] >= m["avg_jct_s"] * 0 and 0 <= m["gpu_alloc_rate"] <= 1
+assert sum(c["jobs"] for c in m["classes"].values()) == 400
+PY
+then pass sched_cli_json; else fail sched_cli_json; cat "$tmp/err"; fi
+
+if ! $M sched simulate --synthetic --gpus 256 --policy nosuch 2>"$tmp/err" >/dev/null && grep -q "built-ins" "$tmp/err"; then
+    pass sched_cli_bad_policy; else fail sched_cli_bad_policy; fi
+if ! $M sched simulate --synthetic --gpus 256 --policy fifo --bogus 2>/dev/null >/dev/null; then pass sched_cli_bad_flag; else fail sched_cli_bad_flag; fi
+
+cat >"$tmp/pods.csv" <<'CSV'
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+p0,1000,1024,1,1000,,LS,Running,0,100,0
+p1,1000,1024,2,1000,,BE,Running,10,300,10
+p2,1000,1024,one,1000,,BE,Running,20,300,20
+p3,1000,1024,64,1000,,BE,Running,30,300,30
+p4,1000,1024,1,500,Z100,BE,Running,40,300,40
+CSV
+if ! $M sched simulate --cluster gen:2x8 --trace "$tmp/pods.csv" --policy fifo 2>"$tmp/err" >/dev/null && grep -q "pods.csv:4:" "$tmp/err"; then
+    pass sched_cli_malformed_row_fatal; else fail sched_cli_malformed_row_fatal; cat "$tmp/err"; fi
+if $M sched simulate --cluster gen:2x8 --trace "$tmp/pods.csv" --policy fifo --skip-bad --json >"$tmp/o" 2>"$tmp/err" &&
+   grep -q "pods.csv:4:" "$tmp/err" && grep -q "pods.csv:5:" "$tmp/err" && grep -q "Z100" "$tmp/err" && grep -q '"jobs_finished": 2' "$tmp/o"; then
+    pass sched_cli_skip_bad; else fail sched_cli_skip_bad; cat "$tmp/err" "$tmp/o"; fi
+
+if $M sched place --cluster gen:8x8 --tp 8 --pp 4 --dp 2 --hostfile "$tmp/h" --rankfile "$tmp/r" --slurm-topology "$tmp/t" \
+      --hypernodes "$tmp/y" >"$tmp/o" && [ "$(grep -c '^rank ' "$tmp/r")" = 64 ] && [ "$(wc -l <"$tmp/h")" = 8 ] &&
+   grep -q "hops across leaves: 0 of 6" "$tmp/o" && grep -q "kind: HyperNode" "$tmp/y" && grep -q "^SwitchName=leaf0" "$tmp/t"; then
+    pass sched_cli_place; else fail sched_cli_place; cat "$tmp/o"; fi
+
+O=../shared/traces/openb
+if [ -r "$O/openb_pod_list_gpushare20.csv" ]; then
+    if $M sched simulate --cluster $O/openb_node_list_gpu_node.csv --trace $O/openb_pod_list_gpushare20.csv --resample 1500 \
+          --load 0.9 --policy best --json >"$tmp/o" 2>"$tmp/err" && grep -q '"jobs_finished": 1500' "$tmp/o"; then
+        pass sched_cli_openb; else fail sched_cli_openb; cat "$tmp/err"; fi
+else
+    echo "skip sched_cli_openb (../shared/traces/openb not present)"
+fi
