@@ -409,15 +409,14 @@ int ckpt_commit_manifest(const char *dir, int64_t step, int nranks, char *const 
     ckpt_crash_point();
     int rc = write_small_atomic(path, parts, 5); /* the commit point */
     free(body);
-    if (rc) return myr_error("committing checkpoint %s/%s: %s", dir, name, myr_last_error());
+    if (rc) return ckpt_error_prefix("committing checkpoint %s/%s", dir, name);
     ckpt_crash_point();
     snprintf(path, sizeof path, "%s/latest", dir);
     char line[80];
     snprintf(line, sizeof line, "%s\n", name);
     const char *lp[] = {line};
     if (write_small_atomic(path, lp, 1))
-        return myr_error("checkpoint %s/%s is committed but %s could not be updated: %s", dir, name, path,
-                         myr_last_error());
+        return ckpt_error_prefix("checkpoint %s/%s is committed but %s could not be updated", dir, name, path);
     ckpt_crash_point();
     if (opt && opt->keep > 0) apply_retention(dir, step, opt->keep);
     return 0;

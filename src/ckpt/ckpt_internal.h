@@ -36,6 +36,9 @@ int ckpt_run_in_piece(int64_t g, int64_t n, const CkptSlice *p, int ndim, const 
 void ckpt_step_dirname(int64_t step, char *buf, size_t n);
 int64_t ckpt_parse_step_dirname(const char *name);
 
+/* Record "<prefix>: <the last recorded error>" (safe: copies the old message first). -1. */
+int ckpt_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Crash points for torn-write tests. */
 void ckpt_crash_point(void);
 void ckpt_crash_env(void);

@@ -211,7 +211,7 @@ static int parse_manifest(Ckpt *c, const char *mpath, cJSON *root, int64_t dir_s
                 p->s = ckpt_box(t->ndim, st, ex);
             }
             if (ckpt_check_slice(&p->s, t->ndim, t->shape, t->name))
-                return BAD("tensor %s, piece %d: %s", mpath, t->name, k, myr_last_error());
+                return ckpt_error_prefix("%s is damaged: tensor %s, piece %d", mpath, t->name, k);
             int64_t numel = ckpt_slice_numel(&p->s, t->ndim);
             if (p->bytes != (uint64_t)numel * es || p->offset % CKPT_ALIGN || p->offset > c->files[file].bytes ||
                 p->bytes > c->files[file].bytes - p->offset)
@@ -349,7 +349,9 @@ static int open_newest(const char *dir, const CkptOpenOptions *o, Ckpt **out) {
             *out = c;
             return 0;
         }
-        append_note(&notes, "skipped %s (%s)", path, myr_last_error());
+        char why[1024];
+        snprintf(why, sizeof why, "%s", myr_last_error());
+        append_note(&notes, "skipped %s (%s)", path, why);
     }
     free(steps);
     myr_error("no valid checkpoint in %s%s%s", dir, notes && *notes ? ": " : " (no step-* directories)",

@@ -2,6 +2,7 @@
  * merging rows that are consecutive in the global order, so a row block or a whole tensor is
  * one run; a flat range is one run. Intersections work on these runs. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -191,4 +192,14 @@ int64_t ckpt_parse_step_dirname(const char *name) {
         v = v * 10 + (*p - '0');
     }
     return v;
+}
+
+int ckpt_error_prefix(const char *fmt, ...) {
+    char old[1024], prefix[1024];
+    snprintf(old, sizeof old, "%s", myr_last_error());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    return myr_error("%s: %s", prefix, old);
 }

@@ -251,7 +251,7 @@ int ckpt_write_shard_keep(CkptWriter *w, char **table_json) {
     ckpt_crash_point();
     if (atomic_commit(&o.f)) { /* fsync, rename into place, fsync the directory */
         free(o.crcs);
-        return myr_error("saving checkpoint step %" PRId64 ", rank %d: %s", w->step, w->rank, myr_last_error());
+        return ckpt_error_prefix("saving checkpoint step %" PRId64 ", rank %d", w->step, w->rank);
     }
     ckpt_crash_point();
     *table_json = piece_table(w, file, &o);
