@@ -692,7 +692,7 @@ static int mpi_main(const char *dir, const char *mode) {
     if (comm_init(&argc, &argv, &opt)) myr_die_last();
     Comm *world = comm_world();
     int r = comm_rank(world), n = comm_size(world), fails = 0;
-    int64_t sh[2] = {64, 1024}, N = sh[0] * sh[1];
+    int64_t sh[2] = {256, 1024}, N = sh[0] * sh[1];
     float *full = malloc(sizeof(float) * N);
     if (!strcmp(mode, "save")) { /* step 1 rows, sync; step 2 columns, async; MYRIAD_CKPT_CRASH_AT may kill */
         for (int step = 1; step <= 2; step++) {
@@ -702,7 +702,7 @@ static int mpi_main(const char *dir, const char *mode) {
             Tensor t = {"w", 2, {sh[0], sh[1]}, full};
             float *piece = extract(&t, &s);
             CkptWriter *w;
-            if (ckpt_writer_begin(dir, step, r, n, &(CkptWriteOptions){4096, 0}, &w)) myr_die_last();
+            if (ckpt_writer_begin(dir, step, r, n, &(CkptWriteOptions){256, 0}, &w)) myr_die_last();
             if (ckpt_add_piece(w, "w", CKPT_F32, 2, sh, &s, piece)) myr_die_last();
             int rc = step == 1 ? ckpt_writer_commit(w, world, "{\"mesh\": {\"dp\": 4}}")
                                : ckpt_writer_commit_async(w, world, "{\"mesh\": {\"dp\": 4}}");
