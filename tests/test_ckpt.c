@@ -673,6 +673,11 @@ static void test_async_and_world_of_one(void) {
     Ckpt *c;
     CHECK(ckpt_open(dir, &c) == 0 && ckpt_step(c) == 6, "newest");
     ckpt_close(c);
+    /* bad metadata is refused before anything is written */
+    CkptWriter *wm;
+    ckpt_writer_begin(dir, 8, 0, 1, NULL, &wm);
+    CHECK(ckpt_writer_commit_async(wm, world, "not json") == -1 && strstr(myr_last_error(), "JSON object"), "meta");
+    CHECK(!ckpt_async_pending(), "nothing started");
     /* a writer begun for another rank/size cannot commit in this world */
     CkptWriter *w;
     ckpt_writer_begin(dir, 7, 1, 2, NULL, &w);

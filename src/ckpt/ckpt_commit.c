@@ -46,6 +46,14 @@ int ckpt_fsync_dir(const char *dir) {
     return rc;
 }
 
+int ckpt_check_meta(const char *meta_json) {
+    if (!meta_json) return 0;
+    cJSON *m = cJSON_Parse(meta_json);
+    int ok = cJSON_IsObject(m);
+    cJSON_Delete(m);
+    return ok ? 0 : myr_error("checkpoint metadata must be a JSON object, got: %.60s", meta_json);
+}
+
 int ckpt_check_world(const CkptWriter *w, Comm *world) {
     int rank = world ? comm_rank(world) : 0, size = world ? comm_size(world) : 1;
     if (rank != w->rank || size != w->nranks)
@@ -151,7 +159,7 @@ int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc
 }
 
 int ckpt_writer_commit(CkptWriter *w, Comm *world, const char *meta_json) {
-    if (ckpt_check_world(w, world)) {
+    if (ckpt_check_world(w, world) || ckpt_check_meta(meta_json)) {
         ckpt_writer_abort(w);
         return -1;
     }

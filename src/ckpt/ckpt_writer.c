@@ -287,7 +287,7 @@ int ckpt_writer_commit_async(CkptWriter *w, Comm *world, const char *meta_json) 
         return myr_error("the previous async checkpoint save failed, this one (step %" PRId64 ") was not started: %s",
                          step, msg);
     }
-    if (ckpt_check_world(w, world)) {
+    if (ckpt_check_world(w, world) || ckpt_check_meta(meta_json)) {
         ckpt_writer_abort(w);
         return -1;
     }

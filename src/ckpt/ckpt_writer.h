@@ -39,6 +39,8 @@ int ckpt_write_shard_keep(CkptWriter *w, char **table_json);
 void ckpt_rank_file(const CkptWriter *w, char *buf, size_t n);
 /* The world must match the writer's rank / size (NULL: a world of one). */
 int ckpt_check_world(const CkptWriter *w, Comm *world);
+/* NULL or a JSON object (checked before anything is written). */
+int ckpt_check_meta(const char *meta_json);
 /* The collective end of a commit: agree on rc, gather tables, rank 0 commits. Frees w and table. */
 int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc, char *table);
 int ckpt_fsync_dir(const char *dir);
