@@ -200,12 +200,14 @@ static void test_crc32c_vectors(void) {
     for (int i = 0; i < 32; i++) b[i] = (uint8_t)(31 - i);
     CHECK(crc32c(b, 32) == 0x113FDB5Cu, "decrementing %08x", crc32c(b, 32));
     CHECK(crc32c(NULL, 0) == 0, "empty");
+    CHECK(crc32c_update_sw(0, "123456789", 9) == 0xE3069283u, "software check value");
     uint8_t buf[1100];
     for (int i = 0; i < 1100; i++) buf[i] = (uint8_t)rnd();
     for (int t = 0; t < 300; t++) {
         size_t off = (size_t)rnd_in(0, 7), n = (size_t)rnd_in(0, 1000), cut = n ? (size_t)rnd_in(0, (int64_t)n) : 0;
         uint32_t ref = crc_bitwise(buf + off, n);
         CHECK(crc32c(buf + off, n) == ref, "len %zu off %zu", n, off);
+        CHECK(crc32c_update_sw(0, buf + off, n) == ref, "software, len %zu off %zu", n, off);
         CHECK(crc32c_update(crc32c(buf + off, cut), buf + off + cut, n - cut) == ref, "chained at %zu", cut);
     }
 }

@@ -419,56 +419,76 @@ int ckpt_expect(const Ckpt *c, const char *name, CkptDtype dt, int ndim, const i
     return 0;
 }
 
+/* Read block `b` of file `f` into buf (n bytes) and check its CRC. */
+static int load_block(Ckpt *c, int f, uint64_t b, uint8_t *buf, uint64_t n, const char *tensor) {
+    RFile *rf = &c->files[f];
+    uint64_t start = b * (uint64_t)c->block, got = 0;
+    while (got < n) {
+        ssize_t r = pread(rf->fd, buf + got, n - got, (off_t)(start + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return myr_error("%s is truncated or unreadable at byte %" PRIu64 " (tensor %s): %s", rf->path, start + got,
+                             tensor, r < 0 ? strerror(errno) : "end of file");
+        got += (uint64_t)r;
+    }
+    c->bytes_read += n;
+    if (crc32c(buf, n) != rf->crc[b])
+        return myr_error("checksum mismatch in %s, tensor %s (block %" PRIu64 ", bytes %" PRIu64 "..%" PRIu64
+                         "): the file is corrupt; an older checkpoint or a replica is needed",
+                         rf->path, tensor, b, start, start + n);
+    return 0;
+}
+
+static uint64_t block_len(const Ckpt *c, int f, uint64_t b) {
+    uint64_t start = b * (uint64_t)c->block, size = c->files[f].bytes;
+    return size - start < (uint64_t)c->block ? size - start : (uint64_t)c->block;
+}
+
+static int cached(const Ckpt *c, int f, uint64_t b) {
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (c->cache[i].buf && c->cache[i].file == f && c->cache[i].block == b) return i;
+    return -1;
+}
+
 /* The verified contents of block `b` of file `f` (from the cache or read + checked now). */
 static const uint8_t *get_block(Ckpt *c, int f, uint64_t b, const char *tensor, uint64_t *len) {
-    int victim = 0;
-    for (int i = 0; i < CACHE_SLOTS; i++) {
-        if (c->cache[i].buf && c->cache[i].file == f && c->cache[i].block == b) {
-            c->cache[i].used = ++c->tick;
-            *len = c->cache[i].len;
-            return c->cache[i].buf;
-        }
-        if (c->cache[i].used < c->cache[victim].used) victim = i;
+    int hit = cached(c, f, b);
+    if (hit >= 0) {
+        c->cache[hit].used = ++c->tick;
+        *len = c->cache[hit].len;
+        return c->cache[hit].buf;
     }
-    RFile *rf = &c->files[f];
+    int victim = 0;
+    for (int i = 1; i < CACHE_SLOTS; i++)
+        if (c->cache[i].used < c->cache[victim].used) victim = i;
     if (!c->cache[victim].buf && !(c->cache[victim].buf = malloc((size_t)c->block))) {
         myr_error("out of memory");
         return NULL;
     }
     c->cache[victim].used = 0; /* invalid until checked */
     c->cache[victim].file = -1;
-    uint64_t start = b * (uint64_t)c->block, n = rf->bytes - start < (uint64_t)c->block ? rf->bytes - start : (uint64_t)c->block;
-    uint8_t *buf = c->cache[victim].buf;
-    uint64_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(rf->fd, buf + got, n - got, (off_t)(start + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            myr_error("%s is truncated or unreadable at byte %" PRIu64 " (tensor %s): %s", rf->path, start + got, tensor,
-                      r < 0 ? strerror(errno) : "end of file");
-            return NULL;
-        }
-        got += (uint64_t)r;
-    }
-    c->bytes_read += n;
-    if (crc32c(buf, n) != rf->crc[b]) {
-        myr_error("checksum mismatch in %s, tensor %s (block %" PRIu64 ", bytes %" PRIu64 "..%" PRIu64
-                  "): the file is corrupt; an older checkpoint or a replica is needed",
-                  rf->path, tensor, b, start, start + n);
-        return NULL;
-    }
+    uint64_t n = block_len(c, f, b);
+    if (load_block(c, f, b, c->cache[victim].buf, n, tensor)) return NULL;
     c->cache[victim].file = f;
     c->cache[victim].block = b;
     c->cache[victim].len = n;
     c->cache[victim].used = ++c->tick;
     *len = n;
-    return buf;
+    return c->cache[victim].buf;
 }
 
 static int read_bytes(Ckpt *c, int f, uint64_t off, uint64_t n, uint8_t *dst, const char *tensor) {
     uint64_t B = (uint64_t)c->block;
     while (n > 0) {
         uint64_t b = off / B, in = off % B, len;
+        if (in == 0 && n >= block_len(c, f, b) && cached(c, f, b) < 0) { /* a whole block: straight into dst */
+            len = block_len(c, f, b);
+            if (load_block(c, f, b, dst, len, tensor)) return -1;
+            dst += len;
+            off += len;
+            n -= len;
+            continue;
+        }
         const uint8_t *blk = get_block(c, f, b, tensor, &len);
         if (!blk) return -1;
         uint64_t take = len - in < n ? len - in : n;

@@ -1,4 +1,5 @@
-/* crc32c.c: CRC-32C by slicing-by-8 (eight 256-entry tables; 8 input bytes per step).
+/* crc32c.c: CRC-32C by slicing-by-8 (eight 256-entry tables; 8 input bytes per step), or by
+ * the SSE4.2 crc32 instruction when the build targets it (same function, tested against both).
  * Table k maps a byte to the CRC of that byte followed by k zero bytes, so eight lookups
  * XORed together advance the CRC by 8 bytes at once. Tables are built on first use. */
 #include "ckpt/crc32c.h"
@@ -21,7 +22,7 @@ static void build_tables(void) {
         for (int t = 1; t < 8; t++) table[t][b] = (table[t - 1][b] >> 8) ^ table[0][table[t - 1][b] & 0xFF];
 }
 
-uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) {
+uint32_t crc32c_update_sw(uint32_t crc, const void *data, size_t n) {
     pthread_once(&table_once, build_tables);
     const uint8_t *p = data;
     uint32_t c = ~crc;
@@ -38,5 +39,27 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) {
     while (n--) c = (c >> 8) ^ table[0][(c ^ *p++) & 0xFF];
     return ~c;
 }
+
+#if defined(__SSE4_2__) && defined(__x86_64__)
+#include <nmmintrin.h>
+/* The SSE4.2 crc32 instruction computes the same CRC-32C, 8 bytes per instruction. */
+static uint32_t crc32c_update_hw(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = _mm_crc32_u8(c32, *p++);
+    return ~c32;
+}
+uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) { return crc32c_update_hw(crc, data, n); }
+#else
+uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) { return crc32c_update_sw(crc, data, n); }
+#endif
 
 uint32_t crc32c(const void *data, size_t n) { return crc32c_update(0, data, n); }
