@@ -87,7 +87,7 @@ static void fill_tensors(Tensor *ts, int nt, uint32_t seed) {
     }
 }
 
-typedef enum { L_ROWS, L_COLS, L_TILES, L_ZERO } Layout;
+typedef enum { L_ROWS, L_COLS, L_TILES, L_ZERO, L_TP_ZERO } Layout;
 
 /* The slices rank r of n owns of tensor i under a layout (ZeRO: a flat range of the
  * concatenation of all tensors, cut into one flat range per tensor it overlaps). */
@@ -102,6 +102,17 @@ static int layout_slices(Layout L, const Tensor *ts, int nt, int i, int r, int n
         if (lo >= hi) return 0;
         out[0] = ckpt_flat(lo - before, hi - lo);
         return 1;
+    }
+    if (L == L_TP_ZERO) { /* tp 2 x dp n/2: column blocks over tp, each local block flat-split over dp */
+        int tp = r % 2, dp = r / 2, ndp = n / 2;
+        CkptSlice local;
+        if (t->ndim == 1) local = ckpt_rows(1, t->shape, t->shape[0] * tp / 2, t->shape[0] * (tp + 1) / 2 - t->shape[0] * tp / 2);
+        else {
+            int64_t C = t->shape[t->ndim - 1];
+            local = ckpt_cols(t->ndim, t->shape, C * tp / 2, C * (tp + 1) / 2 - C * tp / 2);
+        }
+        int64_t ln = ckpt_slice_numel(&local, t->ndim), a = ln * dp / ndp, b = ln * (dp + 1) / ndp;
+        return ckpt_box_range(&local, t->ndim, a, b - a, out, 4);
     }
     if (L == L_ROWS || (L == L_COLS && t->ndim == 1)) {
         int64_t R = t->shape[0];
@@ -141,7 +152,7 @@ static int save_sim(const char *dir, int64_t step, int n, Layout L, Tensor *ts, 
         float *bufs[64];
         int nb = 0;
         for (int i = 0; i < nt && !rc; i++) {
-            CkptSlice s[2];
+            CkptSlice s[4];
             int k = layout_slices(L, ts, nt, i, r, n, s);
             for (int j = 0; j < k && !rc; j++) {
                 bufs[nb] = extract(&ts[i], &s[j]);
@@ -172,6 +183,12 @@ static int matches(Ckpt *c, const Tensor *ts, int nt) {
         if (!ok) return 0;
     }
     return 1;
+}
+
+static int ckpt_check_slice_for_test(const CkptSlice *s, int ndim, const int64_t *shape) {
+    for (int d = 0; d < ndim; d++)
+        if (s->start[d] < 0 || s->extent[d] < 1 || s->start[d] + s->extent[d] > shape[d]) return -1;
+    return s->flat;
 }
 
 static void free_tensors(Tensor *ts, int nt) {
@@ -264,6 +281,40 @@ static void test_roundtrip_and_subslices(void) {
     free_tensors(ts, 3);
 }
 
+/* A flat range of a box's own order, as boxes of the global tensor (ZeRO over TP). */
+static void test_box_range(void) {
+    int bad = 0, most = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        Tensor t = {"t", (int)rnd_in(1, 4), {0}, NULL};
+        for (int d = 0; d < t.ndim; d++) t.shape[d] = rnd_in(1, 7);
+        CkptSlice box = ckpt_whole(t.ndim, t.shape);
+        for (int d = 0; d < t.ndim; d++) {
+            box.start[d] = rnd_in(0, t.shape[d] - 1);
+            box.extent[d] = rnd_in(1, t.shape[d] - box.start[d]);
+        }
+        int64_t n = ckpt_slice_numel(&box, t.ndim), o = rnd_in(0, n), k = rnd_in(0, n - o);
+        CkptSlice parts[2 * CKPT_MAX_NDIM];
+        int np = ckpt_box_range(&box, t.ndim, o, k, parts, 2 * CKPT_MAX_NDIM);
+        if (np < 0 || np > 2 * t.ndim - 1) {
+            bad++;
+            continue;
+        }
+        if (np > most) most = np;
+        /* the concatenated global indices of the parts = indices o..o+k of the box */
+        int64_t l = o;
+        for (int i = 0; i < np && !bad; i++) {
+            if (ckpt_check_slice_for_test(&parts[i], t.ndim, t.shape)) bad++;
+            for (int64_t e = 0; e < ckpt_slice_numel(&parts[i], t.ndim); e++, l++)
+                if (global_index(&t, &parts[i], e) != global_index(&t, &box, l)) bad++;
+        }
+        if (l != o + k) bad++;
+    }
+    CHECK(bad == 0, "%d mismatches", bad);
+    CHECK(most >= 3, "the split into head / middle / tail occurs (max %d parts)", most);
+    CkptSlice w = ckpt_whole(2, (int64_t[]){4, 4}), p[3];
+    CHECK(ckpt_box_range(&w, 2, 3, 20, p, 3) == -1, "outside");
+}
+
 /* Write as N ranks with one split, read back as M ranks with another; each reading rank
  * reads at most 1.1x its own share. */
 static void test_reshard(void) {
@@ -272,7 +323,8 @@ static void test_reshard(void) {
     Tensor *ts = reshard_set;
     struct { Layout w; int wn; Layout r; int rn; } cases[] = {
         {L_ROWS, 4, L_COLS, 2}, {L_ZERO, 3, L_ROWS, 2}, {L_COLS, 2, L_ROWS, 4},
-        {L_TILES, 4, L_ZERO, 5}, {L_ROWS, 4, L_ZERO, 8}, {L_ZERO, 8, L_TILES, 4}, {L_COLS, 4, L_ROWS, 1}};
+        {L_TILES, 4, L_ZERO, 5}, {L_ROWS, 4, L_ZERO, 8}, {L_ZERO, 8, L_TILES, 4}, {L_COLS, 4, L_ROWS, 1},
+        {L_TP_ZERO, 4, L_ROWS, 2}, {L_ROWS, 2, L_TP_ZERO, 6}, {L_TP_ZERO, 6, L_TP_ZERO, 4}};
     double worst = 0, worst_long = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         CHECK(save_sim(dir, (int64_t)k + 1, cases[k].wn, cases[k].w, ts, 3, 4096, 0) == 0, "save %s", myr_last_error());
@@ -285,7 +337,7 @@ static void test_reshard(void) {
             CHECK(ckpt_step(c) == (int64_t)k + 1, "newest");
             uint64_t share = 0;
             for (int i = 0; i < 3; i++) {
-                CkptSlice s[2];
+                CkptSlice s[4];
                 int m = layout_slices(cases[k].r, ts, 3, i, r, cases[k].rn, s);
                 for (int j = 0; j < m; j++) {
                     int64_t n = ckpt_slice_numel(&s[j], ts[i].ndim);
@@ -753,6 +805,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(scratch_base)) return 1;
     RUN(test_crc32c_vectors);
     RUN(test_roundtrip_and_subslices);
+    RUN(test_box_range);
     RUN(test_reshard);
     RUN(test_torn_writes); /* fork-based tests before MPI starts */
     RUN(test_bit_flips);

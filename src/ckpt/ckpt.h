@@ -42,6 +42,13 @@ CkptSlice ckpt_whole(int ndim, const int64_t *shape);
 CkptSlice ckpt_rows(int ndim, const int64_t *shape, int64_t r0, int64_t n);
 CkptSlice ckpt_cols(int ndim, const int64_t *shape, int64_t c0, int64_t n);
 int64_t ckpt_slice_numel(const CkptSlice *s, int ndim);
+/* Elements [offset, offset + count) of `box`'s own row-major order as at most 2*ndim - 1 boxes
+ * of the global tensor, in order (their concatenated data = that range of the box's data).
+ * For ZeRO over tensor parallelism: a rank's ZeRO shard is a flat range of its *local* tensor,
+ * which is a box (or a few boxes: qkv) of the global one; save / read it as these boxes.
+ * Returns the number of boxes written to out (0 for an empty range), -1 if out is too small
+ * or the range lies outside the box. */
+int ckpt_box_range(const CkptSlice *box, int ndim, int64_t offset, int64_t count, CkptSlice *out, int max_out);
 
 /* ---- writing */
 typedef struct CkptWriter CkptWriter;

@@ -203,3 +203,43 @@ int ckpt_error_prefix(const char *fmt, ...) {
     va_end(ap);
     return myr_error("%s: %s", prefix, old);
 }
+
+/* Split [a, b) of the box's row-major order along dimension d (dims < d already fixed to the
+ * single index in cur). A range inside one index of dimension d recurses; otherwise it is a
+ * head (recursing into the first index), whole indices (one box) and a tail (recursing). */
+static int box_range_rec(CkptSlice cur, int ndim, int d, int64_t a, int64_t b, CkptSlice *out, int max, int *n) {
+    if (a >= b) return 0;
+    int64_t inner = 1;
+    for (int k = d + 1; k < ndim; k++) inner *= cur.extent[k];
+    if (d == ndim - 1 || (a % inner == 0 && b % inner == 0) || a / inner == (b - 1) / inner) {
+        if (d < ndim - 1 && a / inner == (b - 1) / inner && !(a % inner == 0 && b - a == inner)) {
+            CkptSlice sub = cur; /* inside one index of dimension d */
+            sub.start[d] += a / inner;
+            sub.extent[d] = 1;
+            return box_range_rec(sub, ndim, d + 1, a % inner, a % inner + (b - a), out, max, n);
+        }
+        if (*n >= max) return -1; /* whole indices [a/inner, b/inner) of dimension d */
+        CkptSlice whole = cur;
+        whole.start[d] += a / inner;
+        whole.extent[d] = (b - a) / inner;
+        out[(*n)++] = whole;
+        return 0;
+    }
+    int64_t head_end = (a + inner - 1) / inner * inner, tail_start = b / inner * inner;
+    if (a < head_end && box_range_rec(cur, ndim, d, a, head_end, out, max, n)) return -1;
+    if (head_end < tail_start && box_range_rec(cur, ndim, d, head_end, tail_start, out, max, n)) return -1;
+    if (tail_start < b && box_range_rec(cur, ndim, d, tail_start, b, out, max, n)) return -1;
+    return 0;
+}
+
+int ckpt_box_range(const CkptSlice *box, int ndim, int64_t offset, int64_t count, CkptSlice *out, int max_out) {
+    if (box->flat || ndim < 1 || ndim > CKPT_MAX_NDIM) return myr_error("ckpt_box_range: needs a box of 1 to 8 dimensions");
+    int64_t n = ckpt_numel(ndim, box->extent);
+    if (offset < 0 || count < 0 || offset > n || count > n - offset)
+        return myr_error("ckpt_box_range: range [%" PRId64 ", %" PRId64 ") outside the box's %" PRId64 " elements", offset,
+                         offset + count, n);
+    int got = 0;
+    if (box_range_rec(*box, ndim, 0, offset, offset + count, out, max_out, &got))
+        return myr_error("ckpt_box_range: more than %d boxes needed", max_out);
+    return got;
+}
