@@ -386,7 +386,7 @@ static void apply_retention(const char *dir, int64_t step, int keep) {
         steps[n++] = s;
     }
     closedir(d);
-    qsort(steps, n, sizeof *steps, cmp_desc);
+    if (n > 1) qsort(steps, n, sizeof *steps, cmp_desc);
     int kept = 1; /* the new one */
     for (int i = 0; i < n; i++) {
         char name[64], path[4096];

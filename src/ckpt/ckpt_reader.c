@@ -334,7 +334,7 @@ static int open_newest(const char *dir, const CkptOpenOptions *o, Ckpt **out) {
         steps[n++] = s;
     }
     closedir(d);
-    qsort(steps, n, sizeof *steps, cmp_desc);
+    if (n > 1) qsort(steps, n, sizeof *steps, cmp_desc);
     char *notes = strdup("");
     for (int i = 0; i < n && notes; i++) {
         char name[64], path[4200];
