@@ -383,7 +383,7 @@ static void test_torn_writes(void) {
     CHECK(save_sim(dir, 30, 3, L_ROWS, neu, 2, 256, 1) == 0, "save %s", myr_last_error());
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long save_us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 + 1;
-    int trials = 0, wrong = 0, got_new = 0, got_old = 0;
+    int trials = 0, wrong = 0, got_new = 0, got_old = 0, killed_mid_save = 0;
     char m20[600], cmd[1200];
     snprintf(m20, sizeof m20, "%s/step-00000020/manifest.json", dir);
     for (int t = 0; t < 260; t++) {
@@ -408,6 +408,9 @@ static void test_torn_writes(void) {
         waitpid(pid, &st, 0);
         trials++;
         int64_t expect = file_exists(m20) ? 20 : 10; /* committed iff the manifest was renamed into place */
+        char d20[600];
+        snprintf(d20, sizeof d20, "%s/step-00000020", dir);
+        if (by_signal && expect == 10 && file_exists(d20)) killed_mid_save++;
         CkptOpenOptions o = {1, 0};
         Ckpt *c;
         if (ckpt_open_ex(dir, &o, &c)) {
@@ -434,8 +437,8 @@ static void test_torn_writes(void) {
         }
     }
     ckpt_test_crash_at(0);
-    printf("# torn writes: %d trials (%ld crash points, save %ld us): %d resumed the new step, %d the previous\n",
-           trials, points, save_us, got_new, got_old);
+    printf("# torn writes: %d trials (%ld crash points, save %ld us): %d resumed the new step, %d the previous; "
+           "%d of the 60 SIGKILLs hit a save in progress\n", trials, points, save_us, got_new, got_old, killed_mid_save);
     CHECK(trials == 260, "trials %d", trials);
     CHECK(wrong == 0, "%d trials opened an invalid or not the newest complete checkpoint", wrong);
     CHECK(got_new > 0 && got_old > 0, "both outcomes occur (%d/%d)", got_new, got_old);
