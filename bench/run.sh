@@ -11,3 +11,5 @@ echo "== collectives (issue 3): all-reduce on 4 ranks, MPI vs hierarchical (2 ra
 bin/myriad run -n 4 -- bench comm -c all_reduce -b 8 -e 8M -f 4 -n 20 -w 5 --trials 3 --algo mpi,hier --ranks-per-node 2
 echo "== simulator speed (issue 6)"
 bash bench/sim_speed.sh
+echo "== checkpoints (issue 5): save / async / verified load vs plain I/O"
+bash bench/ckpt_bench.sh

@@ -1,0 +1,48 @@
+/* ckpt_writer.h: the writer's state, shared by ckpt_writer.c (pieces, shard file, async
+ * thread) and ckpt_commit.c (agreement across ranks, manifest, latest, retention). */
+#ifndef MYRIAD_CKPT_WRITER_H
+#define MYRIAD_CKPT_WRITER_H
+
+#include <pthread.h>
+
+#include "ckpt/ckpt_internal.h"
+
+typedef struct {
+    char *name;
+    CkptDtype dt;
+    int ndim;
+    int64_t shape[CKPT_MAX_NDIM];
+    CkptSlice slice;
+    const void *data;
+    uint64_t offset, bytes; /* in the shard file */
+} WPiece;
+
+struct CkptWriter {
+    char *dir, *step_dir;
+    int64_t step;
+    int rank, nranks;
+    int64_t block;
+    CkptWriteOptions opt;
+    WPiece *p;
+    int n, cap;
+    uint64_t file_bytes;
+    /* async */
+    uint8_t *snapshot;
+    char *meta, *table;
+    Comm *world;
+    pthread_t thread;
+    int thread_rc;
+    char thread_err[1024];
+};
+
+int ckpt_write_shard_keep(CkptWriter *w, char **table_json);
+void ckpt_rank_file(const CkptWriter *w, char *buf, size_t n);
+/* The world must match the writer's rank / size (NULL: a world of one). */
+int ckpt_check_world(const CkptWriter *w, Comm *world);
+/* NULL or a JSON object (checked before anything is written). */
+int ckpt_check_meta(const char *meta_json);
+/* The collective end of a commit: agree on rc, gather tables, rank 0 commits. Frees w and table. */
+int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc, char *table);
+int ckpt_fsync_dir(const char *dir);
+
+#endif
