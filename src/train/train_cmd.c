@@ -20,6 +20,7 @@
 #include "data/loader.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
+#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/train_options.h"
@@ -326,6 +327,36 @@ int cmd_train(int argc, char **argv) {
     Trainer t;
     trainer_create(&t, m, &o.optim, dp, micro);
     t.pipeline = pl;
+    TrainState state = {chunks, dp, dp ? NULL : &t.opt, vpp, distributed ? comm_world() : NULL};
+    char meta[1024];
+    snprintf(meta, sizeof meta,
+             "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
+             "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d}, \"layout\": {\"tp\": %d, \"pp\": %d, "
+             "\"vpp\": %d, \"dp\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d}",
+             (unsigned long long)o.seed, model_arch_name(cfg.arch), cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads,
+             cfg.ffn, cfg.vocab, cfg.max_seq, tp, pp, vpp, dp_size, o.dpo.zero, o.batch, o.seq);
+    long first_step = 0;
+    if (o.resume) {
+        const char *path = strcmp(o.resume, "auto") ? o.resume : o.save_dir;
+        Ckpt *ck;
+        if (ckpt_open(path, &ck)) myr_die_last();
+        first_step = (long)ckpt_step(ck);
+        if (train_ckpt_load(&state, ck, first_step)) myr_die_last();
+        /* each rank reads its own slices: compare what it read with what it holds */
+        double ratio = ckpt_bytes_read(ck) / train_ckpt_own_bytes(&state);
+        if (distributed) {
+            double *all = malloc((size_t)world * sizeof(double));
+            if (comm_all_gather(comm_world(), &ratio, all, 2, COMM_F32)) myr_die_last();
+            for (int r = 0; r < world; r++) ratio = all[r] > ratio ? all[r] : ratio;
+            free(all);
+        }
+        if (rank0)
+            fprintf(stderr, "resumed from %s at step %ld; bytes read per rank at most %.3f x its own share%s%s\n",
+                    ckpt_path(ck), first_step, ratio, ckpt_notes(ck)[0] ? "; " : "", ckpt_notes(ck));
+        ckpt_close(ck);
+        t.step = first_step;
+        for (int c = 0; dp && c < vpp; c++) dp_release_gathered(&dp[c]);
+    }
     Progress progress;
     progress_open(&progress, rank0 ? o.log_path : NULL, o.steps, o.print_every);
     if (!rank0) progress.quiet = 1;
@@ -334,7 +365,8 @@ int cmd_train(int argc, char **argv) {
     double last_val = NAN, comm_total = 0, step_total = 0, bubble_total = 0;
     TraceBuffer trace;
     long trace_step = o.steps > 1 ? 1 : 0; /* the first step after warm-up */
-    for (long s = 0; s < o.steps; s++) {
+    long last_step = o.stop_after > 0 && o.stop_after < o.steps ? o.stop_after : o.steps;
+    for (long s = first_step; s < last_step; s++) {
         if (loader_batch(&loader, (uint64_t)s, data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, cfg.vocab, "training", s) || check_tokens(y, (int)n, cfg.vocab, "training", s))
             myr_die_last();
@@ -355,7 +387,10 @@ int cmd_train(int argc, char **argv) {
         StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt,
                           .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
-        if (s > 0 || o.steps == 1) { /* step 0 includes warm-up */
+        if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
+            if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
+        }
+        if (s > first_step || o.steps == 1) { /* the first step includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
             step_total += dt;
             if (pl) bubble_total += 1 - pl->compute_s / pl->run_s;
@@ -368,8 +403,9 @@ int cmd_train(int argc, char **argv) {
         progress_step(&progress, &rep);
     }
     progress_close(&progress);
+    if (ckpt_async_wait()) myr_die_last();
     if (val && o.eval_every == 0) last_val = validation_loss(&o, m, dp, pl, val, data_rank, rows);
-    long timed = o.steps > 1 ? o.steps - 1 : o.steps;
+    long timed = o.steps - first_step > 1 ? o.steps - first_step - 1 : o.steps - first_step;
     if (o.steps > 0 && rank0 && !pl && tp == 1) print_memory(m, rows, o.seq);
     if (dp) {
         print_dp_memory(&dp[0], rows, o.seq, rank0);

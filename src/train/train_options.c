@@ -35,6 +35,12 @@ void train_usage(void) {
         "  --eval-every N [--eval-batches K]  validation loss every N steps (and at the end) over K batches\n"
         "  --log FILE.jsonl        one JSON object per step: step, loss, lr, grad_norm, tokens_per_s, mfu, ms\n"
         "  --save DIR              write the final model as DIR/config.json + DIR/model.safetensors\n"
+        "  --save-every N          also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async;\n"
+        "                          --sync-save to wait), keeping the newest --keep K (default all)\n"
+        "  --stop-after N          stop after step N of the --steps schedule (saving a checkpoint), to\n"
+        "                          continue later with --resume\n"
+        "  --resume DIR|auto       continue from a checkpoint (auto: the newest valid one in --save DIR),\n"
+        "                          in this or any other parallel layout\n"
         "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
         "  --threads N             compute threads (default: all cores); results do not depend on it\n"
         "  --print-every N         progress lines when stderr is not a terminal\n"
@@ -121,6 +127,11 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--log")) o->log_path = args_value(argc, argv, i);
     else if (IS("--save")) o->save_dir = args_value(argc, argv, i);
     else if (IS("--trace")) o->trace_path = args_value(argc, argv, i);
+    else if (IS("--save-every")) o->save_every = args_next_int(argc, argv, i);
+    else if (IS("--keep")) o->keep = args_next_int(argc, argv, i);
+    else if (IS("--sync-save")) o->sync_save = 1;
+    else if (IS("--stop-after")) o->stop_after = args_next_i64(argc, argv, i);
+    else if (IS("--resume")) o->resume = args_value(argc, argv, i);
     else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
     else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
@@ -258,6 +269,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->tp < 0) myr_die("--tp must be positive");
     if (o->tp == 0) o->tp = 1;
     if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
+    if (o->save_every < 0 || o->keep < 0) myr_die("--save-every and --keep must be >= 0");
+    if (o->save_every > 0 && !o->save_dir) myr_die("--save-every needs --save DIR (where the checkpoints go)");
+    if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
+        myr_die("--resume auto looks in --save DIR: give --save DIR or --resume DIR");
     if (o->sp && o->tp < 2) myr_die("--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");

@@ -1,0 +1,175 @@
+/* checkpoint.c: maps this rank's parameter and optimizer pieces onto boxes of the global tensors. */
+#include "train/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+/* Local rows [local0, local0 + rows) of a tensor-parallel slice are global rows
+ * [global0, global0 + rows) (all columns); COLS slices are one column block instead. */
+typedef struct {
+    int64_t local0, rows, global0;
+} RowSeg;
+
+static int row_segments(const ModelConfig *c, const ParamInfo *p, int tp, int r, RowSeg *seg) {
+    int64_t rows = p->shape[0], hd = c->hidden / c->heads;
+    switch (p->shard) {
+    case SHARD_ROWS: seg[0] = (RowSeg){0, rows, r * rows}; return 1;
+    case SHARD_VOCAB: seg[0] = (RowSeg){0, rows, p->global_shape[0] * r / tp}; return 1;
+    case SHARD_QKV: {
+        int64_t q = (int64_t)c->heads / tp * hd, kv = (int64_t)c->kv_heads / tp * hd;
+        seg[0] = (RowSeg){0, q, r * q};
+        seg[1] = (RowSeg){q, kv, (int64_t)c->heads * hd + r * kv};
+        seg[2] = (RowSeg){q + kv, kv, (int64_t)(c->heads + c->kv_heads) * hd + r * kv};
+        return 3;
+    }
+    case SHARD_GATE_UP: {
+        int64_t f = rows / 2;
+        seg[0] = (RowSeg){0, f, r * f};
+        seg[1] = (RowSeg){f, f, c->ffn + r * f};
+        return 2;
+    }
+    default: seg[0] = (RowSeg){0, rows, 0}; return 1;
+    }
+}
+
+typedef int (*PieceFn)(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data);
+
+/* Elements [la, lb) of tensor p's local data (at `data`, local row-major) as boxes of the global
+ * tensor, each handed to fn with its data. */
+static int for_each_box(const Model *m, const ParamInfo *p, const char *prefix, int64_t la, int64_t lb, real *data,
+                        PieceFn fn, void *ctx) {
+    char name[96];
+    snprintf(name, sizeof name, "%s/%s", prefix, p->tied_copy ? "tok_emb" : p->name);
+    int ndim = p->ndim;
+    int64_t gshape[2] = {p->global_shape[0], p->global_shape[1]}, cols = p->shape[1];
+    CkptSlice boxes[8];
+    if (p->shard == SHARD_COLS) {
+        int64_t start[2] = {0, (int64_t)m->tp.rank * cols}, ext[2] = {p->shape[0], cols};
+        CkptSlice whole = ckpt_box(2, start, ext);
+        int n = ckpt_box_range(&whole, 2, la, lb - la, boxes, 8);
+        if (n < 0) return -1;
+        for (int i = 0; i < n; i++) {
+            if (fn(ctx, name, 2, gshape, &boxes[i], data)) return -1;
+            data += ckpt_slice_numel(&boxes[i], 2);
+        }
+        return 0;
+    }
+    RowSeg seg[3];
+    int nseg = row_segments(&m->cfg, p, m->tp.size, m->tp.rank, seg);
+    for (int k = 0; k < nseg; k++) {
+        int64_t s0 = seg[k].local0 * cols, s1 = (seg[k].local0 + seg[k].rows) * cols;
+        int64_t a = la > s0 ? la : s0, b = lb < s1 ? lb : s1;
+        if (a >= b) continue;
+        int64_t start[2] = {seg[k].global0, 0}, ext[2] = {seg[k].rows, cols};
+        CkptSlice box = ckpt_box(ndim, start, ext);
+        int n = ckpt_box_range(&box, ndim, a - s0, b - a, boxes, 8);
+        if (n < 0) return -1;
+        for (int i = 0; i < n; i++) {
+            if (fn(ctx, name, ndim, gshape, &boxes[i], data)) return -1;
+            data += ckpt_slice_numel(&boxes[i], ndim);
+        }
+    }
+    return 0;
+}
+
+/* Every piece of kind `what` (0 params, 1 adam m, 2 adam v) that this rank writes (writing)
+ * or holds (reading), over element ranges of each chunk's flat layout. */
+static int for_each_piece(const TrainState *st, int what, int writing, PieceFn fn, void *ctx) {
+    static const char *prefix[] = {"param", "adam_m", "adam_v"};
+    for (int c = 0; c < st->nchunks; c++) {
+        Model *m = &st->chunks[c];
+        DataParallel *dp = st->dp ? &st->dp[c] : NULL;
+        int zero = dp ? dp->o.zero : 0, dp_rank = dp ? dp->rank : 0;
+        /* whole local ranges (replicated over dp) or this rank's ZeRO pieces */
+        int full = what == 0 ? zero < 3 : zero == 0;
+        if (full && writing && dp_rank != 0) continue;
+        int nb = dp ? dp->nbuckets : 1;
+        for (int b = 0; b < nb; b++) {
+            size_t lo, hi;
+            if (!dp) lo = 0, hi = m->table.total;
+            else if (full) lo = dp->b[b].lo, hi = dp->b[b].hi;
+            else lo = dp->b[b].lo + (size_t)dp->rank * dp->b[b].piece, hi = lo + dp->b[b].piece;
+            /* where element x of [lo, hi) lives */
+            real *base;
+            if (what == 0) base = zero >= 3 ? dp->param_shard + dp->shard_off[b] : m->params;
+            else {
+                AdamW *o = dp ? &dp->opt[zero == 0 ? 0 : b] : st->opt;
+                base = what == 1 ? o->m : o->v;
+            }
+            for (int i = 0; i < m->table.count; i++) {
+                const ParamInfo *p = &m->table.info[i];
+                if (p->tied_copy && writing) continue; /* saved from the first stage; read back into both */
+                if (writing && p->shard == SHARD_NONE && m->tp.rank != 0) continue; /* tp replicas */
+                size_t a = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+                if (a >= e) continue;
+                real *data;
+                if (what == 0) data = zero >= 3 ? base + (a - lo) : base + a;
+                else {
+                    AdamW *o = dp ? &dp->opt[zero == 0 ? 0 : b] : st->opt;
+                    data = base + (a - o->lo);
+                }
+                if (for_each_box(m, p, prefix[what], (int64_t)(a - p->offset), (int64_t)(e - p->offset), data, fn, ctx))
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int add_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    return ckpt_add_piece((CkptWriter *)ctx, name, CKPT_F32, ndim, shape, box, data);
+}
+
+int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, int async, const char *meta_json) {
+    if (ckpt_async_wait()) return -1; /* the previous save must be complete (and valid) first */
+    int rank = st->world ? comm_rank(st->world) : 0, n = st->world ? comm_size(st->world) : 1;
+    /* checksum blocks sized to the state: about 256 per rank's share, 4 KiB to 1 MiB, the same on
+     * every rank (from the whole model's size), so partial reads after resharding stay cheap */
+    ParamTable whole;
+    param_table_build(&whole, &st->chunks[0].cfg, 1);
+    double share = (double)whole.total * 12 / n / 256;
+    param_table_free(&whole);
+    int64_t block = 4096;
+    while (block < (1 << 20) && block * 2 <= share) block *= 2;
+    CkptWriteOptions opt = {block, keep};
+    CkptWriter *w;
+    if (ckpt_writer_begin(dir, step, rank, n, &opt, &w)) return -1;
+    for (int what = 0; what < 3; what++)
+        if (for_each_piece(st, what, 1, add_piece, w)) {
+            ckpt_writer_abort(w);
+            return -1;
+        }
+    return async ? ckpt_writer_commit_async(w, st->world, meta_json) : ckpt_writer_commit(w, st->world, meta_json);
+}
+
+static int read_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    Ckpt *c = ctx;
+    if (ckpt_expect(c, name, CKPT_F32, ndim, shape)) return -1;
+    return ckpt_read_slice(c, name, box, data);
+}
+
+int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
+    for (int what = 0; what < 3; what++)
+        if (for_each_piece(st, what, 0, read_piece, c)) return -1;
+    /* the optimizer's step count (bias correction) continues from the checkpoint */
+    for (int k = 0; k < st->nchunks; k++) {
+        DataParallel *dp = st->dp ? &st->dp[k] : NULL;
+        if (!dp) st->opt->step = step;
+        for (int i = 0; dp && i < dp->nopt; i++) dp->opt[i].step = step;
+    }
+    return 0;
+}
+
+static int count_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    *(double *)ctx += (double)ckpt_slice_numel(box, ndim) * sizeof(float);
+    return 0;
+}
+
+double train_ckpt_own_bytes(const TrainState *st) {
+    double bytes = 0;
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, count_piece, &bytes);
+    return bytes;
+}

@@ -1,0 +1,31 @@
+/* checkpoint.h: training state <-> sharded checkpoints (src/ckpt/). Every rank writes the
+ * pieces of the global tensors it owns (parameters "param/NAME", AdamW moments "adam_m/NAME",
+ * "adam_v/NAME"), described as boxes and ranges of the whole tensors, so a checkpoint saved in
+ * one layout (tp, pp, dp, zero) loads into any other: each rank reads exactly the slices it
+ * holds. Replicated copies are written once (tensor-parallel rank 0, data-parallel rank 0). */
+#ifndef MYRIAD_TRAIN_CHECKPOINT_H
+#define MYRIAD_TRAIN_CHECKPOINT_H
+
+#include "ckpt/ckpt.h"
+#include "model/model.h"
+#include "optim/adamw.h"
+#include "parallel/data_parallel.h"
+
+typedef struct {
+    Model *chunks;     /* [nchunks] this rank's model objects */
+    DataParallel *dp;  /* [nchunks], or NULL in a single process */
+    AdamW *opt;        /* single process: the optimizer state of chunks[0] */
+    int nchunks;
+    Comm *world;       /* NULL in a single process */
+} TrainState;
+
+/* Save step `step` into dir (collective). async: snapshot now, write in the background (the
+ * previous async save is finished first). meta_json: the caller's state (config, layout, seed). */
+int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, int async, const char *meta_json);
+/* Load parameters and optimizer state from an open checkpoint into this rank's pieces
+ * (resharding as needed); every tensor is checked against the model's shapes first. */
+int train_ckpt_load(const TrainState *st, Ckpt *c, long step);
+/* Bytes of parameters and optimizer state this rank holds (what a load should read). */
+double train_ckpt_own_bytes(const TrainState *st);
+
+#endif
