@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
+    hb_start(step);
     struct timespec nap = {step_ms / 1000, (step_ms % 1000) * 1000000};
     while (step < steps) {
         nanosleep(&nap, NULL); /* the "work" of a step */

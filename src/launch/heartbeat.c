@@ -99,6 +99,12 @@ int hb_parse(const char *line, HbMsg *m) {
         }
         return 0;
     }
+    if (n == 4 && !strcmp(tok[0], "FROM")) {
+        m->type = HB_FROM;
+        if (field_ll(tok[1], &m->seq) || field_ll(tok[2], &m->step) || field_ll(tok[3], &m->t_us) || m->step < 0)
+            return myr_error("heartbeat: bad FROM fields");
+        return 0;
+    }
     if (n == 4 && !strcmp(tok[0], "EVENT")) {
         m->type = HB_EVENT;
         if (field_ll(tok[1], &m->seq) || field_ll(tok[3], &m->t_us)) return myr_error("heartbeat: bad EVENT fields");
@@ -219,6 +225,13 @@ int hb_step(long long step, double loss) {
     char line[HB_LINE_MAX], lossbuf[32] = "-";
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
     snprintf(line, sizeof line, "STEP %lld %lld %s %lld", ++hb.seq, step, lossbuf, now_us());
+    return send_signed(line, sizeof line);
+}
+
+int hb_start(long long step) {
+    if (hb.fd < 0) return 0;
+    char line[HB_LINE_MAX];
+    snprintf(line, sizeof line, "FROM %lld %lld %lld", ++hb.seq, step, now_us());
     return send_signed(line, sizeof line);
 }
 

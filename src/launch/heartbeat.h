@@ -27,20 +27,23 @@ int hb_active(void);
 /* Report that `step` completed (loss: NAN when unknown). Errors are recorded but never fatal:
  * training must not stop because the launcher went away. */
 int hb_step(long long step, double loss);
+/* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
+ * launcher knows a resumed rank's position before its first new step completes. */
+int hb_start(long long step);
 /* A named event (a single word, e.g. "checkpoint-saved"). */
 int hb_event(const char *name);
 /* Send the "done" event and close: the launcher then treats this rank's exit as normal. */
 void hb_finish(void);
 
 /* --- protocol helpers shared with the launcher --- */
-typedef enum { HB_HELLO, HB_STEP, HB_EVENT } HbType;
+typedef enum { HB_HELLO, HB_STEP, HB_EVENT, HB_FROM } HbType;
 typedef struct {
     HbType type;
     int attempt, rank;        /* HELLO */
     long long pid;            /* HELLO */
     char host[HB_HOST_MAX];   /* HELLO */
     long long seq;            /* STEP, EVENT: strictly increasing per connection */
-    long long step;           /* STEP */
+    long long step;           /* STEP, FROM */
     double loss;              /* STEP (NAN when absent) */
     long long t_us;           /* STEP, EVENT: sender's CLOCK_REALTIME in microseconds */
     char name[32];            /* EVENT */

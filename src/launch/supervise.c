@@ -442,6 +442,34 @@ static void maybe_inject(Sup *s, int r, long long step) {
     }
 }
 
+/* Job step = the slowest rank's step, once every rank has reported; extends the timeline. */
+static void update_job_step(Sup *s) {
+    long long mn = LLONG_MAX;
+    for (int r = 0; r < s->o->nranks; r++) mn = s->ranks[r].step < mn ? s->ranks[r].step : mn;
+    if (mn < 0 || mn <= s->job_step) return;
+    Timeline *tl = &s->tl[s->attempt];
+    if (s->job_step < 0) {
+        long long lo = LLONG_MAX, recomputed = 0;
+        for (int r = 0; r < s->o->nranks; r++) {
+            RankState *rs = &s->ranks[r];
+            lo = rs->first_step < lo ? rs->first_step : lo;
+            /* steps this rank had reported in earlier attempts that it computes again */
+            long long again = rs->best_step_before - rs->first_step + 1;
+            if (again > recomputed) recomputed = again;
+        }
+        if (s->attempt > 0) {
+            cJSON *e = ev("resumed");
+            cJSON_AddNumberToObject(e, "attempt", s->attempt);
+            cJSON_AddNumberToObject(e, "first_step", (double)lo);
+            cJSON_AddNumberToObject(e, "recomputed_steps", (double)recomputed);
+            emit(e);
+        }
+        tl->s0 = lo;
+    }
+    for (long long st = s->job_step < 0 ? tl->s0 : s->job_step + 1; st <= mn; st++) timeline_add(tl, st, now_s());
+    s->job_step = mn;
+}
+
 static void handle_line(Sup *s, int ci, char *line) {
     Conn *c = &s->conns[ci];
     struct sockaddr_in peer;
@@ -518,6 +546,13 @@ static void handle_line(Sup *s, int ci, char *line) {
         }
         return;
     }
+    if (m.type == HB_FROM) { /* resumed position: the next step it computes is m.step + 1 */
+        if (rs->first_step < 0) rs->first_step = m.step + 1;
+        if (m.step > rs->step) rs->step = m.step;
+        rs->last_progress = now_s();
+        update_job_step(s);
+        return;
+    }
     if (m.type != HB_STEP) return;
     if (rs->first_step < 0) rs->first_step = m.step;
     if (m.step > rs->step) {
@@ -525,37 +560,7 @@ static void handle_line(Sup *s, int ci, char *line) {
         rs->last_progress = now_s();
     }
     if (m.step > rs->best_step) rs->best_step = m.step;
-    /* job step = the slowest rank's step, once everyone has reported */
-    long long mn = LLONG_MAX;
-    for (int r = 0; r < s->o->nranks; r++) mn = s->ranks[r].step < mn ? s->ranks[r].step : mn;
-    if (mn >= 0 && mn > s->job_step) {
-        if (s->job_step < 0) {
-            long long lo = LLONG_MAX, hi = -1;
-            for (int r = 0; r < s->o->nranks; r++) {
-                lo = s->ranks[r].first_step < lo ? s->ranks[r].first_step : lo;
-            }
-            for (int a = 0; a < s->attempt; a++)
-                if (s->tl[a].s0 >= 0 && s->tl[a].s0 + s->tl[a].n - 1 > hi) hi = s->tl[a].s0 + s->tl[a].n - 1;
-            if (s->attempt > 0) {
-                cJSON *e = ev("resumed");
-                cJSON_AddNumberToObject(e, "attempt", s->attempt);
-                cJSON_AddNumberToObject(e, "first_step", (double)lo);
-                long long recomputed = 0;
-                for (int r = 0; r < s->o->nranks; r++) {
-                    /* steps this rank had reported before that it computes again */
-                    long long again = s->ranks[r].best_step_before - s->ranks[r].first_step + 1;
-                    if (again > recomputed) recomputed = again;
-                }
-                cJSON_AddNumberToObject(e, "recomputed_steps", (double)recomputed);
-                emit(e);
-            }
-            s->tl[s->attempt].s0 = lo;
-            (void)hi;
-        }
-        for (long long st = s->job_step < 0 ? s->tl[s->attempt].s0 : s->job_step + 1; st <= mn; st++)
-            timeline_add(&s->tl[s->attempt], st, now_s());
-        s->job_step = mn;
-    }
+    update_job_step(s);
     maybe_inject(s, c->rank, m.step);
 }
 
@@ -678,14 +683,15 @@ static int teardown(Sup *s, pid_t child, int *status) {
         }
     cJSON_AddNumberToObject(e, "launcher_pid", child);
     emit(e);
-    kill(-child, SIGTERM);
-    kill(-child, SIGCONT);
-    double until = now_s() + 3;
-    int reaped = 0;
+    /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
+     * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL */
+    double t0 = now_s();
+    int reaped = 0, termed = 0;
     while (!reaped) {
         pid_t w = waitpid(child, status, WNOHANG);
         if (w == child) reaped = 1;
-        else if (now_s() > until) {
+        else if (!termed && now_s() > t0 + 5) kill(-child, SIGTERM), termed = 1;
+        else if (now_s() > t0 + 7) {
             kill(-child, SIGKILL);
             waitpid(child, status, 0);
             reaped = 1;
