@@ -61,7 +61,9 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
         for (long long i = 0; i < count; i++) {
             Fault r = {.rank = -1};
             r.kind = inject_next(&st) % 2 ? FAULT_HANG : FAULT_KILL;
-            r.step = 1 + (long long)(inject_next(&st) % (uint64_t)maxstep);
+            /* steps 1..MAXSTEP-1: the slowest rank still has work when the fault fires */
+            r.step = maxstep > 1 ? 1 + (long long)(inject_next(&st) % (uint64_t)(maxstep - 1)) : 1;
+            r.job_level = 1;
             r.rank = (int)(inject_next(&st) % (uint64_t)nranks);
             if (add(p, r)) return -1;
         }

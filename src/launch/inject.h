@@ -13,6 +13,7 @@ typedef struct {
     long long step;  /* fires when a rank (or `rank`) first reports this step */
     int rank;        /* KILL, HANG; -1 otherwise */
     char host[64];   /* HOST */
+    int job_level;   /* random: fires when the job step (slowest rank) reaches `step` */
     int fired;
 } Fault;
 

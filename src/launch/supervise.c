@@ -396,7 +396,14 @@ static void maybe_inject(Sup *s, int r, long long step) {
             continue;
         }
         if (s->fault_fired_this_attempt || s->failed) continue;
-        if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && f->rank != r) continue;
+        if (f->job_level) { /* random: due once the slowest rank reached the step */
+            if (s->job_step < f->step) continue;
+            r = f->rank; /* its drawn rank, or the slowest one still running if that one is done */
+            if (s->ranks[r].done || s->ranks[r].closed)
+                for (int q = 0; q < s->o->nranks; q++)
+                    if (!s->ranks[q].done && !s->ranks[q].closed && (r == f->rank || s->ranks[q].step < s->ranks[r].step)) r = q;
+            if (s->ranks[r].done || s->ranks[r].closed) continue;
+        } else if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && f->rank != r) continue;
         cJSON *e = ev("inject");
         cJSON_AddStringToObject(e, "fault", fault_kind_name(f->kind));
         cJSON_AddNumberToObject(e, "step", (double)step);
@@ -442,6 +449,8 @@ static void maybe_inject(Sup *s, int r, long long step) {
     }
 }
 
+static void maybe_inject(Sup *s, int r, long long step);
+
 /* Job step = the slowest rank's step, once every rank has reported; extends the timeline. */
 static void update_job_step(Sup *s) {
     long long mn = LLONG_MAX;
@@ -468,6 +477,7 @@ static void update_job_step(Sup *s) {
     }
     for (long long st = s->job_step < 0 ? tl->s0 : s->job_step + 1; st <= mn; st++) timeline_add(tl, st, now_s());
     s->job_step = mn;
+    maybe_inject(s, -1, mn); /* job-level (random) faults */
 }
 
 static void handle_line(Sup *s, int ci, char *line) {
