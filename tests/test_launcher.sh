@@ -44,9 +44,11 @@ stub_run() {
     shift
     rm -rf "$out/$name"
     mkdir -p "$out/$name"
-    timeout 180 "$M" run --events "$out/$name.jsonl" "$@" --exec -- "$STUB" --steps "${STEPS:-20}" \
+    timeout 180 "$M" run --events "$out/$name.jsonl" --start-timeout 30 "$@" --exec -- "$STUB" --steps "${STEPS:-20}" \
         --step-ms "${STEP_MS:-20}" --state "$out/$name" ${STUB_ARGS:-} >"$out/$name.out" 2>"$out/$name.err"
 }
+# keep the logs of a failing case for inspection (the temporary dir is removed on exit)
+keep() { mkdir -p build/test-logs/launcher && cp "$out/$1".* build/test-logs/launcher/ 2>/dev/null; }
 same_final() { [ -s "$out/$1/final.txt" ] && cmp -s "$out/ref/final.txt" "$out/$1/final.txt"; }
 
 # 0. plain runs are unaffected: the stub without the launcher's environment
@@ -66,7 +68,7 @@ if [ $rc -eq 0 ] && [ "$(wc -l <"$out/ref/final.txt")" -eq 3 ] && grep -q "rank 
     [ "$(ev "$out/ref.jsonl" connected)" -eq 1 ]; then
     echo "ok launcher_reference_run"
 else
-    echo "FAIL launcher_reference_run (exit $rc)"
+    echo "FAIL launcher_reference_run (exit $rc)"; keep ref
     tail -5 "$out/ref.err" >&2
 fi
 
@@ -79,7 +81,7 @@ if [ $rc -eq 0 ] && same_final kill && [ "$(ev "$out/kill.jsonl" inject '.fault 
     [ "$(ev "$out/kill.jsonl" resumed '.recomputed_steps <= 1')" -eq 1 ]; then
     echo "ok launcher_kill_rank_recovers_same_final_state"
 else
-    echo "FAIL launcher_kill_rank_recovers_same_final_state (exit $rc)"
+    echo "FAIL launcher_kill_rank_recovers_same_final_state (exit $rc)"; keep kill
     tail -5 "$out/kill.err" >&2
 fi
 
@@ -92,7 +94,7 @@ if [ $rc -eq 0 ] && same_final hang && [ "$(ev "$out/hang.jsonl" heartbeat-timeo
     awk -v s="$since" 'BEGIN { exit !(s >= 1.8 && s <= 2.2) }'; then
     echo "ok launcher_hang_declared_dead_in_timeout (stopped rank declared dead after ${since} s, timeout 2 s)"
 else
-    echo "FAIL launcher_hang_declared_dead_in_timeout (exit $rc, after '${since}' s)"
+    echo "FAIL launcher_hang_declared_dead_in_timeout (exit $rc, after '${since}' s)"; keep hang
     tail -5 "$out/hang.err" >&2
 fi
 
@@ -105,7 +107,7 @@ if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$msg" | grep -c .)" -eq 1 ] && [[ "$msg"
     [ "$(ev "$out/maxr.jsonl" finished '.status == "failed"')" -eq 1 ]; then
     echo "ok launcher_max_restarts_enforced"
 else
-    echo "FAIL launcher_max_restarts_enforced (exit $rc: $msg)"
+    echo "FAIL launcher_max_restarts_enforced (exit $rc: $msg)"; keep maxr
 fi
 
 # 5. a rank presenting a wrong job secret is refused (and says so); the job does not run
@@ -115,7 +117,7 @@ if [ $rc -ne 0 ] && [ "$(ev "$out/secret.jsonl" auth-refused '(.reason | test("b
     grep -q "hb_stub rank 1: heartbeat: the launcher refused rank 1" "$out/secret.err" && [ ! -e "$out/secret/final.txt" ]; then
     echo "ok launcher_wrong_secret_refused"
 else
-    echo "FAIL launcher_wrong_secret_refused (exit $rc)"
+    echo "FAIL launcher_wrong_secret_refused (exit $rc)"; keep secret
     tail -5 "$out/secret.err" >&2
 fi
 
@@ -188,7 +190,7 @@ if [ $rc -eq 0 ] && [ -s "$out/soak/final.txt" ] && cmp -s "$out/soakref/final.t
     [ "$restarts" = "$SOAK_FAULTS" ] && [ "$(ev "$out/soak.jsonl" inject)" -eq "$SOAK_FAULTS" ]; then
     echo "ok launcher_random_soak ($SOAK_FAULTS faults, $restarts restarts, goodput $goodput)"
 else
-    echo "FAIL launcher_random_soak (exit $rc, restarts '$restarts' of $SOAK_FAULTS)"
+    echo "FAIL launcher_random_soak (exit $rc, restarts '$restarts' of $SOAK_FAULTS)"; keep soak
     tail -5 "$out/soak.err" >&2
 fi
 
@@ -252,6 +254,6 @@ if [ $rc_ref -eq 0 ] && [ -s "$out/nsref/final.txt" ] && grep -q "rank 3 step 15
     [ "$(ev "$out/nshost.jsonl" link-cut '.status == 0')" -eq 1 ]; then
     echo "ok launcher_multihost_lose_host_resumes_on_spare"
 else
-    echo "FAIL launcher_multihost_lose_host_resumes_on_spare (exit ref $rc_ref, faulted $rc)"
+    echo "FAIL launcher_multihost_lose_host_resumes_on_spare (exit ref $rc_ref, faulted $rc)"; keep nsref; keep nshost
     tail -5 "$out/nsref.err" "$out/nshost.err" >&2
 fi
