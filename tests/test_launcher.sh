@@ -60,6 +60,16 @@ else
     echo "FAIL launcher_plain_run_without_heartbeat_env"
 fi
 
+# a program without heartbeats (bench comm) runs to completion under the supervisor
+if timeout 120 "$M" run -n 2 --max-restarts 1 --events "$out/bench.jsonl" -- bench comm -b 64 -e 64 -n 1 -w 0 \
+    >"$out/bench.out" 2>"$out/bench.err" && grep -q '0 OK' "$out/bench.out" &&
+    [ "$(ev "$out/bench.jsonl" finished '.status == "ok" and .restarts == 0')" -eq 1 ]; then
+    echo "ok launcher_supervises_program_without_heartbeats"
+else
+    echo "FAIL launcher_supervises_program_without_heartbeats"
+    tail -5 "$out/bench.err" >&2
+fi
+
 # 1. the failure-free reference
 stub_run ref -n 3 --max-restarts 0
 rc=$?

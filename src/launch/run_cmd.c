@@ -56,7 +56,8 @@ static void usage(FILE *out) {
                  "  --spares K          hot spare hosts at the end of --hosts (default 0)\n"
                  "  --max-restarts R    relaunch at most R times, with --resume auto (default 3)\n"
                  "  --hang-timeout S    a rank without a new step for S seconds is dead (default 0 = off)\n"
-                 "  --start-timeout S   every rank must connect within S seconds of a launch (default 300)\n"
+                 "  --start-timeout S   every rank must connect within S seconds of a launch\n"
+                 "                      (default 300 with --hang-timeout, else off)\n"
                  "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
                  "                      random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
                  "  --events FILE       append every event as a JSON line to FILE\n"
@@ -111,7 +112,7 @@ int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
     const char *extra[32];
     int nextra = 0;
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = 300};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             first = i + 1;
@@ -150,8 +151,10 @@ int cmd_run(int argc, char **argv) {
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
-    if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || so.start_timeout <= 0)
+    if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || (so.start_timeout <= 0 && so.start_timeout != -1))
         myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
+    /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
+    if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
     if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra, nextra);
     char *mpirun = find_on_path("mpirun");
     if (!mpirun)

@@ -666,7 +666,7 @@ static void check_timeouts(Sup *s) {
              t - rs->last_progress, rs->step);
         return;
     }
-    if (t - s->launch_time > s->o->start_timeout) {
+    if (s->o->start_timeout > 0 && t - s->launch_time > s->o->start_timeout) {
         for (int r = 0; r < s->o->nranks; r++)
             if (!s->ranks[r].connected) {
                 cJSON *e = ev("heartbeat-timeout");

@@ -14,7 +14,7 @@ typedef struct {
     int spares;                /* the last `spares` hosts of hosts_file are spares */
     int max_restarts;
     double hang_timeout;       /* seconds without progress before a rank is dead; 0 = off */
-    double start_timeout;      /* seconds for every rank to connect after a launch */
+    double start_timeout;      /* seconds for every rank to connect after a launch; 0 = off */
     FaultPlan plan;
     const char *events_path;   /* JSON lines; NULL = print only */
     const char *ckpt_dir;      /* exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit under it */
