@@ -18,6 +18,7 @@ SOAK_FAULTS=${SOAK_FAULTS:-10}
 out=$(mktemp -d /tmp/myriad-launcher-XXXXXX)
 NS_PREFIX="myl$$"
 cleanup_ns() {
+    for i in 1 2 3; do ip link del "${NS_PREFIX}v$i" 2>/dev/null; done
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${NS_PREFIX}h"); do
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null

@@ -449,8 +449,6 @@ static void maybe_inject(Sup *s, int r, long long step) {
     }
 }
 
-static void maybe_inject(Sup *s, int r, long long step);
-
 /* Job step = the slowest rank's step, once every rank has reported; extends the timeline. */
 static void update_job_step(Sup *s) {
     long long mn = LLONG_MAX;
@@ -934,9 +932,6 @@ int supervise(SuperviseOpts *o) {
         for (int ci = s->nconns - 1; ci >= 0; ci--) close_conn(s, ci);
         if (finished || stop_signal) break;
         if (s->attempt == o->max_restarts) break;
-        if (s->lost_host_this_attempt < 0 && s->nactive) {
-            /* no explicit host loss: keep the same hosts */
-        }
         if (replace_lost_hosts(s) != 0) {
             fprintf(stderr, "myriad: %s\n", myr_last_error());
             cJSON *g = ev("giving-up");
