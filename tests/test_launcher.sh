@@ -191,6 +191,25 @@ bad spares_without_hosts "--spares needs --hosts" -n 2 --spares 1 --exec -- /bin
 bad too_few_slots "have 1 slots for 2 ranks" -n 2 --hosts "$out/small_hosts" --spares 1 --exec -- /bin/true
 bad unknown_host "not in --hosts" -n 2 --hosts "$out/small_hosts" --inject host@3:h9 --exec -- /bin/true
 
+# SIGTERM to the supervisor ends the job: exit 128+15, event "interrupted", no rank left behind
+mkdir -p "$out/term"
+timeout 60 "$M" run -n 2 --max-restarts 3 --events "$out/term.jsonl" --exec -- "$STUB" --steps 1000 --step-ms 20 \
+    --state "$out/term" >"$out/term.out" 2>"$out/term.err" &
+pid=$!
+for _ in $(seq 100); do [ "$(ev "$out/term.jsonl" connected)" -ge 1 ] && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+rc=$?
+sleep 0.5
+left=$(pgrep -f -- "--state $out/term" | tr '\n' ' ')
+if [ $rc -eq 143 ] && [ -z "$left" ] && [ "$(ev "$out/term.jsonl" interrupted '.signal == 15')" -eq 1 ] &&
+    [ "$(ev "$out/term.jsonl" launch)" -eq 1 ]; then
+    echo "ok launcher_sigterm_stops_job"
+else
+    echo "FAIL launcher_sigterm_stops_job (exit $rc, left: $left)"
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+fi
+
 # 9. soak: SOAK_FAULTS random kills/hangs, each costing one restart; same final state
 STEPS=40 STEP_MS=20 stub_run soak -n 3 --max-restarts "$SOAK_FAULTS" --hang-timeout 1 --inject "random:11:$SOAK_FAULTS:40"
 rc=$?

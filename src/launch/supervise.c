@@ -960,6 +960,7 @@ int supervise(SuperviseOpts *o) {
         if (exit_code == 0) exit_code = 1;
     }
 done:;
+    if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
     double wall = now_s() - t_start;
     double productive = productive_time(s, s->attempt, &steps);
@@ -971,7 +972,7 @@ done:;
     cJSON_AddNumberToObject(f, "wall_s", round(wall * 1000) / 1000);
     cJSON_AddNumberToObject(f, "goodput", wall > 0 ? round(productive / wall * 10000) / 10000 : 0);
     cJSON_AddNumberToObject(f, "refused", (double)s->refused);
-    cJSON_AddNumberToObject(f, "exit_code", stop_signal && exit_code == 0 ? 128 + stop_signal : exit_code);
+    cJSON_AddNumberToObject(f, "exit_code", exit_code);
     emit(f);
     fprintf(stderr, "myriad run: %s after %d restart%s; goodput %.1f%% (%.2f s productive of %.2f s wall, %lld steps)\n",
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
@@ -981,6 +982,5 @@ done:;
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
     free(s->tl), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
     if (lfd >= 0) close(lfd);
-    if (stop_signal && exit_code == 0) exit_code = 128 + stop_signal;
     return exit_code;
 }
