@@ -1,7 +1,9 @@
-/* run_cmd.c: `myriad run -n N -- <subcommand> [args...]`: a local convenience that starts this
- * binary on N ranks through mpirun with the flags a workstation needs (--oversubscribe, no
- * core binding, root allowed, OpenMP threads split between the ranks), forwards SIGINT/SIGTERM
- * to mpirun, and exits with its exit code. Clusters use their own launcher (mpirun, srun). */
+/* run_cmd.c: `myriad run -n N -- <subcommand> [args...]`: starts this binary on N ranks through
+ * mpirun with the flags a workstation needs (--oversubscribe, no core binding, root allowed,
+ * OpenMP threads split between the ranks), forwards SIGINT/SIGTERM to mpirun, and exits with its
+ * exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
+ * hands the job to the supervisor (supervise.c): heartbeats, restarts, spares, fault injection,
+ * event log and goodput; through srun inside a Slurm allocation. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "launch/supervise.h"
 #include "util/args.h"
 #include "util/error.h"
 
@@ -44,19 +47,72 @@ static char *find_on_path(const char *name) {
 }
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: myriad run -n N [--dry-run] [--mpirun-arg ARG]... -- <subcommand> [args...]\n"
+    fprintf(out, "usage: myriad run -n N [options] -- <subcommand> [args...]\n"
                  "  -n N              number of ranks\n"
-                 "  --mpirun-arg ARG  pass ARG to mpirun (repeatable), e.g. --mpirun-arg --tag-output\n"
-                 "  --dry-run         print the mpirun command line and exit\n"
+                 "  --mpirun-arg ARG  pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output\n"
+                 "  --dry-run         print the launch command line and exit\n"
+                 "fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):\n"
+                 "  --hosts FILE        hosts, one per line 'HOST [slots=N]'; the last --spares K are spares\n"
+                 "  --spares K          hot spare hosts at the end of --hosts (default 0)\n"
+                 "  --max-restarts R    relaunch at most R times, with --resume auto (default 3)\n"
+                 "  --hang-timeout S    a rank without a new step for S seconds is dead (default 0 = off)\n"
+                 "  --start-timeout S   every rank must connect within S seconds of a launch\n"
+                 "                      (default 300 with --hang-timeout, else off)\n"
+                 "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
+                 "                      random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
+                 "  --events FILE       append every event as a JSON line to FILE\n"
+                 "  --ckpt-dir DIR      checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)\n"
+                 "  --hb-addr ADDR      address the ranks reach the launcher at (default 127.0.0.1)\n"
+                 "  --cut-link-cmd CMD  shell command run when host@ fires (MYRIAD_LOST_HOST names the host)\n"
+                 "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
+                 "  --exec              the command after -- is a program, not a myriad subcommand\n"
+                 "  --supervise         use the supervisor with all defaults\n"
                  "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");
 }
 
+/* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
+static void launch_env(int n) {
+    if (geteuid() == 0) { /* Open MPI refuses root without both variables */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+    if (!getenv("OMP_NUM_THREADS")) { /* N ranks x all cores of OpenMP threads would thrash */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        char t[24];
+        snprintf(t, sizeof t, "%ld", cores / n > 1 ? cores / n : 1);
+        setenv("OMP_NUM_THREADS", t, 1);
+    }
+}
+
+static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int argc, char **argv, int first,
+                          const char **extra, int nextra) {
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
+    self[len] = 0;
+    char **cmd = calloc((size_t)(argc - first + 2), sizeof *cmd);
+    int k = 0;
+    if (!exec_mode) cmd[k++] = self;
+    for (int i = first; i < argc; i++) cmd[k++] = argv[i];
+    so->nranks = n;
+    so->cmd = cmd;
+    so->extra = (char **)extra;
+    so->nextra = nextra;
+    so->dry_run = dry;
+    launch_env(n);
+    int rc = supervise(so);
+    inject_free(&so->plan);
+    free(cmd);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
-    int n = 0, dry = 0, first = -1;
+    int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
     const char *extra[32];
     int nextra = 0;
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             first = i + 1;
@@ -65,6 +121,25 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
         else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) n = args_next_int(argc, argv, &i);
         else if (!strcmp(argv[i], "--dry-run")) dry = 1;
+        else if (!strcmp(argv[i], "--hosts")) so.hosts_file = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--spares")) so.spares = args_next_int(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--max-restarts")) so.max_restarts = args_next_int(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--hang-timeout")) so.hang_timeout = args_next_double(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--start-timeout")) so.start_timeout = args_next_double(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--inject")) {
+            if (n < 1) myr_die("run: give -n N before --inject (rank numbers are checked against N)");
+            if (inject_parse(&so.plan, args_value(argc, argv, &i), n) != 0) myr_die_last();
+            supervised = 1;
+        } else if (!strcmp(argv[i], "--events")) so.events_path = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--ckpt-dir")) so.ckpt_dir = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--hb-addr")) so.hb_host = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--cut-link-cmd")) so.cut_link_cmd = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--launcher")) {
+            so.launcher = args_value(argc, argv, &i), supervised = 1;
+            if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun"))
+                myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
+        } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
+        else if (!strcmp(argv[i], "--supervise")) supervised = 1;
         else if (!strcmp(argv[i], "--mpirun-arg")) {
             if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");
             extra[nextra++] = args_value(argc, argv, &i);
@@ -75,7 +150,12 @@ int cmd_run(int argc, char **argv) {
     }
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
-    if (!strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || (so.start_timeout <= 0 && so.start_timeout != -1))
+        myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
+    /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
+    if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
+    if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra, nextra);
     char *mpirun = find_on_path("mpirun");
     if (!mpirun)
         myr_die("run: mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin) or start "
@@ -101,16 +181,7 @@ int cmd_run(int argc, char **argv) {
     for (int i = first; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
 
-    if (geteuid() == 0) { /* Open MPI refuses root without both variables */
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    }
-    if (!getenv("OMP_NUM_THREADS")) { /* N ranks x all cores of OpenMP threads would thrash */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        char t[24];
-        snprintf(t, sizeof t, "%ld", cores / n > 1 ? cores / n : 1);
-        setenv("OMP_NUM_THREADS", t, 1);
-    }
+    launch_env(n);
     if (dry) {
         for (int i = 0; args[i]; i++) printf("%s%s", i ? " " : "", args[i]);
         printf("\n");

@@ -1,0 +1,59 @@
+/* heartbeat.h: the authenticated heartbeat channel between training ranks and `myriad run`.
+ * A rank calls hb_connect_from_env() once, hb_step() after every step and hb_finish() before
+ * exiting; without MYRIAD_HB_ADDR in the environment (a plain run) every call is a no-op.
+ * The wire protocol (one TCP connection per rank, text lines, each MACed with HMAC-SHA256 under
+ * the per-job secret and a per-connection nonce) is specified in docs/LAUNCHER.md; the parsing
+ * and MAC helpers are shared with the launcher's server side. */
+#ifndef MYRIAD_LAUNCH_HEARTBEAT_H
+#define MYRIAD_LAUNCH_HEARTBEAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HB_SECRET_BYTES 32
+#define HB_NONCE_BYTES 16
+#define HB_LINE_MAX 512
+#define HB_HOST_MAX 64
+
+/* --- client (training rank) --- */
+/* Connect and authenticate using MYRIAD_HB_ADDR (host:port), MYRIAD_HB_SECRET (64 hex chars),
+ * MYRIAD_HB_ATTEMPT and the rank from MYRIAD_RANK / OMPI_COMM_WORLD_RANK / PMIX_RANK /
+ * SLURM_PROCID / PMI_RANK. Returns 0 when connected or when MYRIAD_HB_ADDR is unset (no-op),
+ * -1 with myr_error() when the launcher is unreachable or refuses the rank. */
+int hb_connect_from_env(void);
+/* Connect with explicit parameters (the test stubs use it to present a wrong secret). */
+int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int attempt, int rank);
+int hb_active(void);
+/* Report that `step` completed (loss: NAN when unknown). Errors are recorded but never fatal:
+ * training must not stop because the launcher went away. */
+int hb_step(long long step, double loss);
+/* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
+ * launcher knows a resumed rank's position before its first new step completes. */
+int hb_start(long long step);
+/* A named event (a single word, e.g. "checkpoint-saved"). */
+int hb_event(const char *name);
+/* Send the "done" event and close: the launcher then treats this rank's exit as normal. */
+void hb_finish(void);
+
+/* --- protocol helpers shared with the launcher --- */
+typedef enum { HB_HELLO, HB_STEP, HB_EVENT, HB_FROM } HbType;
+typedef struct {
+    HbType type;
+    int attempt, rank;        /* HELLO */
+    long long pid;            /* HELLO */
+    char host[HB_HOST_MAX];   /* HELLO */
+    long long seq;            /* STEP, EVENT: strictly increasing per connection */
+    long long step;           /* STEP, FROM */
+    double loss;              /* STEP (NAN when absent) */
+    long long t_us;           /* STEP, EVENT: sender's CLOCK_REALTIME in microseconds */
+    char name[32];            /* EVENT */
+} HbMsg;
+
+/* Append " <mac>" (HMAC-SHA256 of "<nonce_hex> <body>" in hex) to body in buf (size cap). */
+int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
+/* Check the MAC of a received line (no newline) and strip it: 0 when authentic, -1 otherwise. */
+int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
+/* Parse a verified line (MAC stripped) into m; -1 with myr_error() on malformed input. */
+int hb_parse(const char *line, HbMsg *m);
+
+#endif

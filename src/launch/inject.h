@@ -1,0 +1,35 @@
+/* inject.h: fault-injection specs for `myriad run --inject` (kill@STEP:RANK, hang@STEP:RANK,
+ * host@STEP:HOST, corrupt@STEP, random:SEED:COUNT[:MAXSTEP]) parsed into a list of faults that the
+ * supervisor fires when a rank reports the step. Semantics: docs/LAUNCHER.md. */
+#ifndef MYRIAD_LAUNCH_INJECT_H
+#define MYRIAD_LAUNCH_INJECT_H
+
+#include <stdint.h>
+
+typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT } FaultKind;
+
+typedef struct {
+    FaultKind kind;
+    long long step;  /* fires when a rank (or `rank`) first reports this step */
+    int rank;        /* KILL, HANG; -1 otherwise */
+    char host[64];   /* HOST */
+    int job_level;   /* random: fires when the job step (slowest rank) reaches `step` */
+    int fired;
+} Fault;
+
+typedef struct {
+    Fault *faults;
+    int n, cap;
+    uint64_t seed;   /* for corrupt@ (which file, which bit); the last random: seed or 1 */
+} FaultPlan;
+
+/* Add the faults of one --inject value (comma-separated specs allowed) for a job of nranks.
+ * Returns 0, or -1 with myr_error() naming the bad spec and the expected forms. */
+int inject_parse(FaultPlan *plan, const char *spec, int nranks);
+void inject_free(FaultPlan *plan);
+const char *fault_kind_name(FaultKind k);
+
+/* splitmix64 step (deterministic draws for random: and corrupt@). */
+uint64_t inject_next(uint64_t *state);
+
+#endif

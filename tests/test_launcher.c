@@ -1,0 +1,179 @@
+/* test_launcher.c: unit tests of the launcher's pieces that need no processes: SHA-256 against
+ * the FIPS 180-4 example vectors (and padding-boundary lengths hashed by Python's hashlib),
+ * HMAC-SHA256 against RFC 4231, the heartbeat line MAC (wrong secret, wrong nonce, tampering
+ * all refused), heartbeat line parsing, and --inject spec parsing. The processes (mpirun,
+ * restarts, hangs, hosts) are tested by tests/test_launcher.sh. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch/heartbeat.h"
+#include "launch/inject.h"
+#include "test.h"
+#include "util/sha256.h"
+
+static int digest_is(const uint8_t d[32], const char *hex) {
+    char got[65];
+    hex_encode(d, 32, got);
+    if (strcmp(got, hex)) fprintf(stderr, "  got  %s\n  want %s\n", got, hex);
+    return !strcmp(got, hex);
+}
+
+static void test_sha256_fips_vectors(void) {
+    uint8_t d[32];
+    sha256("", 0, d);
+    CHECK(digest_is(d, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"), "empty");
+    sha256("abc", 3, d);
+    CHECK(digest_is(d, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"), "abc");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha256(two, strlen(two), d);
+    CHECK(digest_is(d, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"), "448-bit");
+    char *m = malloc(1000000);
+    memset(m, 'a', 1000000);
+    sha256(m, 1000000, d);
+    CHECK(digest_is(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "million a");
+    /* the same million bytes fed in uneven pieces */
+    Sha256 s;
+    sha256_init(&s);
+    for (size_t off = 0, k = 1; off < 1000000; off += k, k = k % 97 + 1)
+        sha256_update(&s, m + off, off + k > 1000000 ? 1000000 - off : k);
+    sha256_final(&s, d);
+    CHECK(digest_is(d, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"), "million a, pieces");
+    free(m);
+}
+
+/* Lengths around the 55/56/64-byte padding boundaries; digests from Python's hashlib of the
+ * bytes (7 i + 3) mod 256. */
+static void test_sha256_padding_boundaries(void) {
+    static const struct { size_t n; const char *hex; } cases[] = {
+        {55, "e7313d333c272e639f790978283f9eb392e843d0f29b7016828bb1daa4aac70b"},
+        {56, "4324d65f3c103567f5589c710bc08f8523f929a9272e3af36fc968e52abc6c27"},
+        {63, "81c80242132f230c3bd41b3e63bbcff16107339549214a99614ff26664625055"},
+        {64, "39e3d7b6b5d075d37d053ad89b24b41bef4f3c29760c84447cab3f3be1882241"},
+        {65, "aacca6ff74fdbb296d165a45cecfa04e5127bc008770fbbdd48006f2d2fae95e"},
+        {119, "9ce7368e4daf32341631b492e80359dc9f594b48453cd0dd5bf0b19279cc177e"},
+        {120, "7836b787757e95e58b3ca5aec90b1b004e8deba1e50e9675af9cabf1a13a04b5"},
+        {1000, "1e9bc38cbf860b9ec31918b065f9b52476c549a782e0e7990bed8ce3868d2371"},
+    };
+    uint8_t buf[1000], d[32];
+    for (int i = 0; i < 1000; i++) buf[i] = (uint8_t)(i * 7 + 3);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sha256(buf, cases[c].n, d);
+        CHECK(digest_is(d, cases[c].hex), "length %zu", cases[c].n);
+    }
+}
+
+static void test_hmac_rfc4231(void) {
+    uint8_t key[131], d[32];
+    memset(key, 0x0b, 20);
+    hmac_sha256(key, 20, "Hi There", 8, d);
+    CHECK(digest_is(d, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"), "case 1");
+    const char *what = "what do ya want for nothing?";
+    hmac_sha256("Jefe", 4, what, strlen(what), d);
+    CHECK(digest_is(d, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"), "case 2");
+    memset(key, 0xaa, 131);
+    const char *big = "Test Using Larger Than Block-Size Key - Hash Key First";
+    hmac_sha256(key, 131, big, strlen(big), d);
+    CHECK(digest_is(d, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"), "case 6 (long key)");
+    uint8_t d2[32];
+    hmac_sha256_2(key, 131, big, 10, big + 10, strlen(big) - 10, d2);
+    CHECK(memcmp(d, d2, 32) == 0, "two-piece HMAC equals one-piece");
+}
+
+static void test_heartbeat_mac(void) {
+    uint8_t secret[HB_SECRET_BYTES], other[HB_SECRET_BYTES];
+    for (int i = 0; i < HB_SECRET_BYTES; i++) secret[i] = (uint8_t)(i * 13 + 1), other[i] = secret[i];
+    other[5] ^= 0x10;
+    const char *nonce = "00112233445566778899aabbccddeeff", *nonce2 = "00112233445566778899aabbccddeefe";
+    char line[HB_LINE_MAX];
+    strcpy(line, "STEP 3 17 2.5 1700000000000000");
+    CHECK(hb_sign(line, sizeof line, secret, nonce) == 0, "sign");
+    char copy[HB_LINE_MAX];
+    strcpy(copy, line);
+    CHECK(hb_verify(copy, secret, nonce) == 0 && !strcmp(copy, "STEP 3 17 2.5 1700000000000000"), "authentic: %s", copy);
+    strcpy(copy, line);
+    CHECK(hb_verify(copy, other, nonce) != 0, "a one-bit different secret is refused");
+    strcpy(copy, line);
+    CHECK(hb_verify(copy, secret, nonce2) != 0, "a line replayed on another connection (nonce) is refused");
+    strcpy(copy, line);
+    copy[8] = '8'; /* step 17 -> 18 */
+    CHECK(hb_verify(copy, secret, nonce) != 0, "a tampered step is refused");
+    strcpy(copy, line);
+    copy[strlen(copy) - 1] = 0;
+    CHECK(hb_verify(copy, secret, nonce) != 0, "a truncated MAC is refused");
+    strcpy(copy, "STEP 3 17 2.5 1700000000000000");
+    CHECK(hb_verify(copy, secret, nonce) != 0, "a line without a MAC is refused");
+    /* the MAC is HMAC(secret, nonce + " " + body), checked against the library's HMAC */
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s STEP 3 17 2.5 1700000000000000", nonce);
+    uint8_t d[32];
+    hmac_sha256(secret, HB_SECRET_BYTES, msg, strlen(msg), d);
+    char hex[65];
+    hex_encode(d, 32, hex);
+    CHECK(!strcmp(strrchr(line, ' ') + 1, hex), "MAC construction");
+}
+
+static void test_heartbeat_parse(void) {
+    HbMsg m;
+    CHECK(hb_parse("HELLO 2 7 4242 node-3", &m) == 0 && m.type == HB_HELLO && m.attempt == 2 && m.rank == 7 &&
+              m.pid == 4242 && !strcmp(m.host, "node-3"), "hello");
+    CHECK(hb_parse("STEP 5 100 3.25 123", &m) == 0 && m.type == HB_STEP && m.seq == 5 && m.step == 100 &&
+              m.loss == 3.25 && m.t_us == 123, "step");
+    CHECK(hb_parse("STEP 5 100 - 123", &m) == 0 && isnan(m.loss), "step without a loss");
+    CHECK(hb_parse("FROM 1 40 9", &m) == 0 && m.type == HB_FROM && m.step == 40, "from");
+    CHECK(hb_parse("EVENT 9 done 77", &m) == 0 && m.type == HB_EVENT && !strcmp(m.name, "done"), "event");
+    const char *bad[] = {"", "STEP", "STEP 1 x - 5", "STEP 1 -3 - 5", "STEP 1 2 3.0.1 5", "STEP 1 2 - 5 extra",
+                         "HELLO 0 -1 5 h", "HELLO 0 1 0 h", "HELLO a 1 5 h", "NOPE 1 2 3", "EVENT 1 done",
+                         "FROM 1 -2 3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
+}
+
+static void test_inject_parse(void) {
+    FaultPlan p = {0};
+    CHECK(inject_parse(&p, "kill@3:1,hang@5:0", 4) == 0 && p.n == 2, "two specs");
+    CHECK(p.faults[0].kind == FAULT_KILL && p.faults[0].step == 3 && p.faults[0].rank == 1, "kill");
+    CHECK(p.faults[1].kind == FAULT_HANG && p.faults[1].step == 5 && p.faults[1].rank == 0, "hang");
+    CHECK(inject_parse(&p, "host@9:node-2", 4) == 0 && p.faults[2].kind == FAULT_HOST && !strcmp(p.faults[2].host, "node-2"),
+          "host");
+    CHECK(inject_parse(&p, "corrupt@4", 4) == 0 && p.faults[3].kind == FAULT_CORRUPT && p.faults[3].step == 4, "corrupt");
+    inject_free(&p);
+    const char *bad[] = {"kill@0:1", "kill@3:4", "kill@3", "hang@x:1", "host@3", "corrupt@3:1", "boom@1:1",
+                         "random:1:0", "random:1", "random:x:3", "random:1:3:0", "kill3:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FaultPlan q = {0};
+        CHECK(inject_parse(&q, bad[i], 4) != 0, "accepted '%s'", bad[i]);
+        inject_free(&q);
+    }
+}
+
+static void test_inject_random_is_deterministic(void) {
+    FaultPlan a = {0}, b = {0}, c = {0};
+    CHECK(inject_parse(&a, "random:7:30:40", 4) == 0 && a.n == 30, "30 faults");
+    CHECK(inject_parse(&b, "random:7:30:40", 4) == 0, "again");
+    CHECK(inject_parse(&c, "random:8:30:40", 4) == 0, "other seed");
+    int same = 1, differ = 0, kills = 0, in_range = 1;
+    for (int i = 0; i < 30; i++) {
+        same &= a.faults[i].kind == b.faults[i].kind && a.faults[i].step == b.faults[i].step &&
+                a.faults[i].rank == b.faults[i].rank;
+        differ |= a.faults[i].step != c.faults[i].step || a.faults[i].rank != c.faults[i].rank;
+        kills += a.faults[i].kind == FAULT_KILL;
+        in_range &= a.faults[i].step >= 1 && a.faults[i].step <= 40 && a.faults[i].rank >= 0 && a.faults[i].rank < 4 &&
+                    (a.faults[i].kind == FAULT_KILL || a.faults[i].kind == FAULT_HANG);
+    }
+    CHECK(same, "same seed, same faults");
+    CHECK(differ, "another seed, other faults");
+    CHECK(in_range, "steps in 1..40, ranks in 0..3, kill or hang");
+    CHECK(kills > 0 && kills < 30, "both kinds drawn (%d kills)", kills);
+    inject_free(&a), inject_free(&b), inject_free(&c);
+}
+
+int main(void) {
+    RUN(test_sha256_fips_vectors);
+    RUN(test_sha256_padding_boundaries);
+    RUN(test_hmac_rfc4231);
+    RUN(test_heartbeat_mac);
+    RUN(test_heartbeat_parse);
+    RUN(test_inject_parse);
+    RUN(test_inject_random_is_deterministic);
+    return TEST_SUMMARY();
+}

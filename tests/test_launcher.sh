@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# tests/test_launcher.sh: `myriad run` as a supervisor, end to end, with a stub trainer
+# (tests/hb_stub.c: per-rank deterministic chain, state file per step, heartbeats, resume) under
+# real mpirun. The oracle of every recovery case is a failure-free run of the same stub: the
+# final state (every rank's last step and value) must be identical.
+#   kill a rank, hang a rank (declared dead within the hang timeout +-10%), --max-restarts
+#   enforced with one clear line, a wrong job secret refused, corrupt@ flips exactly one bit,
+#   srun command lines with a fake srun, a random:SEED:COUNT soak (SOAK_FAULTS, default 10),
+#   bad input, and a multi-host run on network namespaces that loses a host and finishes on
+#   the spare (skipped when namespaces cannot be created).
+# Prints ok/FAIL/skip lines for tests/run.sh.
+set -u
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+M=$(pwd)/bin/myriad
+STUB=$(pwd)/build/hb_stub
+SOAK_FAULTS=${SOAK_FAULTS:-10}
+out=$(mktemp -d /tmp/myriad-launcher-XXXXXX)
+NS_PREFIX="myl$$"
+cleanup_ns() {
+    for i in 1 2 3; do ip link del "${NS_PREFIX}v$i" 2>/dev/null; done
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${NS_PREFIX}h"); do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    ip link del "${NS_PREFIX}br" 2>/dev/null
+}
+trap 'cleanup_ns; rm -rf "$out"' EXIT
+
+if ! command -v mpirun >/dev/null; then
+    echo "skip test_launcher (mpirun is not installed)"
+    exit 0
+fi
+if ! mpicc -O2 -std=gnu11 -Isrc tests/hb_stub.c build/libmyriad.a -o "$STUB" -lcjson -lm -lpthread 2>"$out/cc.err"; then
+    echo "FAIL launcher_build_stub"
+    cat "$out/cc.err" >&2
+    exit 1
+fi
+
+# ev FILE EVENT [JQ-FILTER]: number of events of that name (matching the filter)
+ev() { jq -c "select(.event == \"$2\")${3:+ | select($3)}" "$1" 2>/dev/null | wc -l; }
+# stub_run NAME ARGS...: supervised run of the stub; state in $out/NAME, events in $out/NAME.jsonl
+stub_run() {
+    local name=$1
+    shift
+    rm -rf "$out/$name"
+    mkdir -p "$out/$name"
+    timeout 180 "$M" run --events "$out/$name.jsonl" --start-timeout 30 "$@" --exec -- "$STUB" --steps "${STEPS:-20}" \
+        --step-ms "${STEP_MS:-20}" --state "$out/$name" ${STUB_ARGS:-} >"$out/$name.out" 2>"$out/$name.err"
+}
+# keep the logs of a failing case for inspection (the temporary dir is removed on exit)
+keep() { mkdir -p build/test-logs/launcher && cp "$out/$1".* build/test-logs/launcher/ 2>/dev/null; }
+same_final() { [ -s "$out/$1/final.txt" ] && cmp -s "$out/ref/final.txt" "$out/$1/final.txt"; }
+
+# 0. plain runs are unaffected: the stub without the launcher's environment
+mkdir -p "$out/plain"
+if timeout 60 mpirun -np 2 --oversubscribe --bind-to none "$STUB" --steps 3 --state "$out/plain" >/dev/null 2>&1 &&
+    grep -q "rank 1 step 3" "$out/plain/final.txt"; then
+    echo "ok launcher_plain_run_without_heartbeat_env"
+else
+    echo "FAIL launcher_plain_run_without_heartbeat_env"
+fi
+
+# a program without heartbeats (bench comm) runs to completion under the supervisor
+if timeout 120 "$M" run -n 2 --max-restarts 1 --events "$out/bench.jsonl" -- bench comm -b 64 -e 64 -n 1 -w 0 \
+    >"$out/bench.out" 2>"$out/bench.err" && grep -q '0 OK' "$out/bench.out" &&
+    [ "$(ev "$out/bench.jsonl" finished '.status == "ok" and .restarts == 0')" -eq 1 ]; then
+    echo "ok launcher_supervises_program_without_heartbeats"
+else
+    echo "FAIL launcher_supervises_program_without_heartbeats"
+    tail -5 "$out/bench.err" >&2
+fi
+
+# 1. the failure-free reference
+stub_run ref -n 3 --max-restarts 0
+rc=$?
+if [ $rc -eq 0 ] && [ "$(wc -l <"$out/ref/final.txt")" -eq 3 ] && grep -q "rank 2 step 20" "$out/ref/final.txt" &&
+    [ "$(ev "$out/ref.jsonl" finished '.status == "ok" and .steps == 20 and .goodput > 0 and .goodput <= 1')" -eq 1 ] &&
+    [ "$(ev "$out/ref.jsonl" connected)" -eq 1 ]; then
+    echo "ok launcher_reference_run"
+else
+    echo "FAIL launcher_reference_run (exit $rc)"; keep ref
+    tail -5 "$out/ref.err" >&2
+fi
+
+# 2. kill a rank: relaunched with --resume auto, same final state, at most one step recomputed
+stub_run kill -n 3 --max-restarts 2 --inject kill@7:1
+rc=$?
+if [ $rc -eq 0 ] && same_final kill && [ "$(ev "$out/kill.jsonl" inject '.fault == "kill" and .rank == 1')" -eq 1 ] &&
+    [ "$(ev "$out/kill.jsonl" exit '.rank == 1')" -eq 1 ] && [ "$(ev "$out/kill.jsonl" restart)" -eq 1 ] &&
+    [ "$(ev "$out/kill.jsonl" launch '.attempt == 1 and (.cmd | endswith("--resume auto"))')" -eq 1 ] &&
+    [ "$(ev "$out/kill.jsonl" resumed '.recomputed_steps <= 1')" -eq 1 ]; then
+    echo "ok launcher_kill_rank_recovers_same_final_state"
+else
+    echo "FAIL launcher_kill_rank_recovers_same_final_state (exit $rc)"; keep kill
+    tail -5 "$out/kill.err" >&2
+fi
+
+# 3. hang a rank (SIGSTOP): declared dead within the hang timeout +-10%, killed, recovered
+stub_run hang -n 3 --max-restarts 2 --hang-timeout 2 --inject hang@8:2
+rc=$?
+since=$(jq -r 'select(.event == "heartbeat-timeout") | .since_stop_s' "$out/hang.jsonl" 2>/dev/null | head -1)
+if [ $rc -eq 0 ] && same_final hang && [ "$(ev "$out/hang.jsonl" heartbeat-timeout '.rank == 2')" -eq 1 ] &&
+    [ "$(ev "$out/hang.jsonl" kill)" -ge 1 ] && [ -n "$since" ] &&
+    awk -v s="$since" 'BEGIN { exit !(s >= 1.8 && s <= 2.2) }'; then
+    echo "ok launcher_hang_declared_dead_in_timeout (stopped rank declared dead after ${since} s, timeout 2 s)"
+else
+    echo "FAIL launcher_hang_declared_dead_in_timeout (exit $rc, after '${since}' s)"; keep hang
+    tail -5 "$out/hang.err" >&2
+fi
+
+# 4. --max-restarts: the third failure exceeds 2 restarts -> one clear line, non-zero exit
+stub_run maxr -n 2 --max-restarts 2 --inject kill@3:0,kill@5:0,kill@9:1
+rc=$?
+msg=$(grep '^myriad: run: giving up' "$out/maxr.err")
+if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$msg" | grep -c .)" -eq 1 ] && [[ "$msg" == *"after 2 restarts (--max-restarts 2)"* ]] &&
+    [ "$(ev "$out/maxr.jsonl" launch)" -eq 3 ] && [ "$(ev "$out/maxr.jsonl" giving-up)" -eq 1 ] &&
+    [ "$(ev "$out/maxr.jsonl" finished '.status == "failed"')" -eq 1 ]; then
+    echo "ok launcher_max_restarts_enforced"
+else
+    echo "FAIL launcher_max_restarts_enforced (exit $rc: $msg)"; keep maxr
+fi
+
+# 5. a rank presenting a wrong job secret is refused (and says so); the job does not run
+STUB_ARGS="--bad-secret-rank 1" stub_run secret -n 2 --max-restarts 0 --start-timeout 30
+rc=$?
+if [ $rc -ne 0 ] && [ "$(ev "$out/secret.jsonl" auth-refused '(.reason | test("bad MAC"))')" -ge 1 ] &&
+    grep -q "hb_stub rank 1: heartbeat: the launcher refused rank 1" "$out/secret.err" && [ ! -e "$out/secret/final.txt" ]; then
+    echo "ok launcher_wrong_secret_refused"
+else
+    echo "FAIL launcher_wrong_secret_refused (exit $rc)"; keep secret
+    tail -5 "$out/secret.err" >&2
+fi
+
+# 6. corrupt@STEP flips exactly one bit of one file under --ckpt-dir
+mkdir -p "$out/ckpt/step-1"
+python3 -c "import sys; open(sys.argv[1],'wb').write(bytes(range(256)))" "$out/ckpt/step-1/shard-0.bin"
+cp "$out/ckpt/step-1/shard-0.bin" "$out/shard-0.orig"
+stub_run corrupt -n 2 --max-restarts 0 --ckpt-dir "$out/ckpt" --inject corrupt@5
+rc=$?
+flipped=$(python3 -c "
+import sys
+a = open(sys.argv[1], 'rb').read(); b = open(sys.argv[2], 'rb').read()
+print(sum(bin(x ^ y).count('1') for x, y in zip(a, b)) if len(a) == len(b) else -1)" "$out/shard-0.orig" "$out/ckpt/step-1/shard-0.bin")
+if [ $rc -eq 0 ] && [ "$flipped" = 1 ] && [ "$(ev "$out/corrupt.jsonl" inject '.fault == "corrupt" and (.file | endswith("shard-0.bin"))')" -eq 1 ]; then
+    echo "ok launcher_corrupt_flips_one_bit"
+else
+    echo "FAIL launcher_corrupt_flips_one_bit (exit $rc, $flipped bits differ)"
+fi
+
+# 7. srun inside a Slurm allocation: the command line, and a relaunch with --resume auto
+mkdir -p "$out/fakebin"
+cat >"$out/fakebin/srun" <<EOF
+#!/bin/sh
+echo "\$*" >>"$out/srun.log"
+[ -n "\$MYRIAD_HB_ADDR" ] && [ -n "\$MYRIAD_HB_SECRET" ] || echo "no heartbeat env" >>"$out/srun.log"
+[ \$(wc -l <"$out/srun.log") -ge 2 ] && exit 0
+exit 1
+EOF
+chmod +x "$out/fakebin/srun"
+printf 'nodeA slots=2\nnodeB slots=2\n# spare\nnodeC slots=2\n' >"$out/slurm_hosts"
+SLURM_JOB_ID=77 PATH="$out/fakebin:$PATH" timeout 60 "$M" run -n 4 --hosts "$out/slurm_hosts" --spares 1 --max-restarts 1 \
+    --start-timeout 30 --exec -- /opt/train --steps 9 >"$out/srun.out" 2>"$out/srun.err"
+rc=$?
+want1="--ntasks=4 --kill-on-bad-exit=1 --nodelist=nodeA,nodeB --nodes=2 /opt/train --steps 9"
+if [ $rc -eq 0 ] && [ "$(sed -n 1p "$out/srun.log")" = "$want1" ] && [ "$(sed -n 2p "$out/srun.log")" = "$want1 --resume auto" ] &&
+    [ "$(wc -l <"$out/srun.log")" -eq 2 ]; then
+    echo "ok launcher_srun_command_line"
+else
+    echo "FAIL launcher_srun_command_line (exit $rc)"
+    cat "$out/srun.log" >&2
+fi
+
+# 8. bad input: one clear line, non-zero exit
+bad() {
+    local name=$1 want=$2
+    shift 2
+    local err
+    err=$("$M" run "$@" 2>&1 >/dev/null)
+    local rc=$?
+    if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == *"$want"* ]]; then
+        echo "ok launcher_bad_input_$name"
+    else
+        echo "FAIL launcher_bad_input_$name (exit $rc: $err)"
+    fi
+}
+printf 'h1 slots=1\nh2 slots=1\n' >"$out/small_hosts"
+bad inject_rank "RANK in 0..2" -n 3 --inject kill@4:3 --exec -- /bin/true
+bad inject_kind "unknown fault 'boom'" -n 3 --inject boom@4:1 --exec -- /bin/true
+bad spares_without_hosts "--spares needs --hosts" -n 2 --spares 1 --exec -- /bin/true
+bad too_few_slots "have 1 slots for 2 ranks" -n 2 --hosts "$out/small_hosts" --spares 1 --exec -- /bin/true
+bad unknown_host "not in --hosts" -n 2 --hosts "$out/small_hosts" --inject host@3:h9 --exec -- /bin/true
+
+# SIGTERM to the supervisor ends the job: exit 128+15, event "interrupted", no rank left behind
+mkdir -p "$out/term"
+timeout 60 "$M" run -n 2 --max-restarts 3 --events "$out/term.jsonl" --exec -- "$STUB" --steps 1000 --step-ms 20 \
+    --state "$out/term" >"$out/term.out" 2>"$out/term.err" &
+pid=$!
+for _ in $(seq 100); do [ "$(ev "$out/term.jsonl" connected)" -ge 1 ] && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+rc=$?
+sleep 0.5
+left=$(pgrep -f -- "--state $out/term" | tr '\n' ' ')
+if [ $rc -eq 143 ] && [ -z "$left" ] && [ "$(ev "$out/term.jsonl" interrupted '.signal == 15')" -eq 1 ] &&
+    [ "$(ev "$out/term.jsonl" launch)" -eq 1 ]; then
+    echo "ok launcher_sigterm_stops_job"
+else
+    echo "FAIL launcher_sigterm_stops_job (exit $rc, left: $left)"
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+fi
+
+# 9. soak: SOAK_FAULTS random kills/hangs, each costing one restart; same final state
+STEPS=40 STEP_MS=20 stub_run soak -n 3 --max-restarts "$SOAK_FAULTS" --hang-timeout 1 --inject "random:11:$SOAK_FAULTS:40"
+rc=$?
+restarts=$(jq -r 'select(.event == "finished") | .restarts' "$out/soak.jsonl" 2>/dev/null)
+goodput=$(jq -r 'select(.event == "finished") | .goodput' "$out/soak.jsonl" 2>/dev/null)
+STEPS=40 stub_run soakref -n 3 --max-restarts 0
+if [ $rc -eq 0 ] && [ -s "$out/soak/final.txt" ] && cmp -s "$out/soakref/final.txt" "$out/soak/final.txt" &&
+    [ "$restarts" = "$SOAK_FAULTS" ] && [ "$(ev "$out/soak.jsonl" inject)" -eq "$SOAK_FAULTS" ]; then
+    echo "ok launcher_random_soak ($SOAK_FAULTS faults, $restarts restarts, goodput $goodput)"
+else
+    echo "FAIL launcher_random_soak (exit $rc, restarts '$restarts' of $SOAK_FAULTS)"; keep soak
+    tail -5 "$out/soak.err" >&2
+fi
+
+# 10. multi-host: 3 hosts as network namespaces on a private bridge (the last one a spare),
+# Open MPI over TCP between them through an rsh agent that runs `ip netns exec`. Only addresses
+# on this bridge are used. Losing host 2 (its processes killed, its link cut) must move the job
+# to the spare and finish with the failure-free final state.
+sub=$(( $$ % 200 + 20 ))
+net="10.200.$sub"
+if ! ip netns add "${NS_PREFIX}h1" 2>/dev/null; then
+    echo "skip launcher_multihost_namespaces (cannot create network namespaces here: needs root and ip netns)"
+    exit 0
+fi
+setup_ok=1
+{
+    ip link add "${NS_PREFIX}br" type bridge && ip addr add "$net.1/24" dev "${NS_PREFIX}br" && ip link set "${NS_PREFIX}br" up
+    for i in 1 2 3; do
+        [ $i -gt 1 ] && ip netns add "${NS_PREFIX}h$i"
+        ip link add "${NS_PREFIX}v$i" type veth peer name eth0 netns "${NS_PREFIX}h$i" &&
+            ip link set "${NS_PREFIX}v$i" master "${NS_PREFIX}br" up &&
+            ip -n "${NS_PREFIX}h$i" addr add "$net.1$i/24" dev eth0 &&
+            ip -n "${NS_PREFIX}h$i" link set eth0 up && ip -n "${NS_PREFIX}h$i" link set lo up
+    done
+} 2>"$out/ns.err" || setup_ok=0
+if [ $setup_ok -ne 1 ]; then
+    echo "skip launcher_multihost_namespaces (namespace network setup failed: $(head -1 "$out/ns.err"))"
+    exit 0
+fi
+cat >"$out/agent.sh" <<EOF
+#!/bin/sh
+# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace
+host=\$1; shift
+case "\$host" in $net.1[1-3]) ns=${NS_PREFIX}h\${host#$net.1};; *) echo "agent: unknown host \$host" >&2; exit 1;; esac
+exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" sh -c "\$*"
+EOF
+chmod +x "$out/agent.sh"
+# host loss = every process in its namespace killed (its daemon included) and its link down
+cat >"$out/cut.sh" <<EOF
+#!/bin/sh
+i=\${MYRIAD_LOST_HOST#$net.1}
+for p in \$(ip netns pids ${NS_PREFIX}h\$i); do kill -9 \$p; done
+ip link set ${NS_PREFIX}v\$i down
+EOF
+chmod +x "$out/cut.sh"
+printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$out/ns_hosts"
+MPI_NS=()
+for kv in "plm_rsh_agent $out/agent.sh" "plm_rsh_no_tree_spawn 1" "btl tcp,self" "btl_tcp_if_include $net.0/24" \
+    "oob_tcp_if_include $net.0/24"; do
+    MPI_NS+=(--mpirun-arg --mca --mpirun-arg "${kv%% *}" --mpirun-arg "${kv#* }")
+done
+STEPS=15 STEP_MS=40 stub_run nsref -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 0 --hb-addr "$net.1" "${MPI_NS[@]}"
+rc_ref=$?
+STEPS=15 STEP_MS=40 stub_run nshost -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 2 --hang-timeout 5 --hb-addr "$net.1" \
+    --inject "host@6:$net.12" --cut-link-cmd "$out/cut.sh" "${MPI_NS[@]}"
+rc=$?
+hosts_ref=$(jq -c 'select(.event == "connected")' "$out/nsref.jsonl" | wc -l)
+if [ $rc_ref -eq 0 ] && [ -s "$out/nsref/final.txt" ] && grep -q "rank 3 step 15" "$out/nsref/final.txt" && [ "$hosts_ref" -eq 1 ] &&
+    [ $rc -eq 0 ] && cmp -s "$out/nsref/final.txt" "$out/nshost/final.txt" &&
+    [ "$(ev "$out/nshost.jsonl" spare-used ".lost == \"$net.12\" and .spare == \"$net.13\"")" -eq 1 ] &&
+    [ "$(ev "$out/nshost.jsonl" launch ".attempt == 1 and .hosts == [\"$net.11\", \"$net.13\"]")" -eq 1 ] &&
+    [ "$(ev "$out/nshost.jsonl" link-cut '.status == 0')" -eq 1 ]; then
+    echo "ok launcher_multihost_lose_host_resumes_on_spare"
+else
+    echo "FAIL launcher_multihost_lose_host_resumes_on_spare (exit ref $rc_ref, faulted $rc)"; keep nsref; keep nshost
+    tail -5 "$out/nsref.err" "$out/nshost.err" >&2
+fi
