@@ -19,6 +19,7 @@
 #include "trace/trace.h"
 #include "data/loader.h"
 #include "kernels/kernels.h"
+#include "launch/heartbeat.h"
 #include "model/hf_weights.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -365,6 +366,10 @@ int cmd_train(int argc, char **argv) {
     double last_val = NAN, comm_total = 0, step_total = 0, bubble_total = 0;
     TraceBuffer trace;
     long trace_step = o.steps > 1 ? 1 : 0; /* the first step after warm-up */
+    /* under `myriad run --max-restarts/--hang-timeout/...` every rank reports each step to the
+     * launcher (a no-op otherwise) */
+    if (hb_connect_from_env()) fprintf(stderr, "myriad train: heartbeat: %s (continuing without it)\n", myr_last_error());
+    hb_start(first_step);
     long last_step = o.stop_after > 0 && o.stop_after < o.steps ? o.stop_after : o.steps;
     for (long s = first_step; s < last_step; s++) {
         if (loader_batch(&loader, (uint64_t)s, data_rank * rows, rows, x, y)) myr_die_last();
@@ -401,6 +406,7 @@ int cmd_train(int argc, char **argv) {
             rep.val_loss = last_val;
         }
         progress_step(&progress, &rep);
+        hb_step(s + 1, r.loss);
     }
     progress_close(&progress);
     if (ckpt_async_wait()) myr_die_last();
@@ -465,6 +471,7 @@ int cmd_train(int argc, char **argv) {
     free(tensor_weight);
     free(dp);
     free(chunks);
+    hb_finish();
     if (distributed) comm_finalize();
     return 0;
 }
