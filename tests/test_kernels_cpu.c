@@ -1,10 +1,11 @@
 /* test_kernels_cpu.c: the CPU kernels that replaced library calls or scalar loops, against
  * plain sequential references computed here in double: gemm (every transpose combination,
- * ragged edges, accumulate), attention forward/backward, and cross-entropy; plus bit-identical
+ * ragged edges, accumulate; both the threaded and the serial entry point), attention forward/backward, and cross-entropy; plus bit-identical
  * results for 1 and 2 threads. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "test.h"
 
@@ -28,13 +29,14 @@ static void test_gemm_matches_reference(void) {
         fill(C0, (size_t)M * N, 200 + si);
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
-                for (int acc = 0; acc < 2; acc++) {
+                for (int acc = 0; acc < 4; acc++) { /* bit 1: the serial entry point */
                     memcpy(C, C0, sizeof(real) * M * N);
-                    gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, acc, C, N);
+                    if (acc & 2) gemm_serial(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, acc & 1, C, N);
+                    else gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, acc & 1, C, N);
                     int bad = 0;
                     for (int i = 0; i < M && !bad; i++)
                         for (int j = 0; j < N && !bad; j++) {
-                            double s = acc ? C0[i * N + j] : 0;
+                            double s = (acc & 1) ? C0[i * N + j] : 0;
                             for (int k = 0; k < K; k++)
                                 s += (double)(ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
                             if (fabs(C[i * N + j] - s) > 1e-5 * (1 + sqrt((double)K))) {

@@ -5,14 +5,16 @@
  *
  * Why not always OpenBLAS: Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (e.g.
  * family 6 model 207) and, unless OPENBLAS_CORETYPE is set, falls back to its SSE3 "Prescott"
- * kernels, about 6x slower than its AVX-512 ones. Our kernel is as fast as OpenBLAS's best on
- * these shapes whatever the environment says.
+ * kernels, about 6x slower than its AVX-512 ones; ours reaches 60-80% of OpenBLAS's AVX-512
+ * rate. So gemm() uses OpenBLAS when it runs an AVX-512 core, ours otherwise (gemm_is_native).
+ * Attention's small per-head products always use ours, on the calling thread (gemm_serial).
  *
  * Determinism: threads split the output into column (or row) chunks; every element is
  * accumulated over K in the same KC-sized blocks, in the same order, whichever thread computes
  * it, so the result does not depend on the thread count. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
@@ -131,68 +133,85 @@ static void gemm_block(int trans_a, int trans_b, int m0, int m1, int n0, int n1,
     }
 }
 
-static void gemm_run(int parallel, int trans_a, int trans_b, int M, int N, int K, const real *A, int lda,
-                     const real *B, int ldb, int accumulate, real *C, int ldc) {
+static const int native_built = 1;
+#else
+static const int native_built = 0;
+static void gemm_block(int trans_a, int trans_b, int m0, int m1, int n0, int n1, int K, const real *A, int lda,
+                       const real *B, int ldb, int accumulate, real *C, int ldc) {
+    abort(); /* never called: native_built is 0 */
+}
+#endif
+
+void openblas_set_num_threads(int num_threads); /* from OpenBLAS; not in cblas.h everywhere */
+
+/* The same rectangle through BLAS, on the calling thread. */
+static void blas_block(int trans_a, int trans_b, int m0, int m1, int n0, int n1, int K, const real *A, int lda,
+                       const real *B, int ldb, int accumulate, real *C, int ldc) {
+    const real *a = trans_a ? A + m0 : A + (size_t)m0 * lda;
+    const real *b = trans_b ? B + (size_t)n0 * ldb : B + n0;
+    cblas_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m1 - m0,
+               n1 - n0, K, 1, a, lda, b, ldb, accumulate ? 1 : 0, C + (size_t)m0 * ldc + n0, ldc);
+}
+
+/* BLAS runs single-threaded inside our OpenMP threads: Debian's OpenBLAS is the pthreads
+ * build, and its pool and libgomp's (whose idle workers spin after every parallel region)
+ * fought over the 2 cores, a sixth of the step's time in spinning and sched_yield. */
+static void blas_one_thread(void) {
+    static int done;
+    if (!done) {
+        openblas_set_num_threads(1);
+        done = 1;
+    }
+}
+
+/* Chunk the larger output dimension into pieces fixed by the shape (never by the thread
+ * count), several per thread so that dynamic scheduling balances a core busy with other work;
+ * each chunk is one independent product, so who computes it does not change the bits. */
+static void gemm_run(int parallel, int native, int trans_a, int trans_b, int M, int N, int K, const real *A,
+                     int lda, const real *B, int ldb, int accumulate, real *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         if (!accumulate)
             for (int i = 0; i < M; i++) memset(C + (size_t)i * ldc, 0, (size_t)N * sizeof(real));
         return;
     }
-    /* Chunk the larger output dimension, several chunks per thread so a busy core can be
-     * balanced by dynamic scheduling; chunks never change what is summed, only who sums it. */
+    if (!native) blas_one_thread();
     int split_rows = M > N;
-    int len = split_rows ? M : N, unit = split_rows ? MR : NR;
-    int threads = parallel ? kernels_threads() : 1;
-    int chunk = (len + 4 * threads - 1) / (4 * threads);
+    int len = split_rows ? M : N, unit = 32;
+    int chunk = (len + 7) / 8;
     chunk = (chunk + unit - 1) / unit * unit;
     if (chunk < 4 * unit) chunk = 4 * unit;
-    if (chunk > NC) chunk = NC;
     int chunks = (len + chunk - 1) / chunk;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel && chunks > 1)
     for (int ch = 0; ch < chunks; ch++) {
         int lo = ch * chunk, hi = lo + chunk < len ? lo + chunk : len;
-        if (split_rows) gemm_block(trans_a, trans_b, lo, hi, 0, N, K, A, lda, B, ldb, accumulate, C, ldc);
-        else gemm_block(trans_a, trans_b, 0, M, lo, hi, K, A, lda, B, ldb, accumulate, C, ldc);
+        int m0 = split_rows ? lo : 0, m1 = split_rows ? hi : M, n0 = split_rows ? 0 : lo, n1 = split_rows ? N : hi;
+        if (native) gemm_block(trans_a, trans_b, m0, m1, n0, n1, K, A, lda, B, ldb, accumulate, C, ldc);
+        else blas_block(trans_a, trans_b, m0, m1, n0, n1, K, A, lda, B, ldb, accumulate, C, ldc);
     }
 }
 
+/* OpenBLAS's own AVX-512 kernels (chosen when it recognises the CPU, or when OPENBLAS_CORETYPE
+ * names them) are faster than ours on large products; any other core it picked is not. The
+ * choice is made once per process, so it never changes results between steps or threads. */
+int gemm_is_native(void) {
+    static int use_native = -1;
+    if (use_native < 0) {
+        const char *core = openblas_get_corename();
+        use_native = native_built && !(core && (!strcasecmp(core, "skylakex") || !strcasecmp(core, "cooperlake") ||
+                                                !strcasecmp(core, "sapphirerapids")));
+    }
+    return use_native;
+}
+
 void gemm(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
           int accumulate, real *C, int ldc) {
-    gemm_run(1, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    gemm_run(1, gemm_is_native(), trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
+/* Attention's small per-head products: our kernel whenever it is built (no BLAS call overhead
+ * per small product), on the calling thread. */
 void gemm_serial(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
                  int accumulate, real *C, int ldc) {
-    gemm_run(0, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    gemm_run(0, native_built, trans_a, trans_b, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
-
-int gemm_is_native(void) { return 1; }
-
-#else
-
-void gemm(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
-          int accumulate, real *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_gemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1, A,
-               lda, B, ldb, accumulate ? 1 : 0, C, ldc);
-}
-
-/* Called from inside parallel regions: a one-thread BLAS call keeps BLAS from starting its own
- * threads there (Debian's OpenBLAS is the pthreads build). */
-void gemm_serial(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
-                 int accumulate, real *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double s = 0; /* plain loops: only the fp64 gradient check and non-AVX-512 CPUs get here */
-            for (int k = 0; k < K; k++)
-                s += (double)(trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
-                     (trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
-            C[(size_t)i * ldc + j] = (real)(accumulate ? C[(size_t)i * ldc + j] + s : s);
-        }
-}
-
-int gemm_is_native(void) { return 0; }
-
-#endif

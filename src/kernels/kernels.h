@@ -21,7 +21,7 @@
 real *dev_alloc(size_t count);     /* zeroed; dies on out-of-memory with the size asked */
 void dev_free(real *p);
 void dev_zero(real *p, size_t count);
-void kernels_set_threads(int threads); /* OpenMP and BLAS threads */
+void kernels_set_threads(int threads); /* OpenMP threads; BLAS is called from them, one thread each */
 int kernels_threads(void);
 
 /* ---- general matrix multiply, row-major: C[M,N] (= or += when accumulate) op(A) @ op(B),
