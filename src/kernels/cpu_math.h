@@ -13,10 +13,10 @@
 #ifdef MYRIAD_F64
 static inline real vexp(real x) { return exp(x); }
 #else
-#pragma omp declare simd notinbranch
 static inline float vexp(float x) {
     float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    /* round to nearest by the 1.5 * 2^23 trick: floorf would not vectorise without -ffast-math */
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -32,7 +32,6 @@ static inline float vexp(float x) {
 #endif
 
 /* 1 / (1 + e^-x), safe for any x (e^-x may reach the clamp, never inf). */
-#pragma omp declare simd notinbranch
 static inline real vsigmoid(real x) { return 1 / (1 + vexp(-x)); }
 
 #endif
