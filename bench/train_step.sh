@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training-step benchmark (issue 2, acceptance 7 and 8): the gpt2-124m shape, B=4, T=256,
 # fp32, AdamW, on THREADS threads (default 2). For each OPENBLAS_CORETYPE setting (as set in the
-# environment, then unset; or the values listed in CORETYPES, "unset" meaning unset) it reports:
+# environment, then unset; when unset: unset, then SkylakeX on AVX-512 CPUs or Haswell; or the
+# values listed in CORETYPES, "unset" meaning unset) it reports:
 #   - myriad's and PyTorch CPU's tokens/s, measured in ROUNDS alternating rounds (myriad, then
 #     PyTorch, same shape and threads), medians over rounds, and the median per-round ratio;
 #   - the fraction of this machine's sgemm peak that the whole step reaches:
@@ -82,7 +83,11 @@ if [ -n "${CORETYPES:-}" ]; then
         if [ "$ct" = unset ]; then (unset OPENBLAS_CORETYPE; run_setting "OPENBLAS_CORETYPE unset")
         else (export OPENBLAS_CORETYPE=$ct; run_setting "OPENBLAS_CORETYPE=$ct"); fi
     done
-else
-    run_setting "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<unset>}"
-    if [ -n "${OPENBLAS_CORETYPE:-}" ]; then (unset OPENBLAS_CORETYPE; run_setting "OPENBLAS_CORETYPE unset"); fi
+elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    run_setting "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
+    (unset OPENBLAS_CORETYPE; run_setting "OPENBLAS_CORETYPE unset")
+else # unset here: also run with the OpenBLAS core that matches this CPU's vector width
+    ct=Haswell; grep -qw avx512f /proc/cpuinfo && ct=SkylakeX
+    run_setting "OPENBLAS_CORETYPE unset"
+    (export OPENBLAS_CORETYPE=$ct; run_setting "OPENBLAS_CORETYPE=$ct")
 fi
