@@ -1,17 +1,18 @@
 /* cpu_gemm.c: the backend's general matrix multiply, C[M,N] (= or +=) op(A)[M,K] @ op(B)[K,N],
- * row-major. In fp32 on a CPU with AVX-512 it is our own packed GEMM (BLIS-style loops around
- * a 12x32 register-tile micro-kernel); otherwise (and always in the fp64 build used by the
- * gradient check) it is the BLAS library's gemm.
+ * row-major. Two engines: our own packed fp32 GEMM for AVX-512 CPUs (BLIS-style loops around a
+ * 12x32 register-tile micro-kernel) and the BLAS library (always, in the fp64 build used by the
+ * gradient check and on CPUs without AVX-512).
  *
  * Why not always OpenBLAS: Debian 12's OpenBLAS 0.3.21 does not recognise recent Xeons (e.g.
  * family 6 model 207) and, unless OPENBLAS_CORETYPE is set, falls back to its SSE3 "Prescott"
- * kernels, about 6x slower than its AVX-512 ones; ours reaches 60-80% of OpenBLAS's AVX-512
+ * kernels, about 5x slower than its AVX-512 ones; ours reaches 60-80% of OpenBLAS's AVX-512
  * rate. So gemm() uses OpenBLAS when it runs an AVX-512 core, ours otherwise (gemm_is_native).
- * Attention's small per-head products always use ours, on the calling thread (gemm_serial).
+ * Attention's small per-head products always use ours when built, on the calling thread
+ * (gemm_serial).
  *
- * Determinism: threads split the output into column (or row) chunks; every element is
- * accumulated over K in the same KC-sized blocks, in the same order, whichever thread computes
- * it, so the result does not depend on the thread count. */
+ * Determinism: threads take chunks of output columns (or rows) fixed by the shape; every
+ * element is accumulated over K in the same blocks, in the same order, whichever thread
+ * computes it, so the result does not depend on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
