@@ -4,5 +4,6 @@
 #define MYRIAD_BENCH_BENCH_H
 
 int bench_comm(int argc, char **argv); /* bench_comm.c */
+int bench_sgemm(int argc, char **argv); /* bench_sgemm.c */
 
 #endif

@@ -14,6 +14,7 @@ typedef struct {
 
 static const Bench benches[] = {
     {"comm", bench_comm, "collective bandwidth and correctness, nccl-tests style (run under mpirun)"},
+    {"sgemm", bench_sgemm, "fp32 GEMM rate of myriad's kernel and BLAS at training-step and square shapes"},
 };
 
 static void usage(FILE *out) {

@@ -1,5 +1,9 @@
-/* cpu_loss.c: softmax fused with cross-entropy (mean over tokens). The per-row losses are
- * summed in row order in double, so the mean does not depend on the thread count. */
+/* cpu_loss.c: softmax fused with cross-entropy (mean over tokens). Each row: max, then
+ * e^(z - max) with the vectorised exp (cpu_math.h), summed in double (V can be 50k+, and an
+ * fp32 sum would drift from PyTorch) in a fixed order; with a gradient wanted the exponentials
+ * are kept in the logits buffer and scaled in place, so exp runs once per logit. The per-row
+ * losses are summed in row order in double, so the mean does not depend on the thread count. */
+#include "kernels/cpu_math.h"
 #include "kernels/kernels.h"
 
 double cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
@@ -9,17 +13,26 @@ double cross_entropy_forward_backward(real *logits, real *losses, const int32_t 
     for (int n = 0; n < N; n++) {
         real *z = logits + (size_t)n * V;
         real maxv = z[0];
-        for (int v = 1; v < V; v++)
-            if (z[v] > maxv) maxv = z[v];
-        /* sum of exp in double: V can be 50k+, and fp32 accumulation would drift from PyTorch */
+#pragma omp simd reduction(max : maxv)
+        for (int v = 0; v < V; v++) maxv = z[v] > maxv ? z[v] : maxv;
+        real zt = z[targets[n]];
         double sum = 0;
-        for (int v = 0; v < V; v++) sum += exp((double)(z[v] - maxv));
-        double logsum = log(sum);
-        losses[n] = (real)(logsum - (double)(z[targets[n]] - maxv));
         if (want_grad) {
-            real inv = (real)(1.0 / sum);
+#pragma omp simd reduction(+ : sum)
+            for (int v = 0; v < V; v++) {
+                real e = vexp(z[v] - maxv);
+                z[v] = e;
+                sum += e;
+            }
+        } else {
+#pragma omp simd reduction(+ : sum)
+            for (int v = 0; v < V; v++) sum += vexp(z[v] - maxv);
+        }
+        losses[n] = (real)(log(sum) - (double)(zt - maxv));
+        if (want_grad) {
+            real scale = (real)(1.0 / sum) * dscale;
 #pragma omp simd
-            for (int v = 0; v < V; v++) z[v] = R_EXP(z[v] - maxv) * inv * dscale;
+            for (int v = 0; v < V; v++) z[v] *= scale;
             z[targets[n]] -= dscale;
         }
     }

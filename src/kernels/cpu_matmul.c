@@ -1,9 +1,9 @@
-/* cpu_matmul.c: the linear layer on OpenBLAS. Weights are [out, in] as in nn.Linear. */
+/* cpu_matmul.c: the linear layer on the backend's gemm (cpu_gemm.c). Weights are [out, in] as in nn.Linear. */
 #include "kernels/cpu_reduce.h"
 #include "kernels/kernels.h"
 
 void matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC) {
-    cblas_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1, inp, IC, w, IC, 0, out, OC);
+    gemm(0, 1, N, OC, IC, inp, IC, w, IC, 0, out, OC);
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) {
@@ -17,8 +17,7 @@ void matmul_forward(real *out, const real *inp, const real *w, const real *bias,
 void matmul_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp, const real *w,
                      int N, int IC, int OC, int accumulate_dinp) {
     if (dinp)
-        cblas_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1, dout, OC, w, IC,
-                   accumulate_dinp ? 1 : 0, dinp, IC);
-    cblas_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1, dout, OC, inp, IC, 1, dw, IC);
+        gemm(0, 0, N, IC, OC, dout, OC, w, IC, accumulate_dinp, dinp, IC);
+    gemm(1, 0, OC, IC, N, dout, OC, inp, IC, 1, dw, IC);
     if (dbias) column_sums_accumulate(dbias, dout, N, OC);
 }

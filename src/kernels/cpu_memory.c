@@ -29,7 +29,7 @@ void kernels_set_threads(int threads) {
     if (threads < 1) threads = 1;
     current_threads = threads;
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(1); /* BLAS runs inside our OpenMP threads (see cpu_gemm.c) */
 }
 
 int kernels_threads(void) { return current_threads ? current_threads : omp_get_max_threads(); }

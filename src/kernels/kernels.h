@@ -21,8 +21,16 @@
 real *dev_alloc(size_t count);     /* zeroed; dies on out-of-memory with the size asked */
 void dev_free(real *p);
 void dev_zero(real *p, size_t count);
-void kernels_set_threads(int threads); /* OpenMP and BLAS threads */
+void kernels_set_threads(int threads); /* OpenMP threads; BLAS is called from them, one thread each */
 int kernels_threads(void);
+
+/* ---- general matrix multiply, row-major: C[M,N] (= or += when accumulate) op(A) @ op(B),
+ * op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).
+ * The CPU backend uses its own AVX-512 kernel in fp32 when the CPU has it (gemm_is_native()
+ * says so), else BLAS. The sum over K runs in an order fixed by the shapes. */
+void gemm(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
+          int accumulate, real *C, int ldc);
+int gemm_is_native(void);
 
 /* ---- linear layer: out[N,OC] = inp[N,IC] @ w[OC,IC]^T + bias ---- */
 void matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC);
