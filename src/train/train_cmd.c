@@ -104,11 +104,7 @@ static noreturn void layout_error(int rank, const char *fmt, ...) {
     if (rank != 0) exit(1);
     va_list ap;
     va_start(ap, fmt);
-    fputs("myriad: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
+    myr_vdie(fmt, ap);
 }
 
 /* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */

@@ -17,14 +17,17 @@ int myr_error(const char *fmt, ...) {
 
 const char *myr_last_error(void) { return last_error; }
 
-void myr_die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+void myr_vdie(const char *fmt, va_list ap) {
     fputs("myriad: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
     exit(1);
+}
+
+void myr_die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    myr_vdie(fmt, ap);
 }
 
 void myr_die_last(void) { myr_die("%s", last_error[0] ? last_error : "unknown error"); }

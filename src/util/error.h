@@ -5,6 +5,7 @@
 #ifndef MYRIAD_UTIL_ERROR_H
 #define MYRIAD_UTIL_ERROR_H
 
+#include <stdarg.h>
 #include <stdnoreturn.h>
 
 /* Record the reason for the current failure (printf-style); always returns -1. */
@@ -13,6 +14,8 @@ int myr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *myr_last_error(void);
 /* Print "myriad: <fmt>" to stderr and exit(1). For the CLI layer only. */
 noreturn void myr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a va_list (for wrappers such as "only rank 0 reports"). */
+noreturn void myr_vdie(const char *fmt, va_list ap);
 /* Print the last recorded error and exit(1). */
 noreturn void myr_die_last(void);
 
