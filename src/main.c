@@ -16,9 +16,9 @@ static const Command commands[] = {
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
     {"sim", cmd_sim, "simulate a training step on a cluster: time, memory, MFU, days (sim validate FILE)"},
     {"plan", cmd_plan, "rank parallel layouts of a model on a cluster by days to train"},
-    {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style)"},
+    {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style; bench sgemm: matmul peak)"},
     {"mesh", cmd_mesh, "print the process mesh of a layout: rank order and every group's members"},
-    {"run", cmd_run, "launch a subcommand on N local ranks through mpirun (run -n N -- ...)"},
+    {"run", cmd_run, "launch N ranks through mpirun or srun; with --max-restarts etc. supervise, detect failures, restart"},
     {"sched", cmd_sched, "cluster scheduler: simulate policies on traces, place jobs (sched simulate|place)"},
 };
 

@@ -47,7 +47,7 @@ void train_usage(void) {
         "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
         "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
         "  --tp N                  tensor parallel: attention by heads, MLP by columns, vocab-parallel\n"
-        "                          embedding and loss; tp ranks are consecutive (world = tp x dp)\n"
+        "                          embedding and loss; tp ranks are consecutive (world = tp x dp x pp)\n"
         "  --sp                    sequence parallel (with --tp): norms and residuals split along the sequence,\n"
         "                          all-reduces become reduce-scatter + all-gather\n"
         "  --pp N [--vpp V]        pipeline parallel: layers split into N stages (V model chunks per rank)\n"
@@ -57,12 +57,14 @@ void train_usage(void) {
         "                          transfers per micro-batch); opens in Perfetto\n"
         "  --recompute none|selective|full  activation recomputation: selective recomputes the attention\n"
         "                          core in backward, full keeps only each layer's input\n"
-        "  --dp N                  data-parallel ranks (default: world / tp); each takes a slice of every batch\n"
+        "  --dp N                  data-parallel ranks (default: world / (tp x pp)); each takes a slice of\n"
+        "                          every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
-        "  --micro-batch b         gradient accumulation: sequences per micro-batch on each rank\n"
+        "  --micro-batch b         sequences per micro-batch on each rank (gradient accumulation; the\n"
+        "                          pipeline's micro-batches; default: the whole slice, 1 with --pp)\n"
         "  --bucket-mb X (25)      gradient bucket size; --no-overlap reduces after backward instead of during it\n"
         "  --grad-dtype fp32|bf16  gradients on the wire (bf16 is summed in fp32)\n"
-        "  %s\n",
+        "%s\n",
         model_preset_names(), comm_flags_help());
 }
 
