@@ -339,11 +339,6 @@ static int write_small_atomic(const char *path, const char *const *parts, int n)
     return atomic_commit(&f);
 }
 
-static int cmp_desc(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x > y ? -1 : x < y;
-}
-
 /* Remove a step directory: the manifest first (so a half-deleted one is invalid), then the rest. */
 static void remove_step_dir(const char *dir, int64_t step) {
     char name[64], path[4096];
@@ -369,24 +364,9 @@ static void remove_step_dir(const char *dir, int64_t step) {
 /* Keep the `keep` newest complete checkpoints up to `step`; older ones and older incomplete
  * directories (leftovers of interrupted saves) go. Newer directories are left alone. */
 static void apply_retention(const char *dir, int64_t step, int keep) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    int64_t *steps = NULL;
-    int n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int64_t s = ckpt_parse_step_dirname(e->d_name);
-        if (s < 0 || s >= step) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *t = realloc(steps, sizeof *t * cap);
-            if (!t) break;
-            steps = t;
-        }
-        steps[n++] = s;
-    }
-    closedir(d);
-    if (n > 1) qsort(steps, n, sizeof *steps, cmp_desc);
+    int64_t *steps;
+    int n = ckpt_list_steps(dir, step, &steps);
+    if (n < 0) return;
     int kept = 1; /* the new one */
     for (int i = 0; i < n; i++) {
         char name[64], path[4096];

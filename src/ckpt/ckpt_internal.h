@@ -35,6 +35,9 @@ int ckpt_run_in_piece(int64_t g, int64_t n, const CkptSlice *p, int ndim, const 
 /* Step directory name "step-%08lld" and parsing (-1 if `name` is not one). */
 void ckpt_step_dirname(int64_t step, char *buf, size_t n);
 int64_t ckpt_parse_step_dirname(const char *name);
+/* Steps of DIR's step-N directories below `below` (0: all), newest first, into *steps (malloc'd;
+ * may be NULL when none). Returns the count, or -1 if DIR cannot be opened (errno set). */
+int ckpt_list_steps(const char *dir, int64_t below, int64_t **steps);
 
 /* Record "<prefix>: <the last recorded error>" (safe: copies the old message first). -1. */
 int ckpt_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -300,11 +300,6 @@ static int open_step(const char *step_dir, int verify, Ckpt **out) {
     return 0;
 }
 
-static int cmp_desc(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x > y ? -1 : x < y;
-}
-
 static int append_note(char **notes, const char *fmt, const char *a, const char *b) {
     size_t n = strlen(*notes) + strlen(fmt) + strlen(a) + strlen(b) + 8;
     char *s = malloc(n);
@@ -317,24 +312,9 @@ static int append_note(char **notes, const char *fmt, const char *a, const char 
 }
 
 static int open_newest(const char *dir, const CkptOpenOptions *o, Ckpt **out) {
-    DIR *d = opendir(dir);
-    if (!d) return myr_error("cannot open checkpoint directory %s: %s", dir, strerror(errno));
-    int64_t *steps = NULL;
-    int n = 0, cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int64_t s = ckpt_parse_step_dirname(e->d_name);
-        if (s < 0 || (o->below_step > 0 && s >= o->below_step)) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *t = realloc(steps, sizeof *t * cap);
-            if (!t) break;
-            steps = t;
-        }
-        steps[n++] = s;
-    }
-    closedir(d);
-    if (n > 1) qsort(steps, n, sizeof *steps, cmp_desc);
+    int64_t *steps;
+    int n = ckpt_list_steps(dir, o->below_step, &steps);
+    if (n < 0) return myr_error("cannot open checkpoint directory %s: %s", dir, strerror(errno));
     char *notes = strdup("");
     for (int i = 0; i < n && notes; i++) {
         char name[64], path[4200];

@@ -1,9 +1,11 @@
 /* ckpt_slice.c: slice geometry. A box is walked row by row (rows of the last dimension),
  * merging rows that are consecutive in the global order, so a row block or a whole tensor is
  * one run; a flat range is one run. Intersections work on these runs. */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/ckpt_internal.h"
@@ -242,4 +244,31 @@ int ckpt_box_range(const CkptSlice *box, int ndim, int64_t offset, int64_t count
     if (box_range_rec(*box, ndim, 0, offset, offset + count, out, max_out, &got))
         return myr_error("ckpt_box_range: more than %d boxes needed", max_out);
     return got;
+}
+
+static int cmp_step_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+int ckpt_list_steps(const char *dir, int64_t below, int64_t **steps) {
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int64_t s = ckpt_parse_step_dirname(e->d_name);
+        if (s < 0 || (below > 0 && s >= below)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *t = realloc(*steps, sizeof *t * cap);
+            if (!t) break;
+            *steps = t;
+        }
+        (*steps)[n++] = s;
+    }
+    closedir(d);
+    if (n > 1) qsort(*steps, n, sizeof **steps, cmp_step_desc);
+    return n;
 }
