@@ -6,21 +6,14 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/rng.h"
 
-/* splitmix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014;
- * constants as in Vigna's reference splitmix64.c). */
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 /* Uniform integer in [0, bound) without modulo bias: reject the top sliver of 2^64. */
 static uint64_t uniform_below(uint64_t *state, uint64_t bound) {
     uint64_t threshold = (0 - bound) % bound; /* = 2^64 mod bound */
     for (;;) {
-        uint64_t r = splitmix64(state);
+        uint64_t r = splitmix64_next(state);
         if (r >= threshold) return r % bound;
     }
 }
@@ -29,7 +22,7 @@ void loader_permutation(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *per
     /* Key the stream by hashing seed and epoch separately, so neighbouring epochs (or seeds)
      * do not get shifted copies of one splitmix64 sequence. */
     uint64_t a = seed, b = epoch ^ 0x6D79726961640001ULL; /* "myriad" tag */
-    uint64_t state = splitmix64(&a) ^ splitmix64(&b);
+    uint64_t state = splitmix64_next(&a) ^ splitmix64_next(&b);
     for (uint64_t i = 0; i < n; i++) perm[i] = i;
     for (uint64_t i = n; i > 1; i--) { /* Fisher-Yates: swap slot i-1 with a uniform j <= i-1 */
         uint64_t j = uniform_below(&state, i);

@@ -8,18 +8,14 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
     static const char *names[] = {"kill", "hang", "host", "corrupt"};
     return names[k];
 }
 
-uint64_t inject_next(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t inject_next(uint64_t *state) { return splitmix64_next(state); }
 
 static int add(FaultPlan *p, Fault f) {
     if (p->n == p->cap) {

@@ -11,6 +11,7 @@
 
 #include "sched/placement.h"
 #include "util/error.h"
+#include "util/rng.h"
 
 #define MAX_PRIO 16
 
@@ -137,13 +138,6 @@ static Event heap_pop(Heap *h) {
 }
 
 /* ---- randomness (failures) ---- */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static double rng_uniform(uint64_t *s) { return ((rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
 /* ---- pending queues ---- */
 static double job_key(const Sim *s, const Job *j) {
@@ -740,7 +734,7 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
     if (!s->nactive) s->t0 = 0;
     s->last_t = s->t0;
     if (cfg->mtbf_node_s > 0 && s->nactive)
-        heap_push(&s->h, s->t0 - log(rng_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
+        heap_push(&s->h, s->t0 - log(splitmix64_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
 
     for (int i = 0; i < cfg->nfail_script; i++)
         if (cfg->fail_nodes[i] >= 0 && cfg->fail_nodes[i] < c->nnodes)
@@ -769,9 +763,9 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
                     node_fail(s, e.id);
                     break;
                 }
-                node_fail(s, (int)(rng_next(&s->rng) % (uint64_t)c->nnodes));
+                node_fail(s, (int)(splitmix64_next(&s->rng) % (uint64_t)c->nnodes));
                 if (s->ndone < s->nactive)
-                    heap_push(&s->h, t - log(rng_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
+                    heap_push(&s->h, t - log(splitmix64_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
                 break;
             case EV_REPAIR: node_repair(s, e.id); break;
             case EV_WAKE: break;

@@ -9,15 +9,9 @@
 
 #include "sched/trace.h"
 #include "util/error.h"
+#include "util/rng.h"
 
-static uint64_t mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static double unif(uint64_t *s) { return ((mix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-static double gauss(uint64_t *s) { return sqrt(-2 * log(unif(s))) * cos(2 * M_PI * unif(s)); }
+static double gauss(uint64_t *s) { return sqrt(-2 * log(splitmix64_uniform(s))) * cos(2 * M_PI * splitmix64_uniform(s)); }
 
 static const int sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
 static const double probs[] = {0.5158, 0.06, 0.07, 0.17, 0.05, 0.04, 0.04, 0.025, 0.015, 0.008, 0.004, 0.0015, 0.0007};
@@ -35,7 +29,7 @@ int synth_generate(JobSet *js, const Cluster *c, const SynthOptions *o) {
     int first = js->n;
     double work = 0;
     for (int i = 0; i < o->jobs; i++) {
-        double u = unif(&rng), acc = 0;
+        double u = splitmix64_uniform(&rng), acc = 0;
         int k = 0;
         for (k = 0; k < NSIZES - 1; k++) {
             acc += probs[k];
@@ -48,28 +42,28 @@ int synth_generate(JobSet *js, const Cluster *c, const SynthOptions *o) {
         snprintf(j->name, sizeof j->name, "syn-%06d", i);
         if (g <= gpn) j->ntasks = 1, j->gpus_per_task = (int)g;
         else j->ntasks = (int)(g / gpn), j->gpus_per_task = gpn;
-        if (g == 1 && o->frac_share > 0 && unif(&rng) < o->frac_share)
-            j->gpu_milli = unif(&rng) < 0.5 ? 250 : 500;
+        if (g == 1 && o->frac_share > 0 && splitmix64_uniform(&rng) < o->frac_share)
+            j->gpu_milli = splitmix64_uniform(&rng) < 0.5 ? 250 : 500;
         j->cpu_milli = 8000 * j->gpus_per_task;
         j->mem_mib = 65536 * j->gpus_per_task;
         /* median run time 150 s for one GPU, x(1+log2 g)^1.5 for bigger gangs; sigma 1.8 */
         double med = 150.0 * pow(1.0 + log2((double)g), 1.5);
         j->duration = fmin(fmax(med * exp(1.8 * gauss(&rng)), 10.0), 14 * 86400.0);
         j->est_duration = j->duration;
-        double pr = unif(&rng);
+        double pr = splitmix64_uniform(&rng);
         j->priority = pr < 0.2 ? 0 : pr < 0.9 ? 1 : 2;
         j->preemptible = j->priority < 2;
-        j->queue = (int)(mix(&rng) % (uint64_t)nq);
+        j->queue = (int)(splitmix64_next(&rng) % (uint64_t)nq);
         /* multi-node gangs prefer the lowest tier that holds them; a fifth of those that fit in a
          * leaf insist on it (hard constraint, as Volcano's networkTopology mode: hard) */
-        if (j->ntasks > 1 && g <= 256 && unif(&rng) < 0.2) j->topo_tier = 1, j->topo_hard = true;
+        if (j->ntasks > 1 && g <= 256 && splitmix64_uniform(&rng) < 0.2) j->topo_tier = 1, j->topo_hard = true;
         work += job_gpu_milli(j) / 1000.0 * j->duration;
     }
     /* Poisson arrivals at rate load * GPUs / mean(GPU-seconds per job) */
     double rate = o->load * (double)c->total_gpus / (work / o->jobs), t = 0;
     for (int i = first; i < js->n; i++) {
         js->jobs[i].submit = t;
-        t += -log(unif(&rng)) / rate;
+        t += -log(splitmix64_uniform(&rng)) / rate;
     }
     return 0;
 }

@@ -8,15 +8,9 @@
 #include "sched/csv.h"
 #include "sched/trace.h"
 #include "util/error.h"
+#include "util/rng.h"
 
-static uint64_t mix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static double unif(uint64_t *s) { return ((mix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-static double gauss(uint64_t *s) { return sqrt(-2 * log(unif(s))) * cos(2 * M_PI * unif(s)); }
+static double gauss(uint64_t *s) { return sqrt(-2 * log(splitmix64_uniform(s))) * cos(2 * M_PI * splitmix64_uniform(s)); }
 
 /* "A|B|C" -> bit mask over the cluster's types; *unknown gets the names the cluster lacks. */
 static uint32_t parse_spec(const char *spec, const Cluster *c, char *unknown, int n) {
@@ -97,7 +91,7 @@ int trace_load_openb(JobSet *js, const char *path, const Cluster *c, TraceOption
         } else {
             /* openb lifetimes: median 540 s, p90 6,574 s -> log-normal sigma ln(6574/540)/1.2816 */
             submit = t_synth;
-            t_synth += -log(unif(&rng));
+            t_synth += -log(splitmix64_uniform(&rng));
             duration = fmin(540.0 * exp(1.95 * gauss(&rng)), 150 * 86400.0);
             if (duration < 1) duration = 1;
         }
@@ -182,7 +176,7 @@ int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed) {
     uint64_t rng = seed * 0xD1B54A32D192ED03ULL + 5;
     double t = 0;
     for (int k = 0; k < n; k++) {
-        const Job *src = &in->jobs[ok[mix(&rng) % (uint64_t)nok]];
+        const Job *src = &in->jobs[ok[splitmix64_next(&rng) % (uint64_t)nok]];
         Job *j = jobset_add(out);
         if (!j) { free(ok); return myr_error("out of memory"); }
         int id = j->id;
@@ -191,7 +185,7 @@ int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed) {
         j->slots = NULL;
         snprintf(j->name, sizeof j->name, "r%06d", k);
         j->submit = t;
-        t += -log(unif(&rng));
+        t += -log(splitmix64_uniform(&rng));
     }
     free(ok);
     return 0;

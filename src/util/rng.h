@@ -7,14 +7,21 @@
 
 typedef struct { uint64_t state; } Rng;
 
-static inline uint64_t rng_next(Rng *r) {
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+/* splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", 2014;
+ * constants of Vigna's reference splitmix64.c) over a bare 64-bit state. */
+static inline uint64_t splitmix64_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 /* uniform in (0, 1): 53 random bits, never exactly 0 */
-static inline double rng_uniform(Rng *r) { return ((rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static inline double splitmix64_uniform(uint64_t *state) {
+    return ((splitmix64_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static inline uint64_t rng_next(Rng *r) { return splitmix64_next(&r->state); }
+static inline double rng_uniform(Rng *r) { return splitmix64_uniform(&r->state); }
 /* uniform integer in [0, n) (n > 0), by rejection so every value is equally likely */
 static inline uint64_t rng_below(Rng *r, uint64_t n) {
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
