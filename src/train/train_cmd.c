@@ -98,13 +98,21 @@ static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed
     free(out);
 }
 
-/* A bad layout is found by every rank alike: rank 0 says so (one line), the others just exit. */
+/* A bad layout is found by every rank alike: rank 0 says so (one line), the others stay until it
+ * has (a barrier), since the first rank to exit non-zero makes mpirun kill the rest. */
 static noreturn void layout_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static noreturn void layout_error(int rank, const char *fmt, ...) {
-    if (rank != 0) exit(1);
-    va_list ap;
-    va_start(ap, fmt);
-    myr_vdie(fmt, ap);
+    if (rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("myriad: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        fflush(stderr);
+        va_end(ap);
+    }
+    if (comm_is_initialized()) comm_barrier(comm_world());
+    exit(1);
 }
 
 /* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */

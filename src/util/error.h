@@ -14,7 +14,7 @@ int myr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *myr_last_error(void);
 /* Print "myriad: <fmt>" to stderr and exit(1). For the CLI layer only. */
 noreturn void myr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same with a va_list (for wrappers such as "only rank 0 reports"). */
+/* The same with a va_list (for wrappers that take their own arguments). */
 noreturn void myr_vdie(const char *fmt, va_list ap);
 /* Print the last recorded error and exit(1). */
 noreturn void myr_die_last(void);
