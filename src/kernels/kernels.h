@@ -107,6 +107,26 @@ void attention_backward(real *dqkv, const real *dout, const real *qkv, const rea
 double cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
                                       int want_grad, double grad_scale);
 
+/* ---- mixture of experts (src/model/moe.c) ----
+ * Router: probs [N, E] holds the router logits on entry and softmax(logits) on return; topk
+ * [N, k] the chosen experts by falling probability (ties: the lower expert index); gates [N, k]
+ * their probabilities renormalised over the k chosen. */
+void moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k);
+/* dlogits [N, E] (written) from dgates [N, k] (d loss / d gate) through the renormalisation and
+ * the softmax, plus d loss / d probs of the load-balancing loss: daux [N / T, E], the same for
+ * every token of a sequence of T. */
+void moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
+                         const real *daux, int N, int T, int E, int k);
+/* out[r] = x[idx[r]] (x scale[r] when scale != NULL): gather token rows of C values. */
+void moe_gather_rows(real *out, const real *x, const int32_t *idx, const real *scale, int R, int C);
+/* out[idx[r]] = x[r]: the inverse of a gather by a permutation. */
+void moe_scatter_rows(real *out, const real *x, const int32_t *idx, int R, int C);
+/* out[idx[r]] += (w ? w[r] : 1) * x[r], in order r = 0, 1, ... (the weighted combine and the
+ * backward of a gather; a fixed order whatever the threads). */
+void moe_combine(real *out, const real *x, const int32_t *idx, const real *w, int R, int C);
+/* out[r] = dot(a[idx[r]], b[r]) over C values (double accumulation): d loss / d gate. */
+void moe_row_dot(real *out, const real *a, const int32_t *idx, const real *b, int R, int C);
+
 /* ---- measured matmul rate (FLOP/s) of an n x n x n GEMM, best of `reps` ---- */
 double kernels_measure_peak_flops(int n, int reps);
 

@@ -1,6 +1,8 @@
 /* config.c: model-shape defaults and validation. */
 #include "model/config.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -45,5 +47,30 @@ int model_config_validate(const ModelConfig *c) {
     if (c->arch == ARCH_LLAMA && ((c->hidden / c->heads) % 2))
         return myr_error("llama head_dim %d must be even for rotary embeddings", c->hidden / c->heads);
     if (!(c->norm_eps > 0)) return myr_error("norm eps must be positive");
+    if (c->experts < 0) return myr_error("experts must be >= 0 (got %d)", c->experts);
+    if (c->experts == 0) return 0;
+    if (c->top_k < 1) return myr_error("--top-k must be at least 1 (got %d)", c->top_k);
+    if (c->top_k > c->experts)
+        return myr_error("--top-k %d is larger than --experts %d (a token cannot pick more experts than exist)",
+                         c->top_k, c->experts);
+    if (c->shared_experts < 0) return myr_error("--shared-experts must be >= 0 (got %d)", c->shared_experts);
+    if (c->expert_ffn < 0) return myr_error("--expert-ffn must be positive (got %d)", c->expert_ffn);
+    if (c->moe_every < 0) return myr_error("--moe-every must be positive (got %d)", c->moe_every);
+    if (!(c->aux_loss_coef >= 0)) return myr_error("--aux-loss-coef must be >= 0");
+    if (!isfinite(c->capacity_factor)) return myr_error("--capacity-factor must be finite");
     return 0;
+}
+
+int model_layer_is_moe(const ModelConfig *c, int l) {
+    if (c->experts <= 0) return 0;
+    int every = c->moe_every > 0 ? c->moe_every : 1;
+    return (l + 1) % every == 0;
+}
+
+int model_expert_ffn(const ModelConfig *c) { return c->expert_ffn > 0 ? c->expert_ffn : c->ffn; }
+
+int model_expert_capacity(const ModelConfig *c, int T) {
+    if (!(c->capacity_factor > 0)) return INT32_MAX;
+    double cap = ceil((double)c->capacity_factor * T * c->top_k / c->experts);
+    return cap > INT32_MAX ? INT32_MAX : (int)cap;
 }

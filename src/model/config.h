@@ -19,12 +19,26 @@ typedef struct {
     float norm_eps; /* LayerNorm / RMSNorm epsilon */
     float rope_theta;
     int tied_embeddings; /* lm_head shares the token embedding (GPT-2: 1, Llama: usually 0) */
+    /* mixture of experts (docs/MOE.md); experts == 0 is a dense model and the rest is ignored */
+    int experts;           /* routed experts per MoE layer */
+    int top_k;             /* experts chosen per token */
+    int shared_experts;    /* experts every token goes through (one MLP of shared_experts x expert_ffn) */
+    int expert_ffn;        /* inner size of one expert (0: ffn) */
+    int moe_every;         /* layer l is an MoE layer when (l + 1) % moe_every == 0 (0 counts as 1) */
+    float capacity_factor; /* per sequence and expert: ceil(cf * T * top_k / experts) tokens; <= 0: dropless */
+    float aux_loss_coef;   /* weight of the load-balancing loss in the training loss */
 } ModelConfig;
 
 /* Fill family defaults (eps, theta, tying) for `arch`; shape fields are left to the caller. */
 void model_config_defaults(ModelConfig *c, ModelArch arch);
 /* Check the shape; on error returns -1 with a one-line reason (e.g. hidden not divisible by heads). */
 int model_config_validate(const ModelConfig *c);
+/* Layer l of c replaces its MLP by experts. */
+int model_layer_is_moe(const ModelConfig *c, int l);
+/* Inner size of one expert. */
+int model_expert_ffn(const ModelConfig *c);
+/* Tokens one expert may take from one sequence of T tokens (INT32_MAX when dropless). */
+int model_expert_capacity(const ModelConfig *c, int T);
 /* "gpt2" / "llama" */
 const char *model_arch_name(ModelArch a);
 /* Parse "gpt2" / "llama"; -1 if unknown. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "model/moe.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -27,8 +28,20 @@ int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
 }
 
 int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st) {
+    return model_create_ep(m, cfg, unit_align, tp, tp_rank, 1, 0, st);
+}
+
+int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                    const StageSpec *st) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
+    if (ep < 1) return myr_error("--ep must be positive");
+    if (ep > 1 && cfg->experts == 0) return myr_error("--ep %d needs a mixture-of-experts model (--experts E)", ep);
+    if (cfg->experts % ep)
+        return myr_error("--experts %d is not divisible by --ep %d (each expert-parallel rank holds an equal share; "
+                         "choose --ep dividing %d)", cfg->experts, ep, cfg->experts);
+    if (cfg->experts && model_expert_ffn(cfg) % tp)
+        return myr_error("expert ffn %d is not divisible by --tp %d", model_expert_ffn(cfg), tp);
     if (tp < 1) return myr_error("--tp must be positive");
     if (cfg->heads % tp) return myr_error("heads %d are not divisible by --tp %d (attention is split by heads)", cfg->heads, tp);
     if (cfg->kv_heads % tp)
@@ -48,7 +61,10 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
         return myr_error("stage layers [%d, %d) are outside the model's %d layers", st->layer_lo, st->layer_hi,
                          cfg->layers);
     m->stage = *st;
-    param_table_build_stage(&m->table, cfg, unit_align, tp, tp_rank, st);
+    m->ep.size = ep;
+    m->ep.rank = ep_rank;
+    if (cfg->experts) m->moe_stats.tokens = calloc((size_t)cfg->layers * cfg->experts, sizeof(int64_t));
+    param_table_build_ep(&m->table, cfg, unit_align, tp, tp_rank, ep, ep_rank, st);
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
@@ -76,6 +92,8 @@ static void free_activations(Model *m) {
     dev_free(m->acts_mem);
     m->acts_mem = NULL;
     Activations *a = &m->a;
+    for (int l = 0; a->moe && l < m->cfg.layers; l++) moe_acts_free(a->moe[l]);
+    free(a->moe);
     real **arrays[] = {a->res_in, a->norm1, a->norm1_mean, a->norm1_rstd, a->norm1_in, a->qkv, a->att, a->attn_y,
                        a->res_mid, a->norm2, a->norm2_mean, a->norm2_rstd, a->norm2_in, a->fc, a->act};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
@@ -129,6 +147,7 @@ void model_destroy(Model *m) {
     dev_free(m->grads);
     dev_free(m->rope_cos);
     dev_free(m->rope_sin);
+    free(m->moe_stats.tokens);
     model_tensors_free(&m->p);
     model_tensors_free(&m->g);
     param_table_free(&m->table);
@@ -140,8 +159,9 @@ size_t model_num_params(const Model *m) { return param_table_tensor_elements(&m-
     if (m->hooks && m->hooks->name) m->hooks->name(m->hooks->ctx, unit)
 
 /* this object's unit numbers (params.h): embedding, layers, head, in layout order */
-static int unit_of_layer(const Model *m, int l) { return m->stage.first + (l - m->stage.layer_lo); }
-static int unit_head(const Model *m) { return unit_of_layer(m, m->stage.layer_hi); }
+static int unit_of_layer(const Model *m, int l) { return m->table.layer_unit[l]; }
+static int unit_of_experts(const Model *m, int l) { return m->table.expert_unit[l]; }
+static int unit_head(const Model *m) { return m->table.units - 1; }
 
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = {seed};
@@ -157,7 +177,9 @@ void model_init_weights(Model *m, uint64_t seed) {
         } else if (p->ndim == 1) {
             for (size_t k = 0; k < p->numel; k++) w[k] = 0;
         } else {
-            double std = (!strcmp(base, "attn_out_w") || !strcmp(base, "mlp_out_w")) ? residual_std : 0.02;
+            double std = (!strcmp(base, "attn_out_w") || !strcmp(base, "mlp_out_w") || !strcmp(base, "shared_out_w"))
+                             ? residual_std
+                             : 0.02;
             for (size_t k = 0; k < p->numel; k++) w[k] = (real)(std * rng_normal(&rng));
         }
     }
@@ -201,6 +223,7 @@ static void ensure_activations(Model *m, int B, int T) {
     ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(norm1_in); ARR(qkv); ARR(att); ARR(attn_y);
     ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(act);
 #undef ARR
+    a->moe = calloc(L + 1, sizeof(struct MoeActs *));
     real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE((size_t)B * m->heads_local * T * T) : NULL;
     /* res_in[l] for l in [lo, hi]: each layer's input, and res_in[hi] the stage's output */
     for (int l = lo; l <= hi; l++) a->res_in[l] = TAKE(NL * C);
@@ -358,10 +381,14 @@ static void layer_forward(Model *m, int l, int B, int T) {
     residual_forward(a->res_mid[l], a->res_in[l], res_out, (size_t)NL * C);
     norm_forward(m, a->norm2[l], a->norm2_mean[l], a->norm2_rstd[l], a->res_mid[l], w->norm2_w, w->norm2_b, NL);
     gather_rows(m, a->norm2[l], a->norm2_in[l], (size_t)N, (size_t)C);
-    matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
-    if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
-    else swiglu_forward(a->act[l], a->fc[l], N, F);
-    matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+    if (model_layer_is_moe(c, l)) {
+        moe_forward(m, l, a->norm2_in[l], proj, B, T); /* biases inside (tp rank 0) */
+    } else {
+        matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
+        if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
+        else swiglu_forward(a->act[l], a->fc[l], N, F);
+        matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+    }
     if (tp) {
         complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
         if (w->mlp_out_b) bias_add(res_out, w->mlp_out_b, NL, C);
@@ -383,6 +410,8 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
     int lo = m->stage.layer_lo, hi = m->stage.layer_hi;
     Activations *a = &m->a;
     m->ready_for_backward = 0;
+    m->moe_aux = 0;
+    m->moe_grad_scale = grad_scale;
     if (!m->stage.first) {
         memcpy(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
         goto layers;
@@ -401,7 +430,9 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
 layers:
     for (int l = lo; l < hi; l++) {
         HOOK(before_forward, unit_of_layer(m, l));
+        if (unit_of_experts(m, l) >= 0) HOOK(before_forward, unit_of_experts(m, l));
         layer_forward(m, l, B, T);
+        if (unit_of_experts(m, l) >= 0) HOOK(after_forward, unit_of_experts(m, l));
         HOOK(after_forward, unit_of_layer(m, l));
     }
     if (!m->stage.last) {
@@ -418,7 +449,7 @@ layers:
     double loss = tp ? vocab_parallel_cross_entropy(m, targets, N, grad_scale)
                      : cross_entropy_forward_backward(a->logits, a->losses, targets, N, V, grad_scale > 0, grad_scale);
     m->ready_for_backward = grad_scale > 0;
-    return loss;
+    return loss + c->aux_loss_coef * m->moe_aux;
 }
 
 const real *model_stage_output(const Model *m) { return m->a.res_in[m->stage.layer_hi]; }
@@ -451,23 +482,34 @@ void model_backward_stage(Model *m, const real *dout_stage) {
     HOOK(after_backward, unit_head(m));
 layers:
     for (int l = hi - 1; l >= lo; l--) {
+        int moe = unit_of_experts(m, l) >= 0;
         HOOK(before_backward, unit_of_layer(m, l));
+        if (moe) HOOK(before_backward, unit_of_experts(m, l));
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
         /* recomputation: full rebuilds the layer's activations from its kept input (rewriting
          * the next layer's input with the same values); selective rebuilds the attention
          * probabilities only */
-        if (m->recompute == RECOMPUTE_FULL) layer_forward(m, l, B, T);
-        else if (m->recompute == RECOMPUTE_SELECTIVE)
+        if (m->recompute == RECOMPUTE_FULL) {
+            m->moe_recomputing = 1;
+            layer_forward(m, l, B, T);
+            m->moe_recomputing = 0;
+        } else if (m->recompute == RECOMPUTE_SELECTIVE)
             attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
          * bias saw this rank's rows only under sequence parallelism */
         real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
-        matmul_backward(s->d_act, gw->mlp_out_w, sp ? NULL : gw->mlp_out_b, dout, a->act[l], w->mlp_out_w, N, F, C, 0);
-        if (sp && gw->mlp_out_b) bias_backward(gw->mlp_out_b, s->d_res, NL, C);
-        if (gpt2) gelu_backward(s->d_fc, a->fc[l], s->d_act, (size_t)N * F);
-        else swiglu_backward(s->d_fc, a->fc[l], s->d_act, N, F);
-        matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2_in[l], w->fc_w, N, C, F1, 0);
+        if (moe) {
+            moe_backward(m, l, a->norm2_in[l], dout, s->d_norm);
+            HOOK(after_backward, unit_of_experts(m, l)); /* the experts' gradients are final */
+        } else {
+            matmul_backward(s->d_act, gw->mlp_out_w, sp ? NULL : gw->mlp_out_b, dout, a->act[l], w->mlp_out_w, N, F, C,
+                            0);
+            if (sp && gw->mlp_out_b) bias_backward(gw->mlp_out_b, s->d_res, NL, C);
+            if (gpt2) gelu_backward(s->d_fc, a->fc[l], s->d_act, (size_t)N * F);
+            else swiglu_backward(s->d_fc, a->fc[l], s->d_act, N, F);
+            matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2_in[l], w->fc_w, N, C, F1, 0);
+        }
         complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
         norm_backward(m, s->d_res, gw->norm2_w, gw->norm2_b, s->d_norm_local, a->res_mid[l], w->norm2_w,
                       a->norm2_mean[l], a->norm2_rstd[l], NL);
@@ -516,7 +558,16 @@ void model_zero_grad(Model *m) { dev_zero(m->grads, m->table.total); }
 
 double model_flops_per_token(const ModelConfig *c, int T) {
     double C = c->hidden, L = c->layers;
-    double matmul_params =
-        L * (C * full_qkv_width(c) + C * C + C * full_fc_width(c) + (double)c->ffn * C) + C * c->vocab;
+    double matmul_params = C * c->vocab;
+    for (int l = 0; l < c->layers; l++) {
+        matmul_params += C * full_qkv_width(c) + C * C;
+        if (!model_layer_is_moe(c, l)) {
+            matmul_params += C * full_fc_width(c) + (double)c->ffn * C;
+            continue;
+        }
+        /* a token runs its k experts and the shared ones (the active parameters), and the router */
+        double Fe = model_expert_ffn(c), per = C * (c->arch == ARCH_GPT2 ? Fe : 2 * Fe) + Fe * C;
+        matmul_params += (c->top_k + c->shared_experts) * per + C * c->experts;
+    }
     return 6.0 * matmul_params + 6.0 * L * T * C; /* causal attention: half of 12·L·T·C */
 }

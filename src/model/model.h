@@ -18,6 +18,7 @@ typedef struct {
     real **res_in, **norm1, **norm1_mean, **norm1_rstd, **norm1_in, **qkv, **att, **attn_y, **res_mid;
     real **norm2, **norm2_mean, **norm2_rstd, **norm2_in, **fc, **act;
     real *res_out, *normf, *normf_mean, *normf_rstd, *normf_in, *logits, *losses;
+    struct MoeActs **moe; /* per MoE layer: routing and expert activations (src/model/moe.c) */
 } Activations;
 
 typedef struct {
@@ -53,6 +54,22 @@ typedef struct {
     void *ctx;
 } TensorParallel;
 
+/* Expert parallelism as the model sees it: its rank in the ep group and an all-to-all-v of
+ * 32-bit words (send_counts[r] words to rank r, packed in rank order; recv_counts[r] from r),
+ * implemented over a comm group in src/parallel/expert_parallel.c. size 1: all experts local. */
+typedef struct {
+    int size, rank;
+    void (*all_to_all_v)(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts);
+    void *ctx;
+} ExpertParallel;
+
+/* Mixture-of-experts figures since the last moe_stats_reset (this rank's tokens). */
+typedef struct {
+    int64_t *tokens;          /* [layers * experts]: assignments kept per (layer, expert) */
+    int64_t dropped, assigned; /* assignments dropped by capacity, assignments made */
+    double a2a_bytes, a2a_s;  /* bytes this rank sent to other ranks in all-to-alls, and their time */
+} MoeStats;
+
 /* Activation recomputation: none keeps every layer's activations; selective keeps all but the
  * attention probabilities (B x H x T x T per layer), recomputed in backward; full keeps only
  * each layer's input and recomputes the layer in backward. */
@@ -84,6 +101,14 @@ typedef struct {
     struct ActivationSlot *slots;
     int nslots, cur_slot;
     int live_slots, peak_live_slots; /* activation sets allocated now / at most (the allocator's count) */
+    /* mixture of experts */
+    ExpertParallel ep;
+    double moe_aux;        /* load-balancing loss of the last forward: sum over this object's MoE layers */
+    double moe_grad_scale; /* the running forward's grad_scale (the aux loss's gradient uses it) */
+    int moe_recomputing;   /* backward is recomputing a layer: no statistics, no routing dump */
+    MoeStats moe_stats;
+    FILE *moe_routing;     /* when set, training forwards write their routing (docs/MOE.md) */
+    int moe_seq0;          /* global index of this rank's first sequence (for the routing dump) */
 } Model;
 
 /* Make slot k current (slots are created on first use; slot 0 is the default). */
@@ -99,6 +124,10 @@ int model_create_aligned(Model *m, const ModelConfig *cfg, int unit_align);
  * ffn columns, embedding and LM head by vocabulary. -1 + reason if heads, kv heads or ffn are
  * not divisible by tp. m->tp.sum / sum_exact must be set before the first forward when tp > 1. */
 int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank);
+/* The same with expert parallelism: rank ep_rank of ep holds experts [E*ep_rank/ep, E*(ep_rank+1)/ep)
+ * of every MoE layer. -1 + reason if the experts are not divisible by ep. */
+int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                    const StageSpec *st);
 /* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */
 int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st);
 /* Copy this model's slices (tensor-parallel rank, pipeline stage) out of (to_local) or into
@@ -120,6 +149,7 @@ void model_destroy(Model *m);
  * biases 0, norm weights 1. Depends only on (seed, config). */
 void model_init_weights(Model *m, uint64_t seed);
 /* Forward over x[B*T] (positions 0..T-1 per row). With targets, returns the mean cross-entropy
+ * plus aux_loss_coef x the load-balancing loss (MoE models; m->moe_aux holds it unweighted)
  * (else 0 and logits stay in m->a.logits). With grad_scale > 0, also prepares backward: the
  * logits buffer becomes d(grad_scale * mean loss)/dlogits. */
 double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, int T, double grad_scale);

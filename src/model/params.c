@@ -37,7 +37,7 @@ static void add_sharded(ParamTable *t, int layer, const char *name, ShardKind ki
     p->global_shape[0] = d0;
     p->global_shape[1] = ndim == 2 ? d1 : 1;
     local_shape(kind, d0, ndim == 2 ? d1 : 1, &d0, &d1);
-    if (layer >= 0) snprintf(p->name, sizeof p->name, "layers.%d.%s", layer, name);
+    if (layer >= 0) snprintf(p->name, sizeof p->name, "layers.%d.%.28s", layer, name);
     else snprintf(p->name, sizeof p->name, "%s", name);
     p->layer = layer;
     p->ndim = ndim;
@@ -69,6 +69,31 @@ void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, i
 
 void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank,
                              const StageSpec *st) {
+    param_table_build_ep(t, c, unit_align, tp, tp_rank, 1, 0, st);
+}
+
+/* An MLP's tensors under `prefix` (fc_w | fc_b | mlp_out_w | mlp_out_b, or shared_*): inner size
+ * F, split over tensor parallelism like the dense MLP. */
+static void add_mlp(ParamTable *t, int l, const char *fc, const char *out, int gpt2, int C, int F, int expert) {
+    char name[40];
+    int first = t->count;
+    snprintf(name, sizeof name, "%s_w", fc);
+    add_sharded(t, l, name, gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 2, gpt2 ? F : 2 * F, C);
+    if (gpt2) {
+        snprintf(name, sizeof name, "%s_b", fc);
+        add_sharded(t, l, name, SHARD_ROWS, 1, F, 0);
+    }
+    snprintf(name, sizeof name, "%s_w", out);
+    add_sharded(t, l, name, SHARD_COLS, 2, C, F);
+    if (gpt2) {
+        snprintf(name, sizeof name, "%s_b", out);
+        add(t, l, name, 1, C, 0);
+    }
+    for (int i = first; i < t->count; i++) t->info[i].expert = expert;
+}
+
+void param_table_build_ep(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                          const StageSpec *st) {
     cur_tp = tp;
     cur_rank = tp_rank;
     cur_cfg = c;
@@ -78,10 +103,18 @@ void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align
     t->count = 0;
     t->total = 0;
     if (unit_align < 1) unit_align = 1;
-    t->info = calloc((size_t)5 + 12 * (size_t)c->layers, sizeof(ParamInfo));
-    t->units = (st->layer_hi - st->layer_lo) + st->first + st->last;
+    int moe_layers = 0;
+    for (int l = st->layer_lo; l < st->layer_hi; l++) moe_layers += model_layer_is_moe(c, l);
+    int e_lo = c->experts * ep_rank / (ep > 0 ? ep : 1), e_hi = c->experts * (ep_rank + 1) / (ep > 0 ? ep : 1);
+    t->ep = ep;
+    t->ep_rank = ep_rank;
+    t->info = calloc((size_t)5 + (size_t)c->layers * (17 + 4 * (size_t)(e_hi - e_lo)), sizeof(ParamInfo));
+    t->units = (st->layer_hi - st->layer_lo) + moe_layers + st->first + st->last;
     t->unit_lo = calloc((size_t)t->units, sizeof(size_t));
     t->unit_hi = calloc((size_t)t->units, sizeof(size_t));
+    t->layer_unit = malloc((size_t)c->layers * sizeof(int));
+    t->expert_unit = malloc((size_t)c->layers * sizeof(int));
+    for (int l = 0; l < c->layers; l++) t->layer_unit[l] = t->expert_unit[l] = -1;
     current_unit = 0;
     if (st->first) {
         add_sharded(t, -1, "tok_emb", SHARD_VOCAB, 2, c->vocab, C);
@@ -98,10 +131,27 @@ void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align
         if (gpt2) add(t, l, "attn_out_b", 1, C, 0);
         add(t, l, "norm2_w", 1, C, 0);
         if (gpt2) add(t, l, "norm2_b", 1, C, 0);
-        add_sharded(t, l, "fc_w", gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 2, fc, C);
-        if (gpt2) add_sharded(t, l, "fc_b", SHARD_ROWS, 1, fc, 0);
-        add_sharded(t, l, "mlp_out_w", SHARD_COLS, 2, C, c->ffn);
-        if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
+        t->layer_unit[l] = current_unit;
+        if (!model_layer_is_moe(c, l)) {
+            add_sharded(t, l, "fc_w", gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 2, fc, C);
+            if (gpt2) add_sharded(t, l, "fc_b", SHARD_ROWS, 1, fc, 0);
+            add_sharded(t, l, "mlp_out_w", SHARD_COLS, 2, C, c->ffn);
+            if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
+            end_unit(t, lo, unit_align);
+            continue;
+        }
+        int Fe = model_expert_ffn(c);
+        add(t, l, "router_w", 2, c->experts, C);
+        if (c->shared_experts > 0) add_mlp(t, l, "shared_fc", "shared_out", gpt2, C, c->shared_experts * Fe, 0);
+        end_unit(t, lo, unit_align);
+        lo = t->total;
+        t->expert_unit[l] = current_unit;
+        for (int e = e_lo; e < e_hi; e++) {
+            char fcn[32], outn[32];
+            snprintf(fcn, sizeof fcn, "experts.%d.fc", e);
+            snprintf(outn, sizeof outn, "experts.%d.mlp_out", e);
+            add_mlp(t, l, fcn, outn, gpt2, C, Fe, 1);
+        }
         end_unit(t, lo, unit_align);
     }
     if (!st->last) return;
@@ -128,8 +178,8 @@ static int64_t global_row(const ModelConfig *c, const ParamInfo *p, int tp, int 
         return (int64_t)(c->heads + c->kv_heads) * hd + r * kv + (lr - q - kv);
     }
     case SHARD_GATE_UP: {
-        int64_t f = rows / 2;
-        return lr < f ? r * f + lr : c->ffn + r * f + (lr - f);
+        int64_t f = rows / 2, half = p->global_shape[0] / 2; /* gate | up of this MLP (dense or expert) */
+        return lr < f ? r * f + lr : half + r * f + (lr - f);
     }
     default: return lr;
     }
@@ -156,14 +206,29 @@ void param_table_free(ParamTable *t) {
     free(t->info);
     free(t->unit_lo);
     free(t->unit_hi);
+    free(t->layer_unit);
+    free(t->expert_unit);
     t->info = NULL;
     t->unit_lo = t->unit_hi = NULL;
+    t->layer_unit = t->expert_unit = NULL;
     t->count = 0;
 }
 
 const ParamInfo *param_table_find(const ParamTable *t, const char *name) {
     for (int i = 0; i < t->count; i++)
         if (!strcmp(t->info[i].name, name)) return &t->info[i];
+    return NULL;
+}
+
+/* The pointer slot of a routed expert's tensor ("experts.<e>.fc_w" ...), or NULL for other names. */
+static real **expert_slot(const LayerTensors *L, const char *field) {
+    int e, n = 0;
+    char what[16];
+    if (sscanf(field, "experts.%d.%15s%n", &e, what, &n) != 2 || field[n]) return NULL;
+    if (!strcmp(what, "fc_w")) return &L->ex_fc_w[e];
+    if (!strcmp(what, "fc_b")) return &L->ex_fc_b[e];
+    if (!strcmp(what, "mlp_out_w")) return &L->ex_out_w[e];
+    if (!strcmp(what, "mlp_out_b")) return &L->ex_out_b[e];
     return NULL;
 }
 
@@ -186,11 +251,17 @@ static void bind_range(ModelTensors *m, const ParamTable *t, const ModelConfig *
             continue;
         }
         LayerTensors *L = &m->layer[p->layer];
+        real **slot = expert_slot(L, field);
+        if (slot) {
+            *slot = ptr;
+            continue;
+        }
         snprintf(name, sizeof name, "%s", field);
 #define FIELD(f) else if (!strcmp(name, #f)) L->f = ptr;
         if (0) {}
         FIELD(norm1_w) FIELD(norm1_b) FIELD(qkv_w) FIELD(qkv_b) FIELD(attn_out_w) FIELD(attn_out_b)
         FIELD(norm2_w) FIELD(norm2_b) FIELD(fc_w) FIELD(fc_b) FIELD(mlp_out_w) FIELD(mlp_out_b)
+        FIELD(router_w) FIELD(shared_fc_w) FIELD(shared_fc_b) FIELD(shared_out_w) FIELD(shared_out_b)
 #undef FIELD
     }
 }
@@ -205,9 +276,12 @@ real *model_tensors_get(const ModelTensors *m, const ParamInfo *p) {
         return m->lm_head;
     }
     const LayerTensors *L = &m->layer[p->layer];
+    real **slot = expert_slot(L, field);
+    if (slot) return *slot;
 #define FIELD(f) if (!strcmp(field, #f)) return L->f;
     FIELD(norm1_w) FIELD(norm1_b) FIELD(qkv_w) FIELD(qkv_b) FIELD(attn_out_w) FIELD(attn_out_b)
     FIELD(norm2_w) FIELD(norm2_b) FIELD(fc_w) FIELD(fc_b) FIELD(mlp_out_w) FIELD(mlp_out_b)
+    FIELD(router_w) FIELD(shared_fc_w) FIELD(shared_fc_b) FIELD(shared_out_w) FIELD(shared_out_b)
 #undef FIELD
     return NULL;
 }
@@ -215,6 +289,15 @@ real *model_tensors_get(const ModelTensors *m, const ParamInfo *p) {
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
     memset(m, 0, sizeof *m);
     m->layer = calloc((size_t)c->layers, sizeof(LayerTensors));
+    if (c->experts > 0) { /* one block of expert pointers for all layers */
+        size_t E = (size_t)c->experts;
+        real **slots = calloc(4 * E * (size_t)c->layers, sizeof(real *));
+        for (int l = 0; l < c->layers; l++) {
+            real **s = slots + 4 * E * (size_t)l;
+            m->layer[l].ex_fc_w = s, m->layer[l].ex_fc_b = s + E, m->layer[l].ex_out_w = s + 2 * E;
+            m->layer[l].ex_out_b = s + 3 * E;
+        }
+    }
     bind_range(m, t, c, base, 0, t->total);
 }
 
@@ -223,6 +306,7 @@ void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelCo
 }
 
 void model_tensors_free(ModelTensors *m) {
+    if (m->layer) free(m->layer[0].ex_fc_w);
     free(m->layer);
     m->layer = NULL;
 }

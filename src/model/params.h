@@ -9,8 +9,15 @@
  *   normf_w [C], normf_b (GPT-2); lm_head [V, C] when not tied to tok_emb.
  * Weights are [out, in] like nn.Linear. Hugging Face names are mapped in hf_weights.c.
  *
- * Units: the table is cut into L + 2 contiguous units, in layout order: unit 0 = embeddings,
- * unit 1 + l = layer l, unit L + 1 = head (final norm and an untied lm_head). A unit is what
+ * MoE layers (docs/MOE.md) have no fc/mlp_out; instead router_w [E, C], optionally the shared
+ * experts shared_fc_w / shared_fc_b / shared_out_w / shared_out_b (one MLP of S x expert_ffn,
+ * shaped like fc/mlp_out), and per routed expert e held by this rank experts.<e>.fc_w, fc_b,
+ * mlp_out_w, mlp_out_b (shaped like a dense MLP of expert_ffn).
+ *
+ * Units: the table is cut into contiguous units, in layout order: unit 0 = embeddings, then per
+ * layer its unit and, for an MoE layer, a second unit right after it holding its routed experts
+ * (reduced over the expert-data-parallel group, not the whole data-parallel group), and last the
+ * head (final norm and an untied lm_head). layer_unit / expert_unit map layers to units. A unit is what
  * data parallelism reduces, shards and (ZeRO-3) gathers as one piece. With unit_align > 1 every
  * unit is padded with zeros to a multiple of unit_align elements, so it splits evenly over
  * that many ranks; padding belongs to no tensor and stays zero. */
@@ -51,11 +58,16 @@ typedef struct {
     size_t numel;
     int decay;      /* AdamW weight decay applies (tensors with 2 or more dimensions) */
     int unit;       /* see "Units" above */
+    int expert;     /* a routed expert's tensor: reduced over the expert-data-parallel group */
 } ParamInfo;
 
 typedef struct {
     real *norm1_w, *norm1_b, *qkv_w, *qkv_b, *attn_out_w, *attn_out_b;
     real *norm2_w, *norm2_b, *fc_w, *fc_b, *mlp_out_w, *mlp_out_b;
+    /* MoE layers: router, shared experts, and routed experts by global index (NULL where this
+     * rank does not hold the expert) */
+    real *router_w, *shared_fc_w, *shared_fc_b, *shared_out_w, *shared_out_b;
+    real **ex_fc_w, **ex_fc_b, **ex_out_w, **ex_out_b; /* [experts] */
 } LayerTensors;
 
 typedef struct {
@@ -67,8 +79,10 @@ typedef struct {
     int count;
     ParamInfo *info;
     size_t total; /* elements, padding included */
-    int units;    /* L + 2 */
+    int units;
     size_t *unit_lo, *unit_hi; /* [units]: element range of each unit (hi includes padding) */
+    int *layer_unit, *expert_unit; /* [layers of the config]: unit of layer l and of its experts, or -1 */
+    int ep, ep_rank;               /* expert parallelism: this rank holds experts [E*ep_rank/ep, E*(ep_rank+1)/ep) */
 } ParamTable;
 
 /* Build the table for a (validated) config; units padded to multiples of unit_align (>= 1). */
@@ -79,6 +93,9 @@ void param_table_build_tp(ParamTable *t, const ModelConfig *c, int unit_align, i
 /* The table of one pipeline stage (units renumbered from 0 in layout order). */
 void param_table_build_stage(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank,
                              const StageSpec *st);
+/* The same with expert parallelism: only this rank's routed experts are in the table. */
+void param_table_build_ep(ParamTable *t, const ModelConfig *c, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                          const StageSpec *st);
 /* Copy between a whole tensor (global, laid out as global_shape) and rank tp_rank's slice of it
  * (local, laid out as shape): to_local = 1 copies global -> local, 0 copies local -> global
  * (only the slice's elements of global are written). */

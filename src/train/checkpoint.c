@@ -26,9 +26,9 @@ static int row_segments(const ModelConfig *c, const ParamInfo *p, int tp, int r,
         return 3;
     }
     case SHARD_GATE_UP: {
-        int64_t f = rows / 2;
+        int64_t f = rows / 2, half = p->global_shape[0] / 2; /* gate | up of this MLP (dense or expert) */
         seg[0] = (RowSeg){0, f, r * f};
-        seg[1] = (RowSeg){f, f, c->ffn + r * f};
+        seg[1] = (RowSeg){f, f, half + r * f};
         return 2;
     }
     default: seg[0] = (RowSeg){0, rows, 0}; return 1;

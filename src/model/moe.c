@@ -1,0 +1,304 @@
+/* moe.c: the mixture-of-experts block (see moe.h and docs/MOE.md).
+ *
+ * Routing is defined per sequence, a group no parallel layout splits, so the single process and
+ * every layout route, drop and balance the same tokens: capacity C = ceil(cf * T * k / E) per
+ * (sequence, expert), choices considered slot-major (every token's first choice in position
+ * order, then every second choice, ...), and the load-balancing loss E * sum_e f_e * P_e per
+ * sequence, averaged over the sequences. This rank's kept assignments travel in one fixed order
+ * (by expert, then token, then slot): the send buffer of the all-to-all; each expert's rank
+ * receives them grouped by source rank and runs its experts over rows ordered by (source rank,
+ * token), so results match the single process up to float summation order. */
+#include "model/moe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "util/error.h"
+
+struct MoeActs {
+    int N, B, T;
+    real *probs;    /* [N, E] softmax of the router logits */
+    int32_t *topk;  /* [N, k] */
+    real *gates;    /* [N, k] */
+    real *fsel;     /* [B, E] share of the sequence's choices that picked e (aux loss) */
+    double aux_grad; /* d loss / d aux of one sequence's term: grad_scale * coef / B */
+    /* this rank's kept assignments in send order */
+    int A;
+    int32_t *tok;   /* [A] token row */
+    int32_t *slot;  /* [A] n * k + j */
+    real *gate;     /* [A] */
+    int *send_rows, *recv_rows; /* [ep] */
+    /* rows this rank's experts process, expert-major then source rank */
+    int R;
+    int32_t *perm;  /* [R] received row of expert-major row r */
+    int *ex_start, *ex_rows; /* [local experts] */
+    real *xin, *fc, *act, *yback; /* [R, C], [R, F1], [R, F], [A, C] */
+    real *sfc, *sact; /* shared experts [N, F1s], [N, Fs] */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void moe_acts_free(struct MoeActs *s) {
+    if (!s) return;
+    free(s->topk), free(s->tok), free(s->slot), free(s->send_rows), free(s->recv_rows), free(s->perm);
+    free(s->ex_start), free(s->ex_rows);
+    real *bufs[] = {s->probs, s->gates, s->fsel, s->gate, s->xin, s->fc, s->act, s->yback, s->sfc, s->sact};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(bufs[i]);
+    free(s);
+}
+
+void moe_stats_reset(Model *m) {
+    MoeStats *st = &m->moe_stats;
+    if (st->tokens) memset(st->tokens, 0, (size_t)m->cfg.layers * m->cfg.experts * sizeof(int64_t));
+    st->dropped = st->assigned = 0;
+    st->a2a_bytes = st->a2a_s = 0;
+}
+
+/* dev_alloc of at least one element (empty expert batches are common) */
+static real *alloc(size_t n) { return dev_alloc(n ? n : 1); }
+
+/* Rows to every rank of the ep group and back: send_rows[r] rows of `width` 32-bit words to rank
+ * r (packed in rank order), recv_rows[r] from r. */
+static void exchange(Model *m, const void *send, const int *send_rows, void *recv, const int *recv_rows, size_t width) {
+    int P = m->ep.size;
+    if (P == 1) {
+        memcpy(recv, send, (size_t)send_rows[0] * width * 4);
+        return;
+    }
+    size_t *sc = malloc((size_t)P * sizeof(size_t)), *rc = malloc((size_t)P * sizeof(size_t));
+    double bytes = 0;
+    for (int r = 0; r < P; r++) {
+        sc[r] = (size_t)send_rows[r] * width;
+        rc[r] = (size_t)recv_rows[r] * width;
+        if (r != m->ep.rank) bytes += 4.0 * sc[r];
+    }
+    double t0 = now_s();
+    m->ep.all_to_all_v(m->ep.ctx, send, sc, recv, rc);
+    if (!m->moe_recomputing) {
+        m->moe_stats.a2a_s += now_s() - t0;
+        m->moe_stats.a2a_bytes += bytes;
+    }
+    free(sc);
+    free(rc);
+}
+
+/* One MLP (an expert, or the shared experts) over n rows: inner size F on this rank. The output
+ * bias is added by tensor-parallel rank 0 only, since the outputs are summed over the group. */
+static void mlp_forward(const Model *m, const real *x, int n, const real *fc_w, const real *fc_b, const real *out_w,
+                        const real *out_b, int F, real *fc, real *act, real *out) {
+    int C = m->cfg.hidden, gpt2 = m->cfg.arch == ARCH_GPT2, F1 = gpt2 ? F : 2 * F;
+    if (n == 0) return;
+    matmul_forward(fc, x, fc_w, fc_b, n, C, F1);
+    if (gpt2) gelu_forward(act, fc, (size_t)n * F);
+    else swiglu_forward(act, fc, n, F);
+    matmul_forward(out, act, out_w, m->tp.rank == 0 ? out_b : NULL, n, F, C);
+}
+
+/* Its backward: dx (= or += when accumulate) from dout; gradients accumulate. Every tensor-parallel
+ * rank adds the output bias's gradient (dout is the same on all of them). */
+static void mlp_backward(const Model *m, const real *x, int n, const real *fc_w, const real *out_w, real *g_fc_w,
+                         real *g_fc_b, real *g_out_w, real *g_out_b, int F, const real *fc, const real *act,
+                         const real *dout, real *dx, int accumulate) {
+    int C = m->cfg.hidden, gpt2 = m->cfg.arch == ARCH_GPT2, F1 = gpt2 ? F : 2 * F;
+    if (n == 0) return;
+    real *dact = alloc((size_t)n * F), *dfc = alloc((size_t)n * F1);
+    matmul_backward(dact, g_out_w, g_out_b, dout, act, out_w, n, F, C, 0);
+    if (gpt2) gelu_backward(dfc, fc, dact, (size_t)n * F);
+    else swiglu_backward(dfc, fc, dact, n, F);
+    matmul_backward(dx, g_fc_w, g_fc_b, dfc, x, fc_w, n, C, F1, accumulate);
+    dev_free(dact);
+    dev_free(dfc);
+}
+
+/* Routing of the sequences: top-k, capacity, the aux loss and the assignments in send order. */
+static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int E = c->experts, k = c->top_k, N = B * T, cap = model_expert_capacity(c, T);
+    char *kept = calloc((size_t)N * k, 1);
+    int *used = malloc((size_t)E * sizeof(int)), *chosen = malloc((size_t)E * sizeof(int));
+    int *count = calloc((size_t)E, sizeof(int)), *pos = malloc((size_t)E * sizeof(int));
+    double aux = 0;
+    for (int b = 0; b < B; b++) {
+        memset(used, 0, (size_t)E * sizeof(int));
+        memset(chosen, 0, (size_t)E * sizeof(int));
+        for (int j = 0; j < k; j++)
+            for (int t = 0; t < T; t++) {
+                int n = b * T + t, e = s->topk[(size_t)n * k + j];
+                chosen[e]++;
+                if (used[e] < cap) {
+                    used[e]++;
+                    count[e]++;
+                    kept[(size_t)n * k + j] = 1;
+                }
+            }
+        double seq = 0;
+        for (int e = 0; e < E; e++) {
+            double p = 0;
+            for (int t = 0; t < T; t++) p += s->probs[(size_t)(b * T + t) * E + e];
+            s->fsel[(size_t)b * E + e] = (real)((double)chosen[e] / ((double)T * k));
+            seq += (double)chosen[e] / ((double)T * k) * (p / T);
+        }
+        aux += E * seq;
+    }
+    /* assignments grouped by expert (counting sort), tokens and slots ascending inside */
+    s->A = 0;
+    for (int e = 0; e < E; e++) pos[e] = s->A, s->A += count[e];
+    s->tok = malloc((size_t)(s->A ? s->A : 1) * sizeof(int32_t));
+    s->slot = malloc((size_t)(s->A ? s->A : 1) * sizeof(int32_t));
+    s->gate = alloc((size_t)s->A);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < k; j++) {
+            size_t q = (size_t)n * k + j;
+            if (!kept[q]) continue;
+            int a = pos[s->topk[q]]++;
+            s->tok[a] = n, s->slot[a] = (int32_t)q, s->gate[a] = s->gates[q];
+        }
+    int P = m->ep.size, El = E / P;
+    s->send_rows = calloc((size_t)P, sizeof(int));
+    for (int e = 0; e < E; e++) s->send_rows[e / El] += count[e];
+    if (!m->moe_recomputing) {
+        MoeStats *st = &m->moe_stats;
+        for (int e = 0; e < E; e++) st->tokens[(size_t)l * E + e] += count[e];
+        st->assigned += (int64_t)N * k;
+        st->dropped += (int64_t)N * k - s->A;
+        if (m->moe_routing) /* layer, global sequence, position, slot, expert, kept */
+            for (int n = 0; n < N; n++)
+                for (int j = 0; j < k; j++)
+                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq0 + n / T, n % T, j,
+                            s->topk[(size_t)n * k + j], kept[(size_t)n * k + j]);
+    }
+    /* the counts per expert go to the experts' ranks first (expert order = rank order) */
+    int32_t *send_cnt = malloc((size_t)E * sizeof(int32_t)), *recv_cnt = malloc((size_t)E * sizeof(int32_t));
+    for (int e = 0; e < E; e++) send_cnt[e] = count[e];
+    int *per = calloc((size_t)P, sizeof(int));
+    for (int r = 0; r < P; r++) per[r] = 1;
+    exchange(m, send_cnt, per, recv_cnt, per, (size_t)El); /* El words to each rank */
+    s->recv_rows = calloc((size_t)P, sizeof(int));
+    s->R = 0;
+    for (int r = 0; r < P; r++)
+        for (int le = 0; le < El; le++) s->recv_rows[r] += recv_cnt[r * El + le], s->R += recv_cnt[r * El + le];
+    /* expert-major order of the received rows */
+    s->perm = malloc((size_t)(s->R ? s->R : 1) * sizeof(int32_t));
+    s->ex_start = calloc((size_t)El, sizeof(int));
+    s->ex_rows = calloc((size_t)El, sizeof(int));
+    int r_out = 0;
+    for (int le = 0; le < El; le++) {
+        s->ex_start[le] = r_out;
+        int src_off = 0;
+        for (int r = 0; r < P; r++) {
+            int before = 0;
+            for (int q = 0; q < le; q++) before += recv_cnt[r * El + q];
+            for (int i = 0; i < recv_cnt[r * El + le]; i++) s->perm[r_out++] = src_off + before + i;
+            src_off += s->recv_rows[r];
+        }
+        s->ex_rows[le] = r_out - s->ex_start[le];
+    }
+    free(kept), free(used), free(chosen), free(count), free(pos), free(send_cnt), free(recv_cnt), free(per);
+    return aux / B;
+}
+
+void moe_forward(Model *m, int l, const real *x, real *out, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    int N = B * T, C = c->hidden, E = c->experts, k = c->top_k, gpt2 = c->arch == ARCH_GPT2;
+    int P = m->ep.size, El = E / P, e_lo = m->ep.rank * El, tp = m->tp.size;
+    int Fe = model_expert_ffn(c) / tp, F1e = gpt2 ? Fe : 2 * Fe, Fs = c->shared_experts * Fe, F1s = gpt2 ? Fs : 2 * Fs;
+    size_t words = (size_t)C * sizeof(real) / 4;
+    const LayerTensors *w = &m->p.layer[l];
+    struct MoeActs **slot = &m->a.moe[l];
+    moe_acts_free(*slot);
+    struct MoeActs *s = *slot = calloc(1, sizeof *s);
+    s->N = N, s->B = B, s->T = T;
+    s->aux_grad = m->moe_grad_scale * c->aux_loss_coef / B;
+    s->probs = alloc((size_t)N * E);
+    s->topk = malloc((size_t)N * k * sizeof(int32_t));
+    s->gates = alloc((size_t)N * k);
+    s->fsel = alloc((size_t)B * E);
+    matmul_forward(s->probs, x, w->router_w, NULL, N, C, E);
+    moe_router_topk(s->probs, s->topk, s->gates, N, E, k);
+    double aux = route(m, l, s, B, T);
+    if (!m->moe_recomputing) m->moe_aux += aux;
+    /* dispatch: rows to the experts' ranks, regrouped by expert */
+    real *xsend = alloc((size_t)s->A * C), *xrecv = alloc((size_t)s->R * C);
+    moe_gather_rows(xsend, x, s->tok, NULL, s->A, C);
+    exchange(m, xsend, s->send_rows, xrecv, s->recv_rows, words);
+    s->xin = alloc((size_t)s->R * C);
+    moe_gather_rows(s->xin, xrecv, s->perm, NULL, s->R, C);
+    s->fc = alloc((size_t)s->R * F1e);
+    s->act = alloc((size_t)s->R * Fe);
+    real *eout = alloc((size_t)s->R * C);
+    for (int le = 0; le < El; le++) {
+        int e = e_lo + le, r0 = s->ex_start[le];
+        mlp_forward(m, s->xin + (size_t)r0 * C, s->ex_rows[le], w->ex_fc_w[e], w->ex_fc_b[e], w->ex_out_w[e],
+                    w->ex_out_b[e], Fe, s->fc + (size_t)r0 * F1e, s->act + (size_t)r0 * Fe, eout + (size_t)r0 * C);
+    }
+    /* and back to the tokens' ranks, in send order */
+    moe_scatter_rows(xrecv, eout, s->perm, s->R, C);
+    s->yback = alloc((size_t)s->A * C);
+    exchange(m, xrecv, s->recv_rows, s->yback, s->send_rows, words);
+    /* combine: shared experts, then the routed outputs weighted by their gates */
+    if (Fs > 0) {
+        s->sfc = alloc((size_t)N * F1s);
+        s->sact = alloc((size_t)N * Fs);
+        mlp_forward(m, x, N, w->shared_fc_w, w->shared_fc_b, w->shared_out_w, w->shared_out_b, Fs, s->sfc, s->sact, out);
+    } else {
+        dev_zero(out, (size_t)N * C);
+    }
+    moe_combine(out, s->yback, s->tok, s->gate, s->A, C);
+    dev_free(xsend);
+    dev_free(xrecv);
+    dev_free(eout);
+}
+
+void moe_backward(Model *m, int l, const real *x, const real *dy, real *dx) {
+    const ModelConfig *c = &m->cfg;
+    struct MoeActs *s = m->a.moe[l];
+    if (!s) myr_die("internal: MoE backward of layer %d without its forward", l);
+    int N = s->N, B = s->B, T = s->T, C = c->hidden, E = c->experts, k = c->top_k, gpt2 = c->arch == ARCH_GPT2;
+    int P = m->ep.size, El = E / P, e_lo = m->ep.rank * El, tp = m->tp.size;
+    int Fe = model_expert_ffn(c) / tp, F1e = gpt2 ? Fe : 2 * Fe, Fs = c->shared_experts * Fe;
+    size_t words = (size_t)C * sizeof(real) / 4;
+    const LayerTensors *w = &m->p.layer[l];
+    LayerTensors *g = &m->g.layer[l];
+    if (Fs > 0)
+        mlp_backward(m, x, N, w->shared_fc_w, w->shared_out_w, g->shared_fc_w, g->shared_fc_b, g->shared_out_w,
+                     g->shared_out_b, Fs, s->sfc, s->sact, dy, dx, 0);
+    else dev_zero(dx, (size_t)N * C);
+    /* d gate = <dy, expert output> (complete only after summing the tensor-parallel partials) */
+    real *dgate = alloc((size_t)s->A);
+    moe_row_dot(dgate, dy, s->tok, s->yback, s->A, C);
+    if (tp > 1) m->tp.sum(m->tp.ctx, dgate, (size_t)s->A);
+    /* d expert output = gate * dy, to the experts' ranks */
+    real *dsend = alloc((size_t)s->A * C), *drecv = alloc((size_t)s->R * C), *dein = alloc((size_t)s->R * C);
+    moe_gather_rows(dsend, dy, s->tok, s->gate, s->A, C);
+    exchange(m, dsend, s->send_rows, drecv, s->recv_rows, words);
+    moe_gather_rows(dein, drecv, s->perm, NULL, s->R, C);
+    real *dxin = alloc((size_t)s->R * C);
+    for (int le = 0; le < El; le++) {
+        int e = e_lo + le, r0 = s->ex_start[le];
+        mlp_backward(m, s->xin + (size_t)r0 * C, s->ex_rows[le], w->ex_fc_w[e], w->ex_out_w[e], g->ex_fc_w[e],
+                     g->ex_fc_b[e], g->ex_out_w[e], g->ex_out_b[e], Fe, s->fc + (size_t)r0 * F1e,
+                     s->act + (size_t)r0 * Fe, dein + (size_t)r0 * C, dxin + (size_t)r0 * C, 0);
+    }
+    /* input gradients back to the tokens' ranks, summed into their rows in send order */
+    moe_scatter_rows(drecv, dxin, s->perm, s->R, C);
+    exchange(m, drecv, s->recv_rows, dsend, s->send_rows, words);
+    moe_combine(dx, dsend, s->tok, NULL, s->A, C);
+    /* router: gates and the load-balancing loss (d aux / d P_e = E f_e, and P_e = mean_t p[t, e]) */
+    real *dgates = alloc((size_t)N * k), *daux = alloc((size_t)B * E), *dlogits = alloc((size_t)N * E);
+    for (int a = 0; a < s->A; a++) dgates[s->slot[a]] = dgate[a];
+    for (int i = 0; i < B * E; i++) daux[i] = (real)(s->aux_grad * E * s->fsel[i] / T);
+    moe_router_backward(dlogits, s->probs, s->topk, s->gates, dgates, daux, N, T, E, k);
+    /* the router is replicated over tensor parallelism: one rank adds its input gradient */
+    real *dx_router = m->tp.rank == 0 ? dx : alloc((size_t)N * C);
+    matmul_backward(dx_router, g->router_w, NULL, dlogits, x, w->router_w, N, C, E, m->tp.rank == 0);
+    if (dx_router != dx) dev_free(dx_router);
+    dev_free(dgate), dev_free(dsend), dev_free(drecv), dev_free(dein), dev_free(dxin);
+    dev_free(dgates), dev_free(daux), dev_free(dlogits);
+}
