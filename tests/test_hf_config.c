@@ -73,7 +73,7 @@ static void expect_error(const char *json, const char *needle) {
 
 #define LLAMA_BASE "\"model_type\":\"llama\",\"num_hidden_layers\":2,\"intermediate_size\":40,\"vocab_size\":50,\"max_position_embeddings\":32"
 static void test_errors(void) {
-    expect_error("{\"model_type\":\"bert\",\"hidden_size\":8}", "unknown model_type 'bert' (supported: gpt2, llama)");
+    expect_error("{\"model_type\":\"bert\",\"hidden_size\":8}", "unknown model_type 'bert' (supported: gpt2, llama, mixtral)");
     expect_error("{\"n_layer\":2}", "missing required key \"model_type\"");
     expect_error("{\"model_type\":\"gpt2\",\"n_layer\":2,\"n_head\":2,\"vocab_size\":10,\"n_positions\":16}",
                  "missing required key \"n_embd\"");

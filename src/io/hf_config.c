@@ -1,4 +1,4 @@
-/* hf_config.c: read/write Hugging Face config.json for the gpt2 and llama families. */
+/* hf_config.c: read/write Hugging Face config.json for the gpt2, llama and mixtral families. */
 #include "io/hf_config.h"
 
 #include <cjson/cJSON.h>
@@ -12,6 +12,8 @@
 #include "io/atomic_file.h"
 #include "io/quote.h"
 #include "util/error.h"
+
+static cJSON *float_number(float v);
 
 /* ---------- reading ---------- */
 
@@ -128,6 +130,40 @@ static int read_llama(const Reader *r, ModelConfig *c) {
     return 0;
 }
 
+/* Mixture-of-experts keys, for both families: Mixtral's (num_local_experts, num_experts_per_tok,
+ * router_aux_loss_coef; Mixtral is dropless) and myriad's own for what Mixtral cannot say
+ * (capacity, shared experts, MoE every n-th layer, the dense layers' MLP size). */
+static int read_moe(const Reader *r, ModelConfig *c, int mixtral) {
+    if (get_int(r, "num_local_experts", !mixtral, 0, &c->experts)) return -1;
+    if (c->experts == 0) return 0;
+    float coef = 0, cf = 0;
+    if (get_int(r, "num_experts_per_tok", 1, 2, &c->top_k) || get_float(r, "router_aux_loss_coef", 0.001, &coef) ||
+        get_float(r, "myriad_capacity_factor", 0.0, &cf) || get_int(r, "myriad_shared_experts", 1, 0, &c->shared_experts) ||
+        get_int(r, "myriad_moe_every", 1, 1, &c->moe_every))
+        return -1;
+    c->aux_loss_coef = coef;
+    c->capacity_factor = cf;
+    if (mixtral) { /* intermediate_size is the experts'; dense layers (if any) have their own */
+        c->expert_ffn = c->ffn;
+        if (get_int(r, "myriad_dense_intermediate_size", 1, c->ffn, &c->ffn)) return -1;
+    } else if (get_int(r, "myriad_expert_ffn", 1, c->ffn, &c->expert_ffn)) {
+        return -1;
+    }
+    return 0;
+}
+
+static void write_moe(cJSON *root, const ModelConfig *c) {
+    if (!c->experts) return;
+    cJSON_AddNumberToObject(root, "num_local_experts", c->experts);
+    cJSON_AddNumberToObject(root, "num_experts_per_tok", c->top_k);
+    cJSON_AddItemToObject(root, "router_aux_loss_coef", float_number(c->aux_loss_coef));
+    cJSON_AddItemToObject(root, "myriad_capacity_factor", float_number(c->capacity_factor > 0 ? c->capacity_factor : 0));
+    cJSON_AddNumberToObject(root, "myriad_shared_experts", c->shared_experts);
+    cJSON_AddNumberToObject(root, "myriad_moe_every", c->moe_every > 0 ? c->moe_every : 1);
+    if (c->arch == ARCH_LLAMA) cJSON_AddNumberToObject(root, "myriad_dense_intermediate_size", c->ffn);
+    else cJSON_AddNumberToObject(root, "myriad_expert_ffn", model_expert_ffn(c));
+}
+
 int hf_config_parse(const char *text, size_t len, const char *src, ModelConfig *c) {
     memset(c, 0, sizeof *c);
     const char *end = NULL;
@@ -148,10 +184,14 @@ int hf_config_parse(const char *text, size_t len, const char *src, ModelConfig *
         rc = myr_error("%s: \"model_type\" must be a string (supported: gpt2, llama)", src);
     } else if (!strcmp(mt->valuestring, "gpt2")) {
         rc = read_gpt2(&r, c);
+        if (!rc) rc = read_moe(&r, c, 0);
     } else if (!strcmp(mt->valuestring, "llama")) {
         rc = read_llama(&r, c);
+    } else if (!strcmp(mt->valuestring, "mixtral")) {
+        rc = read_llama(&r, c);
+        if (!rc) rc = read_moe(&r, c, 1);
     } else {
-        rc = myr_error("%s: unknown model_type '%s' (supported: gpt2, llama)", src, io_quote(mt->valuestring));
+        rc = myr_error("%s: unknown model_type '%s' (supported: gpt2, llama, mixtral)", src, io_quote(mt->valuestring));
     }
     cJSON_Delete(root);
     if (!rc && model_config_validate(c)) {
@@ -229,13 +269,14 @@ char *hf_config_to_json(const ModelConfig *c) {
         cJSON_AddNumberToObject(root, "embd_pdrop", 0);
         cJSON_AddNumberToObject(root, "resid_pdrop", 0);
     } else {
-        cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-        cJSON_AddStringToObject(root, "model_type", "llama");
+        int moe = c->experts > 0; /* Mixtral: intermediate_size is the experts' */
+        cJSON_AddItemToArray(arch, cJSON_CreateString(moe ? "MixtralForCausalLM" : "LlamaForCausalLM"));
+        cJSON_AddStringToObject(root, "model_type", moe ? "mixtral" : "llama");
         cJSON_AddNumberToObject(root, "num_hidden_layers", c->layers);
         cJSON_AddNumberToObject(root, "hidden_size", c->hidden);
         cJSON_AddNumberToObject(root, "num_attention_heads", c->heads);
         cJSON_AddNumberToObject(root, "num_key_value_heads", c->kv_heads);
-        cJSON_AddNumberToObject(root, "intermediate_size", c->ffn);
+        cJSON_AddNumberToObject(root, "intermediate_size", moe ? model_expert_ffn(c) : c->ffn);
         cJSON_AddNumberToObject(root, "vocab_size", c->vocab);
         cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_seq);
         cJSON_AddItemToObject(root, "rms_norm_eps", float_number(c->norm_eps));
@@ -244,6 +285,7 @@ char *hf_config_to_json(const ModelConfig *c) {
         cJSON_AddFalseToObject(root, "attention_bias");
         cJSON_AddNullToObject(root, "rope_scaling");
     }
+    write_moe(root, c);
     cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tied_embeddings != 0);
     cJSON_AddStringToObject(root, "torch_dtype", "float32");
     char *text = cJSON_Print(root);

@@ -9,6 +9,9 @@
 
 void model_config_defaults(ModelConfig *c, ModelArch arch) {
     c->arch = arch;
+    /* dense unless asked (MoE settings are not family defaults) */
+    c->experts = c->top_k = c->shared_experts = c->expert_ffn = c->moe_every = 0;
+    c->capacity_factor = c->aux_loss_coef = 0;
     if (arch == ARCH_GPT2) {
         c->norm_eps = 1e-5f;
         c->rope_theta = 0.0f;

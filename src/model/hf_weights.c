@@ -46,6 +46,55 @@ static void slot(SlotList *l, const ParamTable *t, const char *internal, int64_t
     s->transpose = transpose;
 }
 
+/* An MoE layer. Llama family: Mixtral's names (block_sparse_moe.gate, experts.N.w1 = gate, w3 =
+ * up, w2 = down) and, for shared experts, block_sparse_moe.shared_experts.{gate,up,down}_proj.
+ * GPT-2 family (no standard exists): mlp.gate, mlp.experts.N.c_fc / c_proj (Conv1D, transposed
+ * like GPT-2's MLP) and mlp.shared_experts.c_fc / c_proj. */
+static void moe_slots(SlotList *l, const ParamTable *t, const ModelConfig *c, int i) {
+    char in[64];
+    int F = model_expert_ffn(c), Fs = c->shared_experts * F;
+#define INTERNAL(fmt, ...) (snprintf(in, sizeof in, fmt, __VA_ARGS__), in)
+    if (c->arch == ARCH_GPT2) {
+        slot(l, t, INTERNAL("layers.%d.router_w", i), 0, -1, 0, "transformer.h.%d.mlp.gate.weight", i);
+        if (Fs) {
+            slot(l, t, INTERNAL("layers.%d.shared_fc_w", i), 0, -1, 1, "transformer.h.%d.mlp.shared_experts.c_fc.weight", i);
+            slot(l, t, INTERNAL("layers.%d.shared_fc_b", i), 0, -1, 0, "transformer.h.%d.mlp.shared_experts.c_fc.bias", i);
+            slot(l, t, INTERNAL("layers.%d.shared_out_w", i), 0, -1, 1, "transformer.h.%d.mlp.shared_experts.c_proj.weight",
+                 i);
+            slot(l, t, INTERNAL("layers.%d.shared_out_b", i), 0, -1, 0, "transformer.h.%d.mlp.shared_experts.c_proj.bias", i);
+        }
+        for (int e = 0; e < c->experts; e++) {
+            slot(l, t, INTERNAL("layers.%d.experts.%d.fc_w", i, e), 0, -1, 1, "transformer.h.%d.mlp.experts.%d.c_fc.weight",
+                 i, e);
+            slot(l, t, INTERNAL("layers.%d.experts.%d.fc_b", i, e), 0, -1, 0, "transformer.h.%d.mlp.experts.%d.c_fc.bias", i,
+                 e);
+            slot(l, t, INTERNAL("layers.%d.experts.%d.mlp_out_w", i, e), 0, -1, 1,
+                 "transformer.h.%d.mlp.experts.%d.c_proj.weight", i, e);
+            slot(l, t, INTERNAL("layers.%d.experts.%d.mlp_out_b", i, e), 0, -1, 0,
+                 "transformer.h.%d.mlp.experts.%d.c_proj.bias", i, e);
+        }
+        return;
+    }
+    slot(l, t, INTERNAL("layers.%d.router_w", i), 0, -1, 0, "model.layers.%d.block_sparse_moe.gate.weight", i);
+    if (Fs) {
+        slot(l, t, INTERNAL("layers.%d.shared_fc_w", i), 0, Fs, 0,
+             "model.layers.%d.block_sparse_moe.shared_experts.gate_proj.weight", i);
+        slot(l, t, INTERNAL("layers.%d.shared_fc_w", i), Fs, Fs, 0,
+             "model.layers.%d.block_sparse_moe.shared_experts.up_proj.weight", i);
+        slot(l, t, INTERNAL("layers.%d.shared_out_w", i), 0, -1, 0,
+             "model.layers.%d.block_sparse_moe.shared_experts.down_proj.weight", i);
+    }
+    for (int e = 0; e < c->experts; e++) {
+        slot(l, t, INTERNAL("layers.%d.experts.%d.fc_w", i, e), 0, F, 0, "model.layers.%d.block_sparse_moe.experts.%d.w1.weight",
+             i, e);
+        slot(l, t, INTERNAL("layers.%d.experts.%d.fc_w", i, e), F, F, 0, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight",
+             i, e);
+        slot(l, t, INTERNAL("layers.%d.experts.%d.mlp_out_w", i, e), 0, -1, 0,
+             "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", i, e);
+    }
+#undef INTERNAL
+}
+
 static void build_slots(const Model *m, SlotList *l) {
     const ModelConfig *c = &m->cfg;
     const ParamTable *t = &m->table;
@@ -63,6 +112,10 @@ static void build_slots(const Model *m, SlotList *l) {
             slot(l, t, INTERNAL("layers.%d.attn_out_b", i), 0, -1, 0, "transformer.h.%d.attn.c_proj.bias", i);
             slot(l, t, INTERNAL("layers.%d.norm2_w", i), 0, -1, 0, "transformer.h.%d.ln_2.weight", i);
             slot(l, t, INTERNAL("layers.%d.norm2_b", i), 0, -1, 0, "transformer.h.%d.ln_2.bias", i);
+            if (model_layer_is_moe(c, i)) {
+                moe_slots(l, t, c, i);
+                continue;
+            }
             slot(l, t, INTERNAL("layers.%d.fc_w", i), 0, -1, 1, "transformer.h.%d.mlp.c_fc.weight", i);
             slot(l, t, INTERNAL("layers.%d.fc_b", i), 0, -1, 0, "transformer.h.%d.mlp.c_fc.bias", i);
             slot(l, t, INTERNAL("layers.%d.mlp_out_w", i), 0, -1, 1, "transformer.h.%d.mlp.c_proj.weight", i);
@@ -80,6 +133,10 @@ static void build_slots(const Model *m, SlotList *l) {
             slot(l, t, INTERNAL("layers.%d.qkv_w", i), q + kv, kv, 0, "model.layers.%d.self_attn.v_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.attn_out_w", i), 0, -1, 0, "model.layers.%d.self_attn.o_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.norm2_w", i), 0, -1, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+            if (model_layer_is_moe(c, i)) {
+                moe_slots(l, t, c, i);
+                continue;
+            }
             slot(l, t, INTERNAL("layers.%d.fc_w", i), 0, c->ffn, 0, "model.layers.%d.mlp.gate_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.fc_w", i), c->ffn, c->ffn, 0, "model.layers.%d.mlp.up_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.mlp_out_w", i), 0, -1, 0, "model.layers.%d.mlp.down_proj.weight", i);

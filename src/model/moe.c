@@ -302,3 +302,7 @@ void moe_backward(Model *m, int l, const real *x, const real *dy, real *dx) {
     dev_free(dgate), dev_free(dsend), dev_free(drecv), dev_free(dein), dev_free(dxin);
     dev_free(dgates), dev_free(daux), dev_free(dlogits);
 }
+
+const real *moe_router_probs(const Model *m, int l) {
+    return m->a.moe && m->a.moe[l] ? m->a.moe[l]->probs : NULL;
+}

@@ -17,6 +17,8 @@ void moe_forward(Model *m, int l, const real *x, real *out, int B, int T);
 void moe_backward(Model *m, int l, const real *x, const real *dy, real *dx);
 /* Free one layer's saved state (NULL is fine). */
 void moe_acts_free(struct MoeActs *s);
+/* The router's softmax [N, E] of layer l in the last forward (NULL before one). */
+const real *moe_router_probs(const Model *m, int l);
 /* Zero the per-step statistics (tokens per expert, dropped, all-to-all bytes and time). */
 void moe_stats_reset(Model *m);
 
