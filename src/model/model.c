@@ -412,6 +412,9 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
     m->ready_for_backward = 0;
     m->moe_aux = 0;
     m->moe_grad_scale = grad_scale;
+    m->moe_stats.forwards++;
+    m->moe_seq_base = m->moe_seq0;
+    m->moe_seq0 += B;
     if (!m->stage.first) {
         memcpy(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
         goto layers;

@@ -67,6 +67,8 @@ typedef struct {
 typedef struct {
     int64_t *tokens;          /* [layers * experts]: assignments kept per (layer, expert) */
     int64_t dropped, assigned; /* assignments dropped by capacity, assignments made */
+    double aux_sum;           /* load-balancing loss summed over MoE layers and forwards */
+    int64_t forwards;         /* forwards counted */
     double a2a_bytes, a2a_s;  /* bytes this rank sent to other ranks in all-to-alls, and their time */
 } MoeStats;
 
@@ -108,7 +110,8 @@ typedef struct {
     int moe_recomputing;   /* backward is recomputing a layer: no statistics, no routing dump */
     MoeStats moe_stats;
     FILE *moe_routing;     /* when set, training forwards write their routing (docs/MOE.md) */
-    int moe_seq0;          /* global index of this rank's first sequence (for the routing dump) */
+    int moe_seq0;          /* global index of the next forward's first sequence (routing dump; advances by B) */
+    int moe_seq_base;      /* ... of the running forward */
 } Model;
 
 /* Make slot k current (slots are created on first use; slot 0 is the default). */

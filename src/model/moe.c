@@ -57,7 +57,8 @@ void moe_acts_free(struct MoeActs *s) {
 void moe_stats_reset(Model *m) {
     MoeStats *st = &m->moe_stats;
     if (st->tokens) memset(st->tokens, 0, (size_t)m->cfg.layers * m->cfg.experts * sizeof(int64_t));
-    st->dropped = st->assigned = 0;
+    st->dropped = st->assigned = st->forwards = 0;
+    st->aux_sum = 0;
     st->a2a_bytes = st->a2a_s = 0;
 }
 
@@ -171,7 +172,7 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         if (m->moe_routing) /* layer, global sequence, position, slot, expert, kept */
             for (int n = 0; n < N; n++)
                 for (int j = 0; j < k; j++)
-                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq0 + n / T, n % T, j,
+                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T, n % T, j,
                             s->topk[(size_t)n * k + j], kept[(size_t)n * k + j]);
     }
     /* the counts per expert go to the experts' ranks first (expert order = rank order) */
@@ -223,7 +224,10 @@ void moe_forward(Model *m, int l, const real *x, real *out, int B, int T) {
     matmul_forward(s->probs, x, w->router_w, NULL, N, C, E);
     moe_router_topk(s->probs, s->topk, s->gates, N, E, k);
     double aux = route(m, l, s, B, T);
-    if (!m->moe_recomputing) m->moe_aux += aux;
+    if (!m->moe_recomputing) {
+        m->moe_aux += aux;
+        m->moe_stats.aux_sum += aux;
+    }
     /* dispatch: rows to the experts' ranks, regrouped by expert */
     real *xsend = alloc((size_t)s->A * C), *xrecv = alloc((size_t)s->R * C);
     moe_gather_rows(xsend, x, s->tok, NULL, s->A, C);

@@ -24,7 +24,14 @@ static void transient_add(DataParallel *dp, long long bytes) {
     if (dp->transient_bytes > dp->peak_transient_bytes) dp->peak_transient_bytes = dp->transient_bytes;
 }
 
-static size_t own_lo(const DataParallel *dp, const DpBucket *b) { return b->lo + (size_t)dp->rank * b->piece; }
+static size_t own_lo(const DataParallel *dp, const DpBucket *b) { return b->lo + (size_t)b->rank * b->piece; }
+
+/* Unit u holds routed experts. */
+static int expert_unit(const ParamTable *t, int u) {
+    for (int i = 0; i < t->count; i++)
+        if (t->info[i].unit == u) return t->info[i].expert;
+    return 0;
+}
 
 /* ---- buckets ---- */
 
@@ -38,16 +45,25 @@ static void build_buckets(DataParallel *dp) {
     /* walk units from the head down (backward order), closing a bucket once it is big enough */
     int n = 0, hi_unit = U - 1;
     for (int u = U - 1; u >= 0; u--) {
+        int expert = expert_unit(t, u);
+        if (expert && hi_unit > u) { /* close the dense units above: experts form their own bucket */
+            dp->b[n++] = (DpBucket){.unit_lo = u + 1, .unit_hi = hi_unit};
+            hi_unit = u;
+        }
         size_t size = t->unit_hi[hi_unit] - t->unit_lo[u];
-        if (size >= limit || u == 0 || dp->o.zero >= 2) {
-            DpBucket *b = &dp->b[n++];
-            b->unit_lo = u;
-            b->unit_hi = hi_unit;
-            b->lo = t->unit_lo[u];
-            b->hi = t->unit_hi[hi_unit];
-            b->piece = (b->hi - b->lo) / (size_t)dp->size;
+        if (size >= limit || u == 0 || dp->o.zero >= 2 || expert || (u > 0 && expert_unit(t, u - 1))) {
+            dp->b[n++] = (DpBucket){.unit_lo = u, .unit_hi = hi_unit, .expert = expert};
             hi_unit = u - 1;
         }
+    }
+    for (int i = 0; i < n; i++) {
+        DpBucket *b = &dp->b[i];
+        b->lo = t->unit_lo[b->unit_lo];
+        b->hi = t->unit_hi[b->unit_hi];
+        b->group = b->expert ? dp->expert_group : dp->group;
+        b->rank = comm_rank(b->group);
+        b->size = comm_size(b->group);
+        b->piece = (b->hi - b->lo) / (size_t)b->size;
     }
     /* store in layout order (bucket 0 = lowest units) */
     for (int i = 0; i < n / 2; i++) {
@@ -76,6 +92,7 @@ static void launch(DataParallel *dp, DpBucket *b) {
     void *buf = src;
     CommDtype dt = COMM_F32;
     size_t esize = sizeof(float);
+    if (b->expert && dp->expert_scale != 1.0) scale_inplace(src, (real)dp->expert_scale, n);
     if (dp->o.grad_dtype == COMM_BF16) {
         if (!b->bf16) {
             b->bf16 = malloc(n * sizeof(uint16_t));
@@ -86,9 +103,9 @@ static void launch(DataParallel *dp, DpBucket *b) {
         dt = COMM_BF16;
         esize = sizeof(uint16_t);
     }
-    if (dp->o.zero == 0) must(comm_iall_reduce(dp->group, buf, buf, n, dt, COMM_AVG, &b->req));
+    if (dp->o.zero == 0) must(comm_iall_reduce(b->group, buf, buf, n, dt, COMM_AVG, &b->req));
     else
-        must(comm_ireduce_scatter(dp->group, buf, (char *)buf + (size_t)dp->rank * b->piece * esize, b->piece, dt,
+        must(comm_ireduce_scatter(b->group, buf, (char *)buf + (size_t)b->rank * b->piece * esize, b->piece, dt,
                                   COMM_AVG, &b->req));
     b->pending = 1;
 }
@@ -96,7 +113,7 @@ static void launch(DataParallel *dp, DpBucket *b) {
 /* The reduction of b has completed: bring bf16 back, and for zero >= 2 fold the own piece into
  * the gradient shard and free the bucket's transient buffer. */
 static void finish(DataParallel *dp, DpBucket *b) {
-    size_t n = b->hi - b->lo, r0 = (size_t)dp->rank * b->piece;
+    size_t n = b->hi - b->lo, r0 = (size_t)b->rank * b->piece;
     real *src = bucket_grads(dp, b);
     if (b->bf16) {
         if (dp->o.zero == 0) comm_bf16_to_f32_array(b->bf16, src, n);
@@ -220,13 +237,22 @@ static int hook_sum_replicated_now(void *ctx, int u) {
 /* ---- public ---- */
 
 int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o) {
+    return dp_create_ep(dp, group, group, 1, m, o);
+}
+
+int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Model *m, const DpOptions *o) {
     memset(dp, 0, sizeof *dp);
     dp->group = group;
     dp->rank = comm_rank(group);
     dp->size = comm_size(group);
+    dp->expert_group = expert_group ? expert_group : group;
+    dp->expert_scale = 1.0 / ep;
     dp->o = *o;
     dp->m = m;
     if (o->zero < 0 || o->zero > 3) return myr_error("--zero %d is out of range (use 0, 1, 2 or 3)", o->zero);
+    if (ep > 1 && o->zero >= 2)
+        return myr_error("--zero %d with --ep is not supported (experts are reduced over their own group): use --zero 0 "
+                         "or 1", o->zero);
     for (int u = 0; u < m->table.units; u++)
         if ((m->table.unit_hi[u] - m->table.unit_lo[u]) % (size_t)dp->size)
             return myr_error("internal: model units are not padded to the data-parallel size %d", dp->size);
@@ -360,7 +386,7 @@ int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr) {
     if (dp->o.zero <= 2) {
         CommRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
         for (int i = 0; i < dp->nbuckets; i++)
-            must(comm_iall_gather(dp->group, m->params + own_lo(dp, &dp->b[i]), m->params + dp->b[i].lo,
+            must(comm_iall_gather(dp->b[i].group, m->params + own_lo(dp, &dp->b[i]), m->params + dp->b[i].lo,
                                   dp->b[i].piece, COMM_F32, &reqs[i]));
         for (int i = 0; i < dp->nbuckets; i++) must(comm_wait(&reqs[i]));
         free(reqs);

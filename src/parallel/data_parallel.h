@@ -13,7 +13,12 @@
  *   zero 3: as 2, and parameters too are sharded: each unit is all-gathered just before its
  *           forward and its backward and freed after (a tied embedding stays gathered for the
  *           step, since the head uses it).
- * The clip norm is the true global norm in every stage (sums of squares exchanged exactly). */
+ * The clip norm is the true global norm in every stage (sums of squares exchanged exactly).
+ *
+ * Mixture of experts: the units holding routed experts (params.h) form buckets of their own,
+ * reduced over the expert-data-parallel group (the ranks holding the same experts) instead of the
+ * whole group; with expert parallelism each expert's gradient already sums the tokens of all
+ * expert-parallel ranks, so the average over the expert group is scaled by 1 / ep. */
 #ifndef MYRIAD_PARALLEL_DATA_PARALLEL_H
 #define MYRIAD_PARALLEL_DATA_PARALLEL_H
 
@@ -38,6 +43,9 @@ typedef struct {
     CommRequest *req;     /* reduction in flight */
     int pending;          /* launched, not yet finished */
     int deferred;         /* reduced only in dp_finish_backward, once per step (see dp_defer_unit) */
+    int expert;           /* routed experts' unit: reduced over the expert group */
+    Comm *group;          /* the group it is reduced over, this rank's place and its size */
+    int rank, size;
     uint16_t *bf16;       /* wire buffer when gradients travel as bf16 */
     real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
 } DpBucket;
@@ -45,6 +53,8 @@ typedef struct {
 typedef struct {
     Comm *group;
     int rank, size;
+    Comm *expert_group;  /* == group without expert parallelism */
+    double expert_scale; /* 1 / ep */
     DpOptions o;
     Model *m;
     ModelHooks hooks;
@@ -68,6 +78,9 @@ typedef struct {
 /* Set up over `group` for model m (created with model_create_aligned(..., group size)).
  * Zero >= 2 frees the model's full gradient buffer, zero 3 its full parameters. Collective. */
 int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o);
+/* With expert parallelism of size ep inside `group`: routed experts are reduced over expert_group
+ * (the ranks holding the same experts). ZeRO 0 and 1 only. */
+int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Model *m, const DpOptions *o);
 void dp_destroy(DataParallel *dp);
 /* Step protocol, called by the trainer: begin (zero gradients), then for every micro-batch
  * dp_set_last_micro + forward + backward, then dp_finish_backward (waits for reductions). */

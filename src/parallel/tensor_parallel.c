@@ -45,7 +45,7 @@ void tp_attach(Model *m, Comm *group) {
     m->tp.ctx = group;
 }
 
-int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp) {
+int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp, Comm *ep) {
     /* every rank writes the pieces it owns into zeros (replicated tensors only from tensor-parallel
      * rank 0, a pipeline stage's copy of the embedding never), then one sum per group: x + 0 is
      * exact, so the whole model is assembled without rounding */
@@ -55,12 +55,13 @@ int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp
         for (int i = 0; i < m->table.count; i++) {
             const ParamInfo *p = &m->table.info[i];
             if ((p->shard == SHARD_NONE && m->tp.rank != 0) || p->tied_copy) continue;
+            if (!p->expert && m->ep.rank != 0) continue; /* dense tensors are replicated over ep */
             const ParamInfo *w = param_table_find(&whole->table, p->name);
             param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
         }
     }
-    Comm *groups[] = {tp, pp};
-    for (int k = 0; k < 2; k++)
+    Comm *groups[] = {tp, pp, ep};
+    for (int k = 0; k < 3; k++)
         if (groups[k] && comm_size(groups[k]) > 1 &&
             comm_all_reduce(groups[k], whole->params, whole->params, whole->table.total, COMM_F32, COMM_SUM))
             return -1;

@@ -82,16 +82,18 @@ static int for_each_piece(const TrainState *st, int what, int writing, PieceFn f
     for (int c = 0; c < st->nchunks; c++) {
         Model *m = &st->chunks[c];
         DataParallel *dp = st->dp ? &st->dp[c] : NULL;
-        int zero = dp ? dp->o.zero : 0, dp_rank = dp ? dp->rank : 0;
+        int zero = dp ? dp->o.zero : 0;
         /* whole local ranges (replicated over dp) or this rank's ZeRO pieces */
         int full = what == 0 ? zero < 3 : zero == 0;
-        if (full && writing && dp_rank != 0) continue;
         int nb = dp ? dp->nbuckets : 1;
         for (int b = 0; b < nb; b++) {
+            /* a bucket's place in its group: routed experts are replicated over the expert group only */
+            int b_rank = dp ? dp->b[b].rank : 0;
+            if (full && writing && b_rank != 0) continue;
             size_t lo, hi;
             if (!dp) lo = 0, hi = m->table.total;
             else if (full) lo = dp->b[b].lo, hi = dp->b[b].hi;
-            else lo = dp->b[b].lo + (size_t)dp->rank * dp->b[b].piece, hi = lo + dp->b[b].piece;
+            else lo = dp->b[b].lo + (size_t)b_rank * dp->b[b].piece, hi = lo + dp->b[b].piece;
             /* where element x of [lo, hi) lives */
             real *base;
             if (what == 0) base = zero >= 3 ? dp->param_shard + dp->shard_off[b] : m->params;
@@ -151,7 +153,36 @@ static int read_piece(void *ctx, const char *name, int ndim, const int64_t *shap
     return ckpt_read_slice(c, name, box, data);
 }
 
+/* A mixture-of-experts model resumes only from a checkpoint with the same experts: the router's
+ * rows say how many the writer had (checked first, for an error naming the counts). */
+static int check_experts(const TrainState *st, Ckpt *c) {
+    for (int k = 0; k < st->nchunks; k++) {
+        const Model *m = &st->chunks[k];
+        for (int l = m->stage.layer_lo; l < m->stage.layer_hi; l++) {
+            char name[96];
+            CkptDtype dt;
+            int ndim;
+            int64_t shape[8];
+            snprintf(name, sizeof name, "param/layers.%d.router_w", l);
+            int has = ckpt_tensor_info(c, name, &dt, &ndim, shape) == 0;
+            int moe = model_layer_is_moe(&m->cfg, l);
+            if (moe && !has)
+                return myr_error("%s: layer %d has no experts in the checkpoint but the model has %d (resume with the "
+                                 "checkpoint's --experts / --moe-every)", ckpt_path(c), l, m->cfg.experts);
+            if (!moe && has)
+                return myr_error("%s: the checkpoint has %lld experts in layer %d but the model's layer %d is dense "
+                                 "(resume with the checkpoint's --experts / --moe-every)", ckpt_path(c),
+                                 (long long)shape[0], l, l);
+            if (moe && shape[0] != m->cfg.experts)
+                return myr_error("%s: the checkpoint has %lld experts per MoE layer, the model has %d (--experts must "
+                                 "match the checkpoint)", ckpt_path(c), (long long)shape[0], m->cfg.experts);
+        }
+    }
+    return 0;
+}
+
 int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
+    if (check_experts(st, c)) return -1;
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, 0, read_piece, c)) return -1;
     /* the optimizer's step count (bias correction) continues from the checkpoint */

@@ -31,6 +31,12 @@ void progress_step(Progress *p, const StepReport *r) {
                 r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms);
         if (r->have_val) fprintf(p->log, ", \"val_loss\": %.9g", r->val_loss);
         if (r->comm_ms >= 0) fprintf(p->log, ", \"comm_exposed_ms\": %.3f", r->comm_ms);
+        if (r->have_moe)
+            fprintf(p->log,
+                    ", \"moe_tokens_per_expert\": {\"min\": %.0f, \"max\": %.0f, \"mean\": %.3f}, \"moe_dropped\": %.0f, "
+                    "\"moe_aux\": %.9g, \"a2a_bytes\": %.0f, \"a2a_ms\": %.3f",
+                    r->moe_tokens_min, r->moe_tokens_max, r->moe_tokens_mean, r->moe_dropped, r->moe_aux, r->a2a_bytes,
+                    r->a2a_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }

@@ -11,6 +11,11 @@ typedef struct {
     int have_val;
     double val_loss;
     double comm_ms; /* exposed (not hidden) communication this step; < 0 when single process */
+    /* mixture of experts (have_moe): assignments kept per (layer, expert) over all ranks, assignments
+     * dropped by capacity, the load-balancing loss (unweighted, mean over ranks and micro-batches),
+     * all-to-all bytes sent and seconds spent by rank 0 */
+    int have_moe;
+    double moe_tokens_min, moe_tokens_max, moe_tokens_mean, moe_dropped, moe_aux, a2a_bytes, a2a_ms;
 } StepReport;
 
 typedef struct {

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "parallel/schedule.h"
@@ -21,6 +22,7 @@
 #include "kernels/kernels.h"
 #include "launch/heartbeat.h"
 #include "model/hf_weights.h"
+#include "model/moe.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
@@ -183,17 +185,53 @@ static double validation_loss(const TrainOptions *o, Model *m, DataParallel *dp,
     return loss;
 }
 
+/* The step's mixture-of-experts figures, summed over the ranks (tensor-parallel ranks route the
+ * same tokens: counted once), into the report; and the counters zeroed for the next step. */
+static void moe_report(Model *chunks, int n, int tp, int pp, int world, StepReport *rep) {
+    const ModelConfig *c = &chunks[0].cfg;
+    int LE = c->layers * c->experts;
+    float *v = calloc((size_t)LE + 2, sizeof(float)); /* counts are exact in fp32 below 2^24 */
+    for (int k = 0; k < n; k++) {
+        MoeStats *st = &chunks[k].moe_stats;
+        for (int i = 0; i < LE; i++) v[i] += (float)st->tokens[i];
+        v[LE] += (float)st->dropped;
+        v[LE + 1] += (float)(st->aux_sum / (st->forwards ? st->forwards : 1));
+    }
+    if (world > 1 && comm_all_reduce(comm_world(), v, v, (size_t)LE + 2, COMM_F32, COMM_SUM)) myr_die_last();
+    int moe_layers = 0;
+    double mn = 1e300, mx = 0, sum = 0;
+    for (int l = 0; l < c->layers; l++) {
+        if (!model_layer_is_moe(c, l)) continue;
+        moe_layers++;
+        for (int e = 0; e < c->experts; e++) {
+            double x = v[l * c->experts + e] / tp;
+            mn = x < mn ? x : mn, mx = x > mx ? x : mx, sum += x;
+        }
+    }
+    rep->have_moe = 1;
+    rep->moe_tokens_min = mn, rep->moe_tokens_max = mx, rep->moe_tokens_mean = sum / ((double)moe_layers * c->experts);
+    rep->moe_dropped = v[LE] / tp;
+    rep->moe_aux = v[LE + 1] / ((double)world / pp); /* each stage's sum over its layers, averaged over replicas */
+    rep->a2a_bytes = 0, rep->a2a_ms = 0;
+    for (int k = 0; k < n; k++) {
+        rep->a2a_bytes += chunks[k].moe_stats.a2a_bytes;
+        rep->a2a_ms += chunks[k].moe_stats.a2a_s * 1e3;
+        moe_stats_reset(&chunks[k]);
+    }
+    free(v);
+}
+
 int cmd_train(int argc, char **argv) {
     TrainOptions o;
     train_options_parse(&o, argc, argv);
 
     /* processes and layout, checked before any training work */
-    int tp = o.tp, pp = o.pp, vpp = o.vpp;
-    int distributed = launched_by_mpi() || o.dp > 1 || tp > 1 || pp > 1;
+    int tp = o.tp, pp = o.pp, vpp = o.vpp, ep = o.ep;
+    int distributed = launched_by_mpi() || o.dp > 1 || tp > 1 || pp > 1 || ep > 1;
     int world = 1, rank = 0;
     if (distributed) {
         if (!launched_by_mpi()) {
-            int need = (o.dp > 0 ? o.dp : 1) * tp * pp;
+            int need = (o.dp > 0 ? o.dp : 1) * tp * pp * ep;
             myr_die("this layout needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
                     "bin/myriad train ...`", need, need, need);
         }
@@ -204,17 +242,23 @@ int cmd_train(int argc, char **argv) {
     if (world % tp) layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
     if (world % (tp * pp))
         layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
-    int dp_size = o.dp > 0 ? o.dp : world / (tp * pp);
+    if (world % (tp * pp * ep))
+        layout_error(rank, "--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep,
+                     tp * pp * ep, world);
+    int dp_size = o.dp > 0 ? o.dp : world / (tp * pp * ep);
     if (world % dp_size)
         layout_error(rank, "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
-                     dp_size, world, dp_size * tp * pp, world);
-    if (tp * pp * dp_size != world)
-        layout_error(rank, "--tp %d x --pp %d x --dp %d = %d does not equal the world size %d", tp, pp, dp_size,
-                     tp * pp * dp_size, world);
-    if (o.batch % dp_size)
-        layout_error(rank, "--batch %d is not divisible by --dp %d: each data-parallel rank takes an equal slice",
-                     o.batch, dp_size);
-    int rows = o.batch / dp_size;
+                     dp_size, world, dp_size * tp * pp * ep, world);
+    if (tp * pp * dp_size * ep != world)
+        layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d = %d does not equal the world size %d", tp, pp,
+                     dp_size, ep, tp * pp * dp_size * ep, world);
+    /* expert parallelism lives inside data parallelism: dense parameters are replicated over
+     * dp x ep ranks, each taking its own slice of the batch */
+    int dense_dp = dp_size * ep;
+    if (o.batch % dense_dp)
+        layout_error(rank, "--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an equal "
+                     "slice", o.batch, dp_size, ep);
+    int rows = o.batch / dense_dp;
     int micro = o.micro_batch > 0 ? o.micro_batch : (pp > 1 ? 1 : rows);
     if (rows % micro)
         layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split "
@@ -231,13 +275,17 @@ int cmd_train(int argc, char **argv) {
     /* the mesh (src/parallel/mesh.c): tp fastest, then dp, then pp */
     ParallelMesh mesh;
     MeshGroups groups = {0};
-    int tp_rank = 0, dp_rank = 0, pp_rank = 0;
+    int tp_rank = 0, dp_rank = 0, pp_rank = 0, ep_rank = 0;
+    Comm *dense_group = NULL; /* dp x ep: the ranks replicating dense parameters */
     if (distributed) {
-        if (mesh_init(&mesh, world, rank, tp, 1, 1, dp_size, pp)) layout_error(rank, "%s", myr_last_error());
+        if (mesh_init(&mesh, world, rank, tp, 1, ep, dp_size, pp)) layout_error(rank, "%s", myr_last_error());
         if (mesh_build_groups(&mesh, comm_world(), &groups)) myr_die_last();
         tp_rank = mesh.tp_rank;
         dp_rank = mesh.dp_rank;
         pp_rank = mesh.pp_rank;
+        ep_rank = mesh.ep_rank;
+        dense_group = groups.dp;
+        if (ep > 1 && comm_group_by_axes(comm_world(), &mesh.m, MESH_DP | MESH_EP, &dense_group)) myr_die_last();
     }
 
     /* model: the whole model is built (from the seed or --init); this rank keeps the layers of
@@ -259,10 +307,11 @@ int cmd_train(int argc, char **argv) {
     for (int c = 0; c < vpp; c++) {
         int vs = c * pp + pp_rank;
         StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
-        if (model_create_stage(&chunks[c], &whole.cfg, dp_size, tp, tp_rank, &spec))
+        if (model_create_ep(&chunks[c], &whole.cfg, dense_dp, tp, tp_rank, ep, ep_rank, &spec))
             layout_error(rank, "%s", myr_last_error());
         model_copy_shards(&chunks[c], &whole, 1);
         if (tp > 1) tp_attach(&chunks[c], groups.tp);
+        if (ep > 1) ep_attach(&chunks[c], groups.ep);
         chunks[c].tp.sp = o.sp;
         chunks[c].recompute = (Recompute)o.recompute;
     }
@@ -270,6 +319,7 @@ int cmd_train(int argc, char **argv) {
     free(count);
     ModelConfig cfg = whole.cfg;
     model_destroy(&whole);
+    if (cfg.experts && o.sp) layout_error(rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     Model *m = &chunks[0];
     if (o.seq > cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq", o.seq,
@@ -291,7 +341,8 @@ int cmd_train(int argc, char **argv) {
     if (distributed) {
         dp = calloc((size_t)vpp, sizeof(DataParallel));
         for (int c = 0; c < vpp; c++) {
-            if (dp_create(&dp[c], groups.dp, &chunks[c], &o.dpo)) myr_die_last();
+            if (dp_create_ep(&dp[c], dense_group, groups.dp, ep, &chunks[c], &o.dpo))
+                layout_error(rank, "%s", myr_last_error());
             /* count each parameter once in the norm: replicated tensors appear on every tp rank,
              * a tied embedding's copy on the last stage duplicates the first stage's */
             tensor_weight[c] = malloc((size_t)chunks[c].table.count * sizeof(double));
@@ -309,7 +360,7 @@ int cmd_train(int argc, char **argv) {
             layout_error(rank, "%s", myr_last_error());
         pl = &pipeline;
     }
-    int data_rank = dp_rank; /* which slice of the global batch this rank reads */
+    int data_rank = dp_rank + dp_size * ep_rank; /* which slice of the global batch: this rank's place in dp x ep */
 
     double peak = o.peak_tflops > 0 ? o.peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
     double flops_per_step = model_flops_per_token(&cfg, o.seq) * o.batch * o.seq;
@@ -322,9 +373,9 @@ int cmd_train(int argc, char **argv) {
                 (unsigned long long)tokens_count(train), o.batch, o.seq, kernels_threads(), peak / 1e9,
                 o.peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
         if (dp)
-            fprintf(stderr, "layout: tp %d%s x dp %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
+            fprintf(stderr, "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
                             "%s gradients, overlap %s\n",
-                    tp, o.sp ? " (sequence parallel)" : "", dp_size, pp,
+                    tp, o.sp ? " (sequence parallel)" : "", dp_size, ep, pp,
                     pp > 1 ? (vpp > 1 ? " (interleaved)" : (o.schedule == SCHEDULE_GPIPE ? " (gpipe)" : " (1f1b)")) : "",
                     rows, micro, o.dpo.zero, comm_dtype_name(o.dpo.grad_dtype), o.dpo.overlap ? "on" : "off");
     }
@@ -336,10 +387,10 @@ int cmd_train(int argc, char **argv) {
     char meta[1024];
     snprintf(meta, sizeof meta,
              "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
-             "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d}, \"layout\": {\"tp\": %d, \"pp\": %d, "
-             "\"vpp\": %d, \"dp\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d}",
+             "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d, \"experts\": %d}, \"layout\": {\"tp\": %d, "
+             "\"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d}",
              (unsigned long long)o.seed, model_arch_name(cfg.arch), cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads,
-             cfg.ffn, cfg.vocab, cfg.max_seq, tp, pp, vpp, dp_size, o.dpo.zero, o.batch, o.seq);
+             cfg.ffn, cfg.vocab, cfg.max_seq, cfg.experts, tp, pp, vpp, dp_size, ep, o.dpo.zero, o.batch, o.seq);
     long first_step = 0;
     if (o.resume) {
         const char *path = strcmp(o.resume, "auto") ? o.resume : o.save_dir;
@@ -384,9 +435,20 @@ int cmd_train(int argc, char **argv) {
             trace_sync_origin(&trace, comm_world());
             pl->trace = &trace;
         }
+        FILE *routing = NULL;
+        if (o.moe_routing && cfg.experts && s == first_step && tp_rank == 0) { /* the first step's routing */
+            char path[4096];
+            snprintf(path, sizeof path, "%s.%d", o.moe_routing, rank);
+            if (!(routing = fopen(path, "w"))) myr_die("--moe-routing: cannot create %s", path);
+            for (int c = 0; c < vpp; c++) chunks[c].moe_routing = routing, chunks[c].moe_seq0 = data_rank * rows;
+        }
         double t0 = now_s();
         StepResult r = trainer_step(&t, x, y, rows, o.seq);
         double dt = now_s() - t0;
+        if (routing) {
+            for (int c = 0; c < vpp; c++) chunks[c].moe_routing = NULL;
+            fclose(routing);
+        }
         if (pl && pl->trace) {
             pl->trace = NULL;
             if (trace_write_gathered(comm_world(), &trace, o.trace_path)) myr_die_last();
@@ -396,6 +458,7 @@ int cmd_train(int argc, char **argv) {
         StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt,
                           .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
+        if (cfg.experts) moe_report(chunks, vpp, tp, pp, world, &rep);
         if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
             if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
         }
@@ -448,9 +511,10 @@ int cmd_train(int argc, char **argv) {
     if (val && rank0) printf("final validation loss %.4f (%.3f bits per token)\n", last_val, last_val / 0.6931471805599453);
     /* sampling and saving need the whole model: gather the pieces */
     Model *final = m;
-    if (tp > 1 || pp > 1) {
+    if (tp > 1 || pp > 1 || ep > 1) {
         if (model_create(&whole, &cfg)) myr_die_last();
-        if (model_parallel_gather(chunks, vpp, &whole, groups.tp, groups.pp)) myr_die_last();
+        if (model_parallel_gather(chunks, vpp, &whole, groups.tp, groups.pp, ep > 1 ? groups.ep : NULL))
+            myr_die_last();
         final = &whole;
     }
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
@@ -475,6 +539,7 @@ int cmd_train(int argc, char **argv) {
     free(tensor_weight);
     free(dp);
     free(chunks);
+    if (dense_group && dense_group != groups.dp) comm_group_free(dense_group);
     hb_finish();
     if (distributed) comm_finalize();
     return 0;

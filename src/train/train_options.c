@@ -19,6 +19,9 @@ void train_usage(void) {
         "  --init DIR              start from DIR/config.json + DIR/model.safetensors (Hugging Face layout)\n"
         "  --preset NAME           %s\n"
         "  --arch gpt2|llama --layers N --hidden N --heads N --kv-heads N --ffn N --vocab N [--max-seq N]\n"
+        "  --experts E [--top-k K (2)] [--shared-experts S] [--capacity-factor F (1.25) | --dropless]\n"
+        "      [--aux-loss-coef C (0.01)] [--moe-every N (1)] [--expert-ffn N (ffn)]\n"
+        "                          mixture of experts: layer l is MoE when (l+1) %% N == 0 (docs/MOE.md)\n"
         "  --config FILE.json      flags as JSON keys ({\"batch\": 8, \"no-shuffle\": true, ...}) or a\n"
         "                          Hugging Face config.json for the shape; command-line flags override it\n"
         "data:\n"
@@ -57,6 +60,9 @@ void train_usage(void) {
         "                          transfers per micro-batch); opens in Perfetto\n"
         "  --recompute none|selective|full  activation recomputation: selective recomputes the attention\n"
         "                          core in backward, full keeps only each layer's input\n"
+        "  --ep N                  expert parallel: experts split over N ranks inside the data-parallel\n"
+        "                          ranks (tokens travel by all-to-all); world = tp x dp x ep x pp\n"
+        "  --moe-routing FILE      write step 1's expert assignment to FILE.<rank> (routing determinism)\n"
         "  --dp N                  data-parallel ranks (default: world / (tp x pp)); each takes a slice of\n"
         "                          every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
@@ -87,6 +93,9 @@ static void defaults(TrainOptions *o) {
     o->comm = comm_default_options();
     o->pp = 1;
     o->vpp = 1;
+    o->ep = 1;
+    o->experts = o->top_k = o->shared_experts = o->expert_ffn = o->moe_every = -1;
+    o->capacity_factor = o->aux_loss_coef = -1;
     o->schedule = SCHEDULE_1F1B;
 }
 
@@ -107,6 +116,16 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--ffn")) o->ffn = args_next_int(argc, argv, i);
     else if (IS("--vocab")) o->vocab = args_next_int(argc, argv, i);
     else if (IS("--max-seq")) o->max_seq = args_next_int(argc, argv, i);
+    else if (IS("--experts")) o->experts = args_next_int(argc, argv, i);
+    else if (IS("--top-k")) o->top_k = args_next_int(argc, argv, i);
+    else if (IS("--shared-experts")) o->shared_experts = args_next_int(argc, argv, i);
+    else if (IS("--expert-ffn")) o->expert_ffn = args_next_int(argc, argv, i);
+    else if (IS("--moe-every")) o->moe_every = args_next_int(argc, argv, i);
+    else if (IS("--capacity-factor")) o->capacity_factor = args_next_double(argc, argv, i);
+    else if (IS("--dropless")) o->dropless = 1;
+    else if (IS("--aux-loss-coef")) o->aux_loss_coef = args_next_double(argc, argv, i);
+    else if (IS("--moe-routing")) o->moe_routing = args_value(argc, argv, i);
+    else if (IS("--ep")) o->ep = args_next_int(argc, argv, i);
     else if (IS("--data")) o->data = args_value(argc, argv, i);
     else if (IS("--val-data")) o->val_data = args_value(argc, argv, i);
     else if (IS("--batch")) o->batch = args_next_int(argc, argv, i);
@@ -270,6 +289,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->dp < 0) myr_die("--dp must be positive");
     if (o->tp < 0) myr_die("--tp must be positive");
     if (o->tp == 0) o->tp = 1;
+    if (o->ep < 1) myr_die("--ep must be positive");
+    if (o->dropless && o->capacity_factor >= 0)
+        myr_die("--dropless and --capacity-factor contradict each other: give one");
+    if (o->capacity_factor == 0) myr_die("--capacity-factor must be positive (or use --dropless)");
     if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
     if (o->save_every < 0 || o->keep < 0) myr_die("--save-every and --keep must be >= 0");
     if (o->save_every > 0 && !o->save_dir) myr_die("--save-every needs --save DIR (where the checkpoints go)");
@@ -279,8 +302,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
     o->optim.schedule.steps = o->steps;
+    int moe_flags = o->experts >= 0 || o->top_k >= 0 || o->shared_experts >= 0 || o->expert_ffn >= 0 ||
+                    o->moe_every >= 0 || o->dropless || o->capacity_factor >= 0 || o->aux_loss_coef >= 0;
     int shape_flags = o->arch_given || o->layers > 0 || o->hidden > 0 || o->heads > 0 || o->kv_heads > 0 ||
-                      o->ffn > 0 || o->vocab > 0;
+                      o->ffn > 0 || o->vocab > 0 || moe_flags;
     if (o->init_dir && (shape_flags || o->preset || o->hf_shape_given))
         myr_die("train: --init takes the shape from DIR/config.json; drop --preset and the shape flags");
 }
@@ -311,6 +336,28 @@ void train_options_model_config(const TrainOptions *o, ModelConfig *c) {
     if (o->vocab > 0) c->vocab = o->vocab;
     if (o->max_seq > 0) c->max_seq = o->max_seq;
     else if (c->max_seq <= 0) c->max_seq = o->seq;
+    /* mixture of experts: flags override a config's; defaults once experts are asked for */
+    if (o->experts >= 0) {
+        if (o->experts > 0 && c->experts == 0) {
+            c->top_k = o->experts >= 2 ? 2 : 1;
+            c->capacity_factor = 1.25f;
+            c->aux_loss_coef = 0.01f;
+            c->moe_every = 1;
+        }
+        c->experts = o->experts;
+    }
+    int moe_given = o->top_k >= 0 || o->shared_experts >= 0 || o->expert_ffn >= 0 || o->moe_every >= 0 ||
+                    o->dropless || o->capacity_factor > 0 || o->aux_loss_coef >= 0;
+    if (moe_given && c->experts <= 0)
+        myr_die("train: --top-k, --shared-experts, --capacity-factor, --dropless, --aux-loss-coef, --moe-every and "
+                "--expert-ffn need --experts E (a mixture-of-experts model)");
+    if (o->top_k >= 0) c->top_k = o->top_k;
+    if (o->shared_experts >= 0) c->shared_experts = o->shared_experts;
+    if (o->expert_ffn >= 0) c->expert_ffn = o->expert_ffn;
+    if (o->moe_every >= 0) c->moe_every = o->moe_every;
+    if (o->dropless) c->capacity_factor = 0;
+    if (o->capacity_factor > 0) c->capacity_factor = (float)o->capacity_factor;
+    if (o->aux_loss_coef >= 0) c->aux_loss_coef = (float)o->aux_loss_coef;
     if (c->layers <= 0 || c->hidden <= 0 || c->heads <= 0 || c->vocab <= 0)
         myr_die("train: no model shape: give --init DIR, --preset NAME, or --layers --hidden --heads --vocab");
     if (model_config_validate(c)) myr_die_last();

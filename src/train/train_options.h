@@ -16,6 +16,10 @@ typedef struct {
     int arch_given;
     ModelArch arch;
     int layers, hidden, heads, kv_heads, ffn, vocab, max_seq;
+    /* mixture of experts (-1 / NAN = not given) */
+    int experts, top_k, shared_experts, expert_ffn, moe_every, dropless;
+    double capacity_factor, aux_loss_coef;
+    const char *moe_routing; /* --moe-routing FILE: each rank writes FILE.<rank> with step 1's routing */
     int hf_shape_given; /* --config was a Hugging Face config.json */
     ModelConfig hf_shape;
     /* data */
@@ -35,6 +39,7 @@ typedef struct {
     double peak_tflops; /* 0: measure */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
+    int ep;             /* expert-parallel size (inside the data-parallel ranks; 1 = none) */
     int tp;             /* tensor-parallel size (1 = none) */
     int sp;             /* sequence parallel (with tp > 1) */
     int recompute;      /* Recompute (model.h) */

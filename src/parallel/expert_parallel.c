@@ -1,0 +1,27 @@
+/* expert_parallel.c: ExpertParallel callbacks over a comm group (see expert_parallel.h). */
+#include "parallel/expert_parallel.h"
+
+#include <stdlib.h>
+
+#include "util/error.h"
+
+/* Words travel as fp32 elements: the all-to-all only moves them (no arithmetic), so token rows
+ * and the int32 counts ahead of them arrive bit-exact. */
+static void all_to_all_v(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts) {
+    Comm *g = ctx;
+    int P = comm_size(g);
+    size_t *sd = malloc((size_t)P * sizeof(size_t)), *rd = malloc((size_t)P * sizeof(size_t));
+    size_t s = 0, r = 0;
+    for (int i = 0; i < P; i++) {
+        sd[i] = s, rd[i] = r;
+        s += send_counts[i], r += recv_counts[i];
+    }
+    if (comm_all_to_all_v(g, send, send_counts, sd, recv, recv_counts, rd, COMM_F32)) myr_die_last();
+    free(sd);
+    free(rd);
+}
+
+void ep_attach(Model *m, Comm *ep) {
+    m->ep.all_to_all_v = all_to_all_v;
+    m->ep.ctx = ep;
+}
