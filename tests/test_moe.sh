@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# test_moe.sh: mixture of experts and expert parallelism against the single-process run (the
+# oracle). For the PyTorch-checked MoE fixtures (top-1 with capacity dropping; top-2 with
+# capacity, a shared expert and a dense layer) every layout --ep 2, --ep 4, --ep 2 --dp 2
+# (--zero 1), --ep 2 --tp 2 gives the same per-step losses (1e-5 relative at step 1, 1e-4 over 20
+# steps) and saved weights (1e-4), and the same expert assignment (routing dump of step 1, every
+# token of every layer: expert and kept/dropped); GELU experts (GPT-2) built from flags likewise;
+# a checkpoint written under --ep 2 --zero 1 resumes in a single process; the Mixtral export
+# carries Mixtral's names; bad input gets one line and a non-zero exit.
+set -u
+cd "$(dirname "$0")/.."
+M=$PWD/bin/myriad
+T=$(mktemp -d /tmp/myriad-moe-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass() { echo "ok $1"; }
+fail() { echo "FAIL $1${2:+ ($2)}"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+if ! command -v mpirun >/dev/null; then echo "skip test_moe (mpirun not installed)"; exit 0; fi
+/usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3 >/dev/null
+
+# the routing dump: "layer sequence position slot expert kept", one file per rank; sorted and
+# merged, every layout must give the single process's lines
+same_routing() { sort "$1".* >"$T/r1"; sort "$2".* >"$T/r2"; [ -s "$T/r1" ] && cmp -s "$T/r1" "$T/r2"; }
+
+check_layouts() { # NAME COMMON_FLAGS LAYOUT...
+    local name=$1 common=$2; shift 2
+    rm -rf "$T/ref" "$T/ref.jsonl" "$T/rref".*
+    $M train $common --log "$T/ref.jsonl" --save "$T/ref" --moe-routing "$T/rref" >/dev/null 2>"$T/err" ||
+        { fail "reference_$name" "$(tail -1 $T/err)"; return; }
+    grep -q '"moe_dropped"' "$T/ref.jsonl" || fail "log_fields_$name" "$(head -1 $T/ref.jsonl)"
+    for layout in "$@"; do
+        local np=${layout%% *} flags=${layout#* } out=""
+        local tag="$(echo "$flags" | tr -d ' -')_$name"
+        rm -rf "$T/run" "$T/run.jsonl" "$T/rrun".*
+        if timeout 120 $MPI -np $np $M train $common $flags --log "$T/run.jsonl" --save "$T/run" \
+                --moe-routing "$T/rrun" >"$T/out" 2>"$T/err" &&
+            out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
+            pass "$tag"; echo "# $tag: $out"
+        else fail "$tag" "${out:-} $(tail -2 $T/err)"; fi
+        if same_routing "$T/rref" "$T/rrun"; then pass "routing_$tag"
+        else fail "routing_$tag" "$(diff $T/r1 $T/r2 | head -3)"; fi
+    done
+}
+
+train="--data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1"
+check_layouts top1_capacity "--init tests/fixtures/moe-top1-capacity $train" \
+    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2 --zero 1" "4 --ep 2 --tp 2"
+check_layouts top2_shared "--init tests/fixtures/moe-top2-capacity-shared $train" \
+    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2" "2 --ep 2 --micro-batch 2"
+gelu="--arch gpt2 --layers 2 --hidden 32 --heads 4 --vocab 67 --max-seq 8 --experts 4 --top-k 2 --shared-experts 1"
+gelu+=" --expert-ffn 48 --capacity-factor 1.0 --aux-loss-coef 0.05"
+check_layouts gelu_flags "$gelu $train" "2 --ep 2" "4 --ep 2 --dp 2"
+
+# a dropping run drops, a dropless run does not (the log's counters)
+/usr/bin/python3 - "$T" <<'PY' && pass "log_counts_dropped_tokens" || fail "log_counts_dropped_tokens"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/ref.jsonl")]
+ok = all(r["moe_dropped"] > 0 and r["moe_tokens_per_expert"]["mean"] > 0 for r in rows)
+print("# gelu_flags step 1: tokens per expert %s, dropped %d, aux %.4f" %
+      (rows[0]["moe_tokens_per_expert"], rows[0]["moe_dropped"], rows[0]["moe_aux"]))
+sys.exit(0 if ok else 1)
+PY
+
+# checkpoints: experts sharded over ep (ZeRO 1) resume in a single process, and a run of the
+# same steps in one process gives the same losses
+llama="--arch llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 48 --vocab 67 --max-seq 8 --experts 4"
+ck="$llama --data $T/tok.bin --batch 8 --seq 8 --steps 10 --lr 3e-3 --threads 1"
+if $M train $ck --log "$T/full.jsonl" >/dev/null 2>"$T/err" &&
+    $MPI -np 2 $M train $ck --ep 2 --zero 1 --stop-after 5 --save "$T/ck" --save-every 5 >/dev/null 2>"$T/err" &&
+    $M train $ck --resume auto --save "$T/ck" --log "$T/res.jsonl" >/dev/null 2>"$T/err" &&
+    /usr/bin/python3 -c "
+import json, sys
+a = [json.loads(l)['loss'] for l in open('$T/full.jsonl')][5:]
+b = [json.loads(l)['loss'] for l in open('$T/res.jsonl')]
+w = max(abs(x - y) / x for x, y in zip(a, b)); print('# resume ep2 -> single: worst rel loss %.2e' % w)
+sys.exit(0 if len(a) == len(b) == 5 and w < 1e-4 else 1)"; then pass "checkpoint_ep2_zero1_resumes_single"
+else fail "checkpoint_ep2_zero1_resumes_single" "$(tail -2 $T/err)"; fi
+
+# the final export is Mixtral-shaped
+/usr/bin/python3 - "$T/ck" <<'PY' && pass "mixtral_export_names" || fail "mixtral_export_names"
+import json, struct, sys
+d = sys.argv[1]
+cfg = json.load(open(d + "/config.json"))
+b = open(d + "/model.safetensors", "rb").read()
+names = set(json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])) - {"__metadata__"}
+want = {"model.layers.1.block_sparse_moe.gate.weight"} | {
+    f"model.layers.1.block_sparse_moe.experts.{e}.w{i}.weight" for e in range(4) for i in (1, 2, 3)}
+ok = cfg["model_type"] == "mixtral" and cfg["num_local_experts"] == 4 and cfg["num_experts_per_tok"] == 2 \
+    and want <= names and not any(".mlp." in n for n in names)
+sys.exit(0 if ok else 1)
+PY
+
+# bad input: one line naming the problem, non-zero exit, before any training step
+expect_error() { # NAME NEEDLE CMD...
+    local name=$1 needle=$2; shift 2
+    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
+    local line; line=$(grep '^myriad: ' "$T/err" | head -1)
+    if [ $rc -ne 0 ] && [ -n "$line" ] && echo "$line" | grep -qF -- "$needle" && ! grep -q '^step ' "$T/err"; then pass "$name"
+    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
+}
+bad="--arch llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 48 --vocab 67 --data $T/tok.bin --batch 8 --seq 8 --steps 2"
+expect_error experts_not_divisible_by_ep "--experts 3 is not divisible by --ep 2" $MPI -np 2 $M train $bad --experts 3 --ep 2
+expect_error top_k_larger_than_experts "--top-k 5 is larger than --experts 4" $M train $bad --experts 4 --top-k 5
+expect_error checkpoint_other_expert_count "the checkpoint has 4 experts per MoE layer, the model has 8" \
+    $M train $bad --experts 8 --resume "$T/ck"
+expect_error dense_resume_of_moe_checkpoint "but the model's layer 0 is dense" $M train $bad --resume "$T/ck"
+expect_error moe_flag_without_experts "need --experts E" $M train $bad --top-k 2
+expect_error ep_without_experts "--ep 2 needs a mixture-of-experts model" $MPI -np 2 $M train $bad --ep 2
+expect_error zero2_with_ep "--zero 2 with --ep is not supported" $MPI -np 2 $M train $bad --experts 4 --ep 2 --zero 2
