@@ -2,9 +2,10 @@
 # test_moe.sh: mixture of experts and expert parallelism against the single-process run (the
 # oracle). For the PyTorch-checked MoE fixtures (top-1 with capacity dropping; top-2 with
 # capacity, a shared expert and a dense layer) every layout --ep 2, --ep 4, --ep 2 --dp 2
-# (--zero 1), --ep 2 --tp 2 gives the same per-step losses (1e-5 relative at step 1, 1e-4 over 20
-# steps) and saved weights (1e-4), and the same expert assignment (routing dump of step 1, every
-# token of every layer: expert and kept/dropped); GELU experts (GPT-2) built from flags likewise;
+# (--zero 1), --ep 2 --tp 2, --ep 2 --pp 2 (micro-batches, full recomputation) gives the same
+# per-step losses (1e-5 relative at step 1, 1e-4 over 20 steps) and saved weights (1e-4), and the
+# same expert assignment (routing dump of step 1, every token of every layer: expert and
+# kept/dropped); GELU experts (GPT-2) built from flags likewise;
 # a checkpoint written under --ep 2 --zero 1 resumes in a single process; the Mixtral export
 # carries Mixtral's names; bad input gets one line and a non-zero exit.
 set -u
@@ -45,9 +46,9 @@ check_layouts() { # NAME COMMON_FLAGS LAYOUT...
 
 train="--data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1"
 check_layouts top1_capacity "--init tests/fixtures/moe-top1-capacity $train" \
-    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2 --zero 1" "4 --ep 2 --tp 2"
+    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2 --zero 1" "4 --ep 2 --tp 2" "4 --ep 2 --pp 2"
 check_layouts top2_shared "--init tests/fixtures/moe-top2-capacity-shared $train" \
-    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2" "2 --ep 2 --micro-batch 2"
+    "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2" "2 --ep 2 --micro-batch 2" "4 --ep 2 --pp 2 --micro-batch 2 --recompute full"
 gelu="--arch gpt2 --layers 2 --hidden 32 --heads 4 --vocab 67 --max-seq 8 --experts 4 --top-k 2 --shared-experts 1"
 gelu+=" --expert-ffn 48 --capacity-factor 1.0 --aux-loss-coef 0.05"
 check_layouts gelu_flags "$gelu $train" "2 --ep 2" "4 --ep 2 --dp 2"

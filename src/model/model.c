@@ -440,7 +440,7 @@ layers:
     }
     if (!m->stage.last) {
         m->ready_for_backward = grad_scale > 0;
-        return 0;
+        return c->aux_loss_coef * m->moe_aux; /* this stage's part of the loss (0 for dense layers) */
     }
     HOOK(before_forward, unit_head(m));
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);

@@ -138,7 +138,8 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
  * of the embedding is read from tok_emb and never written back). */
 void model_copy_shards(Model *m, Model *whole, int to_local);
 /* Pipeline stages: forward from tokens x (first stage) or from `input` [rows, hidden] (the
- * previous stage's output); targets only on the last stage, which returns the loss. */
+ * previous stage's output); targets only on the last stage, which returns the loss; other stages
+ * return their part of it (aux_loss_coef x their MoE layers' load-balancing loss; 0 if dense). */
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale);
 const real *model_stage_output(const Model *m); /* [rows, hidden] after forward (not last stage) */

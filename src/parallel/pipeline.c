@@ -37,8 +37,8 @@ static int hook_forward(void *ctx, int mb, int chunk) {
     const real *input = m->stage.first ? NULL : *slot(pl->act_in, pl, chunk, mb);
     double loss = model_forward_stage(m, pl->x + off, input, m->stage.last ? pl->y + off : NULL, pl->micro_rows, pl->T,
                                       1.0 / pl->micro);
-    if (m->stage.last) pl->loss_sum += loss;
-    else memcpy(*slot(pl->act_out, pl, chunk, mb), model_stage_output(m), pl->act_elems * sizeof(real));
+    pl->loss_sum += loss; /* other stages: their MoE layers' load-balancing term */
+    if (!m->stage.last) memcpy(*slot(pl->act_out, pl, chunk, mb), model_stage_output(m), pl->act_elems * sizeof(real));
     pl->compute_s += now_s() - t0;
     return 0;
 }
@@ -131,11 +131,9 @@ static void sum_tied_embedding(Pipeline *pl) {
     }
 }
 
-/* The loss is known on the last stage: give it to every stage (exact double). */
-static double share_loss(Pipeline *pl, double loss) {
-    int last = pl->pp_rank == pl->pp - 1;
-    return group_sum_exact(pl->pp_group, last ? loss : 0.0);
-}
+/* The loss is the last stage's cross-entropy plus every stage's load-balancing term (MoE; zero
+ * for dense stages): sum the stages' parts (exact doubles), the same on every stage. */
+static double share_loss(Pipeline *pl, double loss) { return group_sum_exact(pl->pp_group, loss); }
 
 double pipeline_forward_backward(Pipeline *pl, const int32_t *x, const int32_t *y) {
     pl->x = x;
@@ -166,8 +164,8 @@ double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int ro
         model_select_slot(m, pl->micro); /* a slot of its own, past the training ones */
         if (!m->stage.first && comm_recv(pl->pp_group, buf, elems, COMM_F32, (vs - 1) % pl->pp)) myr_die_last();
         double l = model_forward_stage(m, x, m->stage.first ? NULL : buf, m->stage.last ? y : NULL, rows, T, 0);
-        if (m->stage.last) loss = l;
-        else {
+        loss += l;
+        if (!m->stage.last) {
             memcpy(buf, model_stage_output(m), elems * sizeof(real));
             if (comm_send(pl->pp_group, buf, elems, COMM_F32, (vs + 1) % pl->pp)) myr_die_last();
         }
