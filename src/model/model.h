@@ -60,6 +60,9 @@ typedef struct {
 typedef struct {
     int size, rank;
     void (*all_to_all_v)(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts);
+    /* measurement aid (--a2a-barrier): when set, called before each all-to-all so that the
+     * all-to-all's time excludes waiting for the other ranks (logged apart as the wait) */
+    void (*barrier)(void *ctx);
     void *ctx;
 } ExpertParallel;
 
@@ -70,6 +73,7 @@ typedef struct {
     double aux_sum;           /* load-balancing loss summed over MoE layers and forwards */
     int64_t forwards;         /* forwards counted */
     double a2a_bytes, a2a_s;  /* bytes this rank sent to other ranks in all-to-alls, and their time */
+    double a2a_wait_s;        /* time in the barriers before them (--a2a-barrier) */
 } MoeStats;
 
 /* Activation recomputation: none keeps every layer's activations; selective keeps all but the

@@ -59,7 +59,7 @@ void moe_stats_reset(Model *m) {
     if (st->tokens) memset(st->tokens, 0, (size_t)m->cfg.layers * m->cfg.experts * sizeof(int64_t));
     st->dropped = st->assigned = st->forwards = 0;
     st->aux_sum = 0;
-    st->a2a_bytes = st->a2a_s = 0;
+    st->a2a_bytes = st->a2a_s = st->a2a_wait_s = 0;
 }
 
 /* dev_alloc of at least one element (empty expert batches are common) */
@@ -81,6 +81,12 @@ static void exchange(Model *m, const void *send, const int *send_rows, void *rec
         if (r != m->ep.rank) bytes += 4.0 * sc[r];
     }
     double t0 = now_s();
+    if (m->ep.barrier) {
+        m->ep.barrier(m->ep.ctx);
+        double t1 = now_s();
+        if (!m->moe_recomputing) m->moe_stats.a2a_wait_s += t1 - t0;
+        t0 = t1;
+    }
     m->ep.all_to_all_v(m->ep.ctx, send, sc, recv, rc);
     if (!m->moe_recomputing) {
         m->moe_stats.a2a_s += now_s() - t0;

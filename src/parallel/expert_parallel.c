@@ -21,7 +21,12 @@ static void all_to_all_v(void *ctx, const void *send, const size_t *send_counts,
     free(rd);
 }
 
-void ep_attach(Model *m, Comm *ep) {
+static void barrier(void *ctx) {
+    if (comm_barrier((Comm *)ctx)) myr_die_last();
+}
+
+void ep_attach(Model *m, Comm *ep, int timing_barrier) {
     m->ep.all_to_all_v = all_to_all_v;
+    m->ep.barrier = timing_barrier ? barrier : NULL;
     m->ep.ctx = ep;
 }

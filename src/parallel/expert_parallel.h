@@ -6,7 +6,8 @@
 #include "comm/comm.h"
 #include "model/model.h"
 
-/* Give m the all-to-all over `ep` (m was created with model_create_ep for this group's size). */
-void ep_attach(Model *m, Comm *ep);
+/* Give m the all-to-all over `ep` (m was created with model_create_ep for this group's size);
+ * timing_barrier: a barrier before each all-to-all (measurement aid, see ExpertParallel). */
+void ep_attach(Model *m, Comm *ep, int timing_barrier);
 
 #endif

@@ -34,9 +34,9 @@ void progress_step(Progress *p, const StepReport *r) {
         if (r->have_moe)
             fprintf(p->log,
                     ", \"moe_tokens_per_expert\": {\"min\": %.0f, \"max\": %.0f, \"mean\": %.3f}, \"moe_dropped\": %.0f, "
-                    "\"moe_aux\": %.9g, \"a2a_bytes\": %.0f, \"a2a_ms\": %.3f",
+                    "\"moe_aux\": %.9g, \"a2a_bytes\": %.0f, \"a2a_ms\": %.3f, \"a2a_wait_ms\": %.3f",
                     r->moe_tokens_min, r->moe_tokens_max, r->moe_tokens_mean, r->moe_dropped, r->moe_aux, r->a2a_bytes,
-                    r->a2a_ms);
+                    r->a2a_ms, r->a2a_wait_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }

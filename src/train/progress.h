@@ -16,6 +16,7 @@ typedef struct {
      * all-to-all bytes sent and seconds spent by rank 0 */
     int have_moe;
     double moe_tokens_min, moe_tokens_max, moe_tokens_mean, moe_dropped, moe_aux, a2a_bytes, a2a_ms;
+    double a2a_wait_ms; /* in barriers before the all-to-alls (--a2a-barrier only) */
 } StepReport;
 
 typedef struct {

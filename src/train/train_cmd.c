@@ -212,10 +212,11 @@ static void moe_report(Model *chunks, int n, int tp, int pp, int world, StepRepo
     rep->moe_tokens_min = mn, rep->moe_tokens_max = mx, rep->moe_tokens_mean = sum / ((double)moe_layers * c->experts);
     rep->moe_dropped = v[LE] / tp;
     rep->moe_aux = v[LE + 1] / ((double)world / pp); /* each stage's sum over its layers, averaged over replicas */
-    rep->a2a_bytes = 0, rep->a2a_ms = 0;
+    rep->a2a_bytes = 0, rep->a2a_ms = 0, rep->a2a_wait_ms = 0;
     for (int k = 0; k < n; k++) {
         rep->a2a_bytes += chunks[k].moe_stats.a2a_bytes;
         rep->a2a_ms += chunks[k].moe_stats.a2a_s * 1e3;
+        rep->a2a_wait_ms += chunks[k].moe_stats.a2a_wait_s * 1e3;
         moe_stats_reset(&chunks[k]);
     }
     free(v);
@@ -311,7 +312,7 @@ int cmd_train(int argc, char **argv) {
             layout_error(rank, "%s", myr_last_error());
         model_copy_shards(&chunks[c], &whole, 1);
         if (tp > 1) tp_attach(&chunks[c], groups.tp);
-        if (ep > 1) ep_attach(&chunks[c], groups.ep);
+        if (ep > 1) ep_attach(&chunks[c], groups.ep, o.a2a_barrier);
         chunks[c].tp.sp = o.sp;
         chunks[c].recompute = (Recompute)o.recompute;
     }

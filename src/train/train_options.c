@@ -63,6 +63,8 @@ void train_usage(void) {
         "  --ep N                  expert parallel: experts split over N ranks inside the data-parallel\n"
         "                          ranks (tokens travel by all-to-all); world = tp x dp x ep x pp\n"
         "  --moe-routing FILE      write step 1's expert assignment to FILE.<rank> (routing determinism)\n"
+        "  --a2a-barrier           measurement aid: a barrier before each all-to-all, so the log's a2a_ms is\n"
+        "                          the transfer and a2a_wait_ms the wait for other ranks\n"
         "  --dp N                  data-parallel ranks (default: world / (tp x pp)); each takes a slice of\n"
         "                          every batch\n"
         "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
@@ -126,6 +128,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--aux-loss-coef")) o->aux_loss_coef = args_next_double(argc, argv, i);
     else if (IS("--moe-routing")) o->moe_routing = args_value(argc, argv, i);
     else if (IS("--ep")) o->ep = args_next_int(argc, argv, i);
+    else if (IS("--a2a-barrier")) o->a2a_barrier = 1;
     else if (IS("--data")) o->data = args_value(argc, argv, i);
     else if (IS("--val-data")) o->val_data = args_value(argc, argv, i);
     else if (IS("--batch")) o->batch = args_next_int(argc, argv, i);
