@@ -131,8 +131,9 @@ static void sum_tied_embedding(Pipeline *pl) {
     }
 }
 
-/* The loss is the last stage's cross-entropy plus every stage's load-balancing term (MoE; zero
- * for dense stages): sum the stages' parts (exact doubles), the same on every stage. */
+/* Training: the loss is the last stage's cross-entropy plus every stage's load-balancing term (MoE;
+ * zero for dense stages); evaluation: the cross-entropy. Sum the stages' parts (exact doubles),
+ * the same on every stage. */
 static double share_loss(Pipeline *pl, double loss) { return group_sum_exact(pl->pp_group, loss); }
 
 double pipeline_forward_backward(Pipeline *pl, const int32_t *x, const int32_t *y) {
@@ -164,8 +165,8 @@ double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int ro
         model_select_slot(m, pl->micro); /* a slot of its own, past the training ones */
         if (!m->stage.first && comm_recv(pl->pp_group, buf, elems, COMM_F32, (vs - 1) % pl->pp)) myr_die_last();
         double l = model_forward_stage(m, x, m->stage.first ? NULL : buf, m->stage.last ? y : NULL, rows, T, 0);
-        loss += l;
-        if (!m->stage.last) {
+        if (m->stage.last) loss += l - m->cfg.aux_loss_coef * m->moe_aux; /* cross-entropy only */
+        else {
             memcpy(buf, model_stage_output(m), elems * sizeof(real));
             if (comm_send(pl->pp_group, buf, elems, COMM_F32, (vs + 1) % pl->pp)) myr_die_last();
         }

@@ -37,7 +37,8 @@ void pipeline_destroy(Pipeline *pl);
  * returns the mean loss (the same on every pipeline stage). Gradients accumulate in the chunks;
  * a tied embedding's two halves are summed and every chunk's reductions finished. */
 double pipeline_forward_backward(Pipeline *pl, const int32_t *x, const int32_t *y);
-/* Forward only (evaluation): mean loss over rows of x/y, the same on every stage. */
+/* Forward only (evaluation): mean cross-entropy over rows of x/y (no load-balancing term), the same
+ * on every stage. */
 double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int rows);
 /* Exact sum of one double over a group (rank order). */
 double group_sum_exact(Comm *g, double x);

@@ -30,7 +30,8 @@ int evaluate_loss(Model *m, const TokenData *d, int B, int T, int K, int row0, i
         rc = loader_batch(&l, (uint64_t)k, row0, rows, x, y);
         if (!rc) rc = check_tokens(x, rows * T, m->cfg.vocab, "validation", k);
         if (!rc) rc = check_tokens(y, rows * T, m->cfg.vocab, "validation", k);
-        if (!rc) sum += model_forward(m, x, y, rows, T, 0);
+        /* the cross-entropy alone: an MoE model's load-balancing term is a training device */
+        if (!rc) sum += model_forward(m, x, y, rows, T, 0) - m->cfg.aux_loss_coef * m->moe_aux;
     }
     free(x);
     free(y);
