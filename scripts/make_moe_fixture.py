@@ -165,6 +165,7 @@ def main():
     make(outdir, "moe-top2-capacity-shared",
          dict(base, num_experts_per_tok=2, myriad_capacity_factor=1.0, myriad_shared_experts=1, myriad_moe_every=2,
               myriad_dense_intermediate_size=40), gen)
+    make(outdir, "moe-top1-dropless", dict(base, num_experts_per_tok=1), gen)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # (--zero 1), --ep 2 --tp 2, --ep 2 --pp 2 (micro-batches, full recomputation) gives the same
 # per-step losses (1e-5 relative at step 1, 1e-4 over 20 steps) and saved weights (1e-4), and the
 # same expert assignment (routing dump of step 1, every token of every layer: expert and
-# kept/dropped); GELU experts (GPT-2) built from flags likewise;
+# kept/dropped); GELU experts (GPT-2) built from flags likewise (also --ep 2 --tp 2, and experts
+# under --dp 2 --zero 3 without ep);
 # a checkpoint written under --ep 2 --zero 1 resumes in a single process; the Mixtral export
 # carries Mixtral's names; bad input gets one line and a non-zero exit.
 set -u
@@ -51,7 +52,7 @@ check_layouts top2_shared "--init tests/fixtures/moe-top2-capacity-shared $train
     "2 --ep 2" "4 --ep 4" "4 --ep 2 --dp 2" "2 --ep 2 --micro-batch 2" "4 --ep 2 --pp 2 --micro-batch 2 --recompute full"
 gelu="--arch gpt2 --layers 2 --hidden 32 --heads 4 --vocab 67 --max-seq 8 --experts 4 --top-k 2 --shared-experts 1"
 gelu+=" --expert-ffn 48 --capacity-factor 1.0 --aux-loss-coef 0.05"
-check_layouts gelu_flags "$gelu $train" "2 --ep 2" "4 --ep 2 --dp 2"
+check_layouts gelu_flags "$gelu $train" "2 --ep 2" "4 --ep 2 --dp 2" "4 --ep 2 --tp 2" "2 --dp 2 --zero 3"
 
 # a dropping run drops, a dropless run does not (the log's counters)
 /usr/bin/python3 - "$T" <<'PY' && pass "log_counts_dropped_tokens" || fail "log_counts_dropped_tokens"

@@ -1,7 +1,7 @@
 /* test_moe_fixture.c: the mixture-of-experts layer against PyTorch (fixtures made by
  * scripts/make_moe_fixture.py with Debian's python3-torch; the oracle computes every expert
- * densely and masks by the routing). For top-1 with capacity dropping, top-2 dropless, and top-2
- * with capacity, a shared expert and a dense layer: router probabilities, logits, the loss with
+ * densely and masks by the routing). For top-1 with capacity dropping, top-1 and top-2 dropless,
+ * and top-2 with capacity, a shared expert and a dense layer: router probabilities, logits, the loss with
  * the load-balancing term, the number of dropped assignments, and every parameter gradient
  * agree to 1e-5 relative (max abs difference over the tensor's max abs value). */
 #include <stdlib.h>
@@ -124,11 +124,13 @@ static void check_case(const char *name) {
 
 static void test_top1_capacity(void) { check_case("moe-top1-capacity"); }
 static void test_top2_dropless(void) { check_case("moe-top2-dropless"); }
+static void test_top1_dropless(void) { check_case("moe-top1-dropless"); }
 static void test_top2_capacity_shared_dense(void) { check_case("moe-top2-capacity-shared"); }
 
 int main(void) {
     RUN(test_top1_capacity);
     RUN(test_top2_dropless);
+    RUN(test_top1_dropless);
     RUN(test_top2_capacity_shared_dense);
     return TEST_SUMMARY();
 }
