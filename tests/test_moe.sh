@@ -110,3 +110,6 @@ expect_error dense_resume_of_moe_checkpoint "but the model's layer 0 is dense" $
 expect_error moe_flag_without_experts "need --experts E" $M train $bad --top-k 2
 expect_error ep_without_experts "--ep 2 needs a mixture-of-experts model" $MPI -np 2 $M train $bad --ep 2
 expect_error zero2_with_ep "--zero 2 with --ep is not supported" $MPI -np 2 $M train $bad --experts 4 --ep 2 --zero 2
+expect_error dropless_and_capacity "--dropless and --capacity-factor contradict" \
+    $M train $bad --experts 4 --dropless --capacity-factor 1.5
+expect_error capacity_not_positive "--capacity-factor must be positive" $M train $bad --experts 4 --capacity-factor -1

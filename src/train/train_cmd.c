@@ -209,7 +209,9 @@ static void moe_report(Model *chunks, int n, int tp, int pp, int world, StepRepo
         }
     }
     rep->have_moe = 1;
-    rep->moe_tokens_min = mn, rep->moe_tokens_max = mx, rep->moe_tokens_mean = sum / ((double)moe_layers * c->experts);
+    if (!moe_layers) mn = 0; /* --moe-every beyond the layers: no MoE layer */
+    rep->moe_tokens_min = mn, rep->moe_tokens_max = mx;
+    rep->moe_tokens_mean = moe_layers ? sum / ((double)moe_layers * c->experts) : 0;
     rep->moe_dropped = v[LE] / tp;
     rep->moe_aux = v[LE + 1] / ((double)world / pp); /* each stage's sum over its layers, averaged over replicas */
     rep->a2a_bytes = 0, rep->a2a_ms = 0, rep->a2a_wait_ms = 0;

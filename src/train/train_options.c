@@ -2,6 +2,8 @@
 #include "train/train_options.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +78,8 @@ void train_usage(void) {
         model_preset_names(), comm_flags_help());
 }
 
+#define UNSET INT_MIN /* an MoE flag not given (any given value is checked by model_config_validate) */
+
 static void defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
     o->layers = o->hidden = o->heads = o->kv_heads = o->ffn = o->vocab = o->max_seq = -1;
@@ -96,8 +100,8 @@ static void defaults(TrainOptions *o) {
     o->pp = 1;
     o->vpp = 1;
     o->ep = 1;
-    o->experts = o->top_k = o->shared_experts = o->expert_ffn = o->moe_every = -1;
-    o->capacity_factor = o->aux_loss_coef = -1;
+    o->experts = o->top_k = o->shared_experts = o->expert_ffn = o->moe_every = UNSET;
+    o->capacity_factor = o->aux_loss_coef = NAN; /* not given */
     o->schedule = SCHEDULE_1F1B;
 }
 
@@ -293,9 +297,13 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->tp < 0) myr_die("--tp must be positive");
     if (o->tp == 0) o->tp = 1;
     if (o->ep < 1) myr_die("--ep must be positive");
-    if (o->dropless && o->capacity_factor >= 0)
+    if (o->dropless && !isnan(o->capacity_factor))
         myr_die("--dropless and --capacity-factor contradict each other: give one");
-    if (o->capacity_factor == 0) myr_die("--capacity-factor must be positive (or use --dropless)");
+    if (!isnan(o->capacity_factor) && !(o->capacity_factor > 0))
+        myr_die("--capacity-factor must be positive (or use --dropless for no capacity limit)");
+    if (!isnan(o->aux_loss_coef) && !(o->aux_loss_coef >= 0)) myr_die("--aux-loss-coef must be >= 0");
+    if (o->moe_every != UNSET && o->moe_every < 1) myr_die("--moe-every must be at least 1 (1: every layer is MoE)");
+    if (o->expert_ffn != UNSET && o->expert_ffn < 1) myr_die("--expert-ffn must be positive");
     if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
     if (o->save_every < 0 || o->keep < 0) myr_die("--save-every and --keep must be >= 0");
     if (o->save_every > 0 && !o->save_dir) myr_die("--save-every needs --save DIR (where the checkpoints go)");
@@ -305,8 +313,9 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
     if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
     o->optim.schedule.steps = o->steps;
-    int moe_flags = o->experts >= 0 || o->top_k >= 0 || o->shared_experts >= 0 || o->expert_ffn >= 0 ||
-                    o->moe_every >= 0 || o->dropless || o->capacity_factor >= 0 || o->aux_loss_coef >= 0;
+    int moe_flags = o->experts != UNSET || o->top_k != UNSET || o->shared_experts != UNSET ||
+                    o->expert_ffn != UNSET || o->moe_every != UNSET || o->dropless || !isnan(o->capacity_factor) ||
+                    !isnan(o->aux_loss_coef);
     int shape_flags = o->arch_given || o->layers > 0 || o->hidden > 0 || o->heads > 0 || o->kv_heads > 0 ||
                       o->ffn > 0 || o->vocab > 0 || moe_flags;
     if (o->init_dir && (shape_flags || o->preset || o->hf_shape_given))
@@ -340,7 +349,7 @@ void train_options_model_config(const TrainOptions *o, ModelConfig *c) {
     if (o->max_seq > 0) c->max_seq = o->max_seq;
     else if (c->max_seq <= 0) c->max_seq = o->seq;
     /* mixture of experts: flags override a config's; defaults once experts are asked for */
-    if (o->experts >= 0) {
+    if (o->experts != UNSET) {
         if (o->experts > 0 && c->experts == 0) {
             c->top_k = o->experts >= 2 ? 2 : 1;
             c->capacity_factor = 1.25f;
@@ -349,18 +358,18 @@ void train_options_model_config(const TrainOptions *o, ModelConfig *c) {
         }
         c->experts = o->experts;
     }
-    int moe_given = o->top_k >= 0 || o->shared_experts >= 0 || o->expert_ffn >= 0 || o->moe_every >= 0 ||
-                    o->dropless || o->capacity_factor > 0 || o->aux_loss_coef >= 0;
+    int moe_given = o->top_k != UNSET || o->shared_experts != UNSET || o->expert_ffn != UNSET ||
+                    o->moe_every != UNSET || o->dropless || !isnan(o->capacity_factor) || !isnan(o->aux_loss_coef);
     if (moe_given && c->experts <= 0)
         myr_die("train: --top-k, --shared-experts, --capacity-factor, --dropless, --aux-loss-coef, --moe-every and "
                 "--expert-ffn need --experts E (a mixture-of-experts model)");
-    if (o->top_k >= 0) c->top_k = o->top_k;
-    if (o->shared_experts >= 0) c->shared_experts = o->shared_experts;
-    if (o->expert_ffn >= 0) c->expert_ffn = o->expert_ffn;
-    if (o->moe_every >= 0) c->moe_every = o->moe_every;
+    if (o->top_k != UNSET) c->top_k = o->top_k;
+    if (o->shared_experts != UNSET) c->shared_experts = o->shared_experts;
+    if (o->expert_ffn != UNSET) c->expert_ffn = o->expert_ffn;
+    if (o->moe_every != UNSET) c->moe_every = o->moe_every;
     if (o->dropless) c->capacity_factor = 0;
-    if (o->capacity_factor > 0) c->capacity_factor = (float)o->capacity_factor;
-    if (o->aux_loss_coef >= 0) c->aux_loss_coef = (float)o->aux_loss_coef;
+    if (!isnan(o->capacity_factor)) c->capacity_factor = (float)o->capacity_factor;
+    if (!isnan(o->aux_loss_coef)) c->aux_loss_coef = (float)o->aux_loss_coef;
     if (c->layers <= 0 || c->hidden <= 0 || c->heads <= 0 || c->vocab <= 0)
         myr_die("train: no model shape: give --init DIR, --preset NAME, or --layers --hidden --heads --vocab");
     if (model_config_validate(c)) myr_die_last();

@@ -16,7 +16,7 @@ typedef struct {
     int arch_given;
     ModelArch arch;
     int layers, hidden, heads, kv_heads, ffn, vocab, max_seq;
-    /* mixture of experts (-1 / NAN = not given) */
+    /* mixture of experts (INT_MIN / NAN = not given) */
     int experts, top_k, shared_experts, expert_ffn, moe_every, dropless;
     double capacity_factor, aux_loss_coef;
     const char *moe_routing; /* --moe-routing FILE: each rank writes FILE.<rank> with step 1's routing */
