@@ -8,7 +8,8 @@
 # kept/dropped); GELU experts (GPT-2) built from flags likewise (also --ep 2 --tp 2, and experts
 # under --dp 2 --zero 3 without ep);
 # a checkpoint written under --ep 2 --zero 1 resumes in a single process; the Mixtral export
-# carries Mixtral's names; bad input gets one line and a non-zero exit.
+# carries Mixtral's names and export -> import -> export is the identity (GPT-2 MoE too); bad
+# input gets one line and a non-zero exit.
 set -u
 cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
@@ -92,6 +93,18 @@ ok = cfg["model_type"] == "mixtral" and cfg["num_local_experts"] == 4 and cfg["n
     and want <= names and not any(".mlp." in n for n in names)
 sys.exit(0 if ok else 1)
 PY
+
+# export -> import -> export is the identity (config.json and tensors), for Mixtral and GPT-2 MoE
+gelu_every="$gelu --moe-every 2 --data $T/tok.bin --batch 8 --seq 8 --threads 1"
+ok=1
+$M train $gelu_every --steps 2 --save "$T/g1" >/dev/null 2>"$T/err" || ok=0
+for d in "$T/ck" "$T/g1"; do
+    rm -rf "$T/again"
+    $M train --init "$d" --data "$T/tok.bin" --batch 8 --seq 8 --steps 0 --save "$T/again" >/dev/null 2>>"$T/err" &&
+        cmp -s "$d/model.safetensors" "$T/again/model.safetensors" && cmp -s "$d/config.json" "$T/again/config.json" ||
+        ok=0
+done
+[ $ok = 1 ] && pass "hf_moe_roundtrip_mixtral_and_gpt2" || fail "hf_moe_roundtrip_mixtral_and_gpt2" "$(tail -2 $T/err)"
 
 # bad input: one line naming the problem, non-zero exit, before any training step
 expect_error() { # NAME NEEDLE CMD...
