@@ -133,9 +133,9 @@ out:
  * length W. For light-tailed run times this is the textbook offered load. openb's are heavy-tailed
  * (the longest 1% of pods hold 92% of the GPU-seconds, some live 145 days); such a pod loads a window
  * of hours only for those hours, and counting its months would set the arrival rate so low that the
- * replay never queues. The previous definition cut each run at the window's end instead, which a
- * burst satisfies: it packed 20,000 pods into ~500 s, shorter than the median pod. Here the load
- * falls strictly as k grows while the window stays longer than the runs that make the load. */
+ * replay never queues. Cutting each run at the window's end instead (submit to last arrival) is
+ * satisfied by a burst: it packed 20,000 pods into ~500 s, shorter than the median pod. min(run, W) / W
+ * never grows with W, so the load falls monotonically as the arrivals stretch, and bisection finds it. */
 static double capped_load(const JobSet *js, const Cluster *c, double lo, double k) {
     double hi = -INFINITY, work = 0;
     for (int i = 0; i < js->n; i++)
