@@ -88,8 +88,9 @@ for f in names:
           "lower" if best["fragmentation"] < fifo["fragmentation"] else "NOT lower",
           100 * best["gpu_alloc_rate"], 100 * fifo["gpu_alloc_rate"]))
     cls = best["classes"]
-    print("best, per size class: " + "; ".join("%s: %d jobs, avg JCT %.0f s, p99 JCT %.0f s, avg queue %.0f s" % (
-        k, v["jobs"], v["avg_jct_s"], v["p99_jct_s"], v["avg_queue_s"]) for k, v in cls.items()) + "\n")
+    print("best, per size class: " + "; ".join("%s: %d jobs, JCT avg / p50 / p99 %.0f / %.0f / %.0f s, queue avg / p50 / p99 %.0f / %.0f / %.0f s" % (
+        k, v["jobs"], v["avg_jct_s"], v["p50_jct_s"], v["p99_jct_s"], v["avg_queue_s"], v["p50_queue_s"], v["p99_queue_s"])
+        for k, v in cls.items()) + "\n")
 print("## FIFO against best over seeds\n")
 print("| workload | load | seed | window s | avg JCT s fifo / best | JCT change | avg queue s fifo / best | "
       "GPU alloc % (window) fifo / best | fragmentation % fifo / best | best / fifo fragmentation | "
