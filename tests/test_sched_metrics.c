@@ -9,6 +9,7 @@
 #include "sched/sim.h"
 #include "sched/trace.h"
 #include "test.h"
+#include "util/error.h"
 
 static Job *add(JobSet *js, double t, int g, int milli, double dur) {
     Job *j = jobset_add(js);
@@ -78,10 +79,13 @@ static void test_offered_load_counts_runs_up_to_the_window(void) {
     add(&js, 0, 1, 1000, 50);
     add(&js, 100, 1, 1000, 1000);
     CHECK_CLOSE(trace_offered_load(&js, &c), 1.5, 1e-12, 0, "load before");
-    trace_set_load(&js, &c, 1.25);
+    CHECK(trace_set_load(&js, &c, 1.25) == 0, "reachable");
     CHECK_CLOSE(js.jobs[1].submit, 200, 1e-9, 0, "second arrival");
     CHECK(js.jobs[0].submit == 0, "first arrival stays");
     CHECK_CLOSE(trace_offered_load(&js, &c), 1.25, 1e-9, 0, "load after");
+    /* two 1-GPU jobs on 1 GPU offer at most 2 (both at once): 2 and above are refused, unchanged */
+    CHECK(trace_set_load(&js, &c, 2.0) == -1 && strstr(myr_last_error(), "out of reach"), "%s", myr_last_error());
+    CHECK_CLOSE(js.jobs[1].submit, 200, 1e-9, 0, "arrivals untouched on refusal");
     /* a light-tailed case is the textbook rate x mean GPU-seconds / GPUs: 4 jobs of 10 s over 40 s */
     JobSet l = {0};
     for (int i = 0; i < 4; i++) add(&l, 10.0 * i, 1, 1000, 10);

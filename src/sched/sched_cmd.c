@@ -113,7 +113,7 @@ static int cmd_simulate(int argc, char **argv) {
         }
         double before = trace_offered_load(&js, &c);
         if (to.synthesized_times && load <= 0) load = 0.9;
-        if (load > 0) trace_set_load(&js, &c, load);
+        if (load > 0 && trace_set_load(&js, &c, load)) myr_die_last();
         const char *base = strrchr(trace, '/');
         snprintf(workload, sizeof workload, "%s (%d jobs%s%s, offered load %.3f -> %.3f)", base ? base + 1 : trace, js.n,
                  resample ? " resampled" : "", to.synthesized_times ? ", times synthesised" : "", before,

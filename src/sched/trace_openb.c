@@ -157,9 +157,20 @@ static double first_submit(const JobSet *js) {
 
 double trace_offered_load(const JobSet *js, const Cluster *c) { return capped_load(js, c, first_submit(js), 1.0); }
 
-void trace_set_load(JobSet *js, const Cluster *c, double load) {
+int trace_set_load(JobSet *js, const Cluster *c, double load) {
     double lo = first_submit(js);
-    if (!(load > 0) || !isfinite(capped_load(js, c, lo, 1.0))) return;
+    if (!(load > 0) || !isfinite(capped_load(js, c, lo, 1.0))) return 0;
+    /* As the window shrinks to nothing every run covers it, so the load tends to the GPUs of all jobs at
+     * once over the cluster's: the most any arrival rate can offer. */
+    double gpus = 0;
+    int n = 0;
+    for (int i = 0; i < js->n; i++)
+        if (js->jobs[i].state != JOB_REJECTED) gpus += job_gpu_milli(&js->jobs[i]) / 1000.0, n++;
+    double most = gpus / (double)c->total_gpus;
+    if (!(load < most))
+        return myr_error("offered load %g is out of reach: even arriving at once, the %d jobs ask for %.0f GPUs, %.3f of "
+                         "the cluster's %ld; use more than %.0f jobs (--resample) or a lower --load",
+                         load, n, gpus, most, c->total_gpus, floor(n * load / (most > 0 ? most : 1e-9)));
     /* load falls as the arrival window stretches (k grows): bisect on log k */
     double a = -40, b = 40;
     for (int it = 0; it < 200; it++) {
@@ -169,6 +180,7 @@ void trace_set_load(JobSet *js, const Cluster *c, double load) {
     }
     double k = exp((a + b) / 2);
     for (int i = 0; i < js->n; i++) js->jobs[i].submit = lo + (js->jobs[i].submit - lo) * k;
+    return 0;
 }
 
 int trace_resample(JobSet *out, const JobSet *in, int n, uint64_t seed) {
