@@ -301,6 +301,37 @@ static void test_drf_shares_between_queues(void) {
     }
 }
 
+/* Weights 3:1 on one 8-GPU node, four 2-GPU jobs per queue, all at t=0 for 100 s. Proportional:
+ * deserved 6 and 2 GPUs; picks a (0/6), b (0/2), a (2/6 < 2/2), a (4/6 < 1): a gets 3 jobs, b 1.
+ * DRF (dominant share / weight): a 0, b 0 -> a; a 2/8/3 vs b 0 -> b; a 1/12 < 1/4 -> a; a 1/6 < 1/4
+ * -> a: the same split. The rest start when the first four end at 100. */
+static void test_weighted_fair_share_drf_and_proportional(void) {
+    for (int fair = FAIR_DRF; fair <= FAIR_PROPORTIONAL; fair++) {
+        Cluster c;
+        cluster_generate(&c, 1, 8, "GPU", 128000, 1048576, 32, 8);
+        JobSet js = {0};
+        for (int i = 0; i < 8; i++) {
+            add(&js, 0, 1, 2, 100, 0);
+            js.jobs[i].queue = i < 4 ? 0 : 1;
+        }
+        Policy p;
+        policy_builtin(&p, "fifo");
+        p.nqueues = 2;
+        p.queue_weight[0] = 3, p.queue_weight[1] = 1;
+        p.fair = fair;
+        Metrics m;
+        run(&c, &js, &p, &m, 0);
+        int a0 = 0, b0 = 0, later = 0;
+        for (int i = 0; i < 8; i++) {
+            if (js.jobs[i].first_start == 0) *(i < 4 ? &a0 : &b0) += 1;
+            else later += js.jobs[i].first_start == 100;
+        }
+        CHECK(a0 == 3 && b0 == 1 && later == 4, "fair %d: a %d, b %d at 0, %d at 100", fair, a0, b0, later);
+        jobset_free(&js);
+        cluster_free(&c);
+    }
+}
+
 static void test_rank_layout_tp_in_node_pp_in_leaf(void) {
     Cluster c;
     cluster_generate(&c, 8, 8, "GPU", 128000, 1048576, 4, 1);
@@ -390,6 +421,9 @@ static void test_bad_input(void) {
     CHECK(policy_load(&p, pj) == 0 && p.backfill && p.place == PLACE_SPREAD && p.preemption && p.nqueues == 2 &&
               p.queue_weight[0] == 3 && p.queue_weight[1] == 1, "json policy: %s", myr_last_error());
     CHECK(policy_load(&p, "nosuch") == -1 && strstr(myr_last_error(), "built-ins"), "%s", myr_last_error());
+    /* no policy may claim a non-gang mode: the tasks of a job always start together */
+    write_file(pj, "{\"base\": \"best\", \"gang\": false}");
+    CHECK(policy_load(&p, pj) == -1 && strstr(myr_last_error(), "gang"), "gang false refused: %s", myr_last_error());
     unlink(pj);
     cluster_free(&c);
 }
@@ -424,6 +458,7 @@ int main(void) {
     RUN(test_failure_spare_requeue_repair);
     RUN(test_delay_scheduling_waits_for_a_leaf);
     RUN(test_drf_shares_between_queues);
+    RUN(test_weighted_fair_share_drf_and_proportional);
     RUN(test_rank_layout_tp_in_node_pp_in_leaf);
     RUN(test_bad_input);
     RUN(test_cluster_json);

@@ -87,9 +87,10 @@ void metrics_print_table(FILE *o, const Metrics *m, const char *policy, const ch
     fprintf(o, "  queueing       avg %.0f s, p50 %.0f s, p99 %.0f s, max %.0f s\n", m->avg_queue_s, m->p50_queue_s,
             m->p99_queue_s, m->max_queue_s);
     fprintf(o, "  makespan       %.0f s (%.2f days)\n", m->makespan_s, m->makespan_s / 86400);
-    fprintf(o, "  GPU allocation %.1f %%   fragmentation %.2f %% while jobs wait (%.1f %% of the time; %.3f %% over all time)\n",
-            100 * m->gpu_alloc_rate, 100 * m->fragmentation, 100 * m->waiting_time_frac, 100 * m->frag_all_time);
-    fprintf(o, "  FGD fragmentation (workload-expected) %.2f %% while jobs wait\n", 100 * m->frag_fgd);
+    fprintf(o, "  window         first to last arrival: %.0f s; GPU allocation %.1f %% (%.1f %% over the makespan)\n",
+            m->window_s, 100 * m->gpu_alloc_rate, 100 * m->gpu_alloc_makespan);
+    fprintf(o, "  fragmentation  %.2f %% of GPUs (FGD, time-averaged over the window); head-of-queue %.2f %% while jobs wait (%.1f %% of the window)\n",
+            100 * m->fragmentation, 100 * m->frag_head, 100 * m->waiting_time_frac);
     fprintf(o, "  topology       multi-node gangs: %ld in a node, %ld in a leaf, %ld in a spine, %ld across spines (mean tier %.2f)\n",
             m->tier_hist[0], m->tier_hist[1], m->tier_hist[2], m->tier_hist[3], m->avg_tier_multi);
     fprintf(o, "  fairness       Jain (jobs, ideal/actual run) %.3f, Jain (queues) %.3f\n", m->jain_jobs, m->jain_queues);
@@ -114,8 +115,10 @@ void metrics_print_json(FILE *o, const Metrics *m, const char *policy, const cha
     fprintf(o, "\"avg_jct_s\": %.3f, \"p50_jct_s\": %.3f, \"p99_jct_s\": %.3f, ", m->avg_jct_s, m->p50_jct_s, m->p99_jct_s);
     fprintf(o, "\"avg_queue_s\": %.3f, \"p50_queue_s\": %.3f, \"p99_queue_s\": %.3f, \"max_queue_s\": %.3f, ", m->avg_queue_s,
             m->p50_queue_s, m->p99_queue_s, m->max_queue_s);
-    fprintf(o, "\"makespan_s\": %.3f, \"gpu_alloc_rate\": %.6f, \"fragmentation\": %.6f, \"frag_all_time\": %.6f, \"waiting_time_frac\": %.6f, \"frag_fgd\": %.6f, ",
-            m->makespan_s, m->gpu_alloc_rate, m->fragmentation, m->frag_all_time, m->waiting_time_frac, m->frag_fgd);
+    fprintf(o, "\"makespan_s\": %.3f, \"window_s\": %.3f, \"gpu_alloc_rate\": %.6f, \"gpu_alloc_makespan\": %.6f, "
+               "\"fragmentation\": %.6f, \"frag_head\": %.6f, \"waiting_time_frac\": %.6f, ",
+            m->makespan_s, m->window_s, m->gpu_alloc_rate, m->gpu_alloc_makespan, m->fragmentation, m->frag_head,
+            m->waiting_time_frac);
     fprintf(o, "\"preemptions\": %ld, \"node_failures\": %ld, \"spare_swaps\": %ld, \"failure_requeues\": %ld, "
                "\"gpu_hours_lost\": %.3f, ",
             m->preemptions, m->failures, m->spare_swaps, m->failure_requeues, m->gpu_hours_lost);

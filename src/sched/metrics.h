@@ -18,11 +18,16 @@ typedef struct {
     double avg_jct_s, p50_jct_s, p99_jct_s;
     double avg_queue_s, p50_queue_s, p99_queue_s, max_queue_s;
     double makespan_s;
+    /* Measured over the window from the first to the last arrival (the whole run when all jobs
+     * arrive at once), so the drain after the last arrival does not dilute them: */
+    double window_s;
     double gpu_alloc_rate;   /* time-average of allocated GPU / all GPUs */
-    double fragmentation;    /* idle GPU the head-of-queue job cannot use / all GPUs, time-averaged while a job waits */
-    double frag_all_time;    /* the same averaged over the whole makespan (0 while nothing waits) */
-    double frag_fgd;         /* FGD's measure: expected idle GPU a task drawn from the workload cannot use, same averaging */
-    double waiting_time_frac;/* share of the makespan with at least one job waiting */
+    double fragmentation;    /* FGD's measure (Weng et al., ATC'23): expected free GPU that a task drawn from
+                              * the workload cannot use, summed over nodes, / all GPUs, time-averaged */
+    double waiting_time_frac;/* share of the window with at least one job waiting */
+    /* Over the whole run: */
+    double gpu_alloc_makespan; /* allocated GPU / all GPUs, averaged over the makespan */
+    double frag_head;        /* idle GPU the head-of-queue job cannot use / all GPUs, averaged while a job waits */
     long preemptions, failures, spare_swaps, failure_requeues;
     double gpu_hours_lost;
     long decisions;

@@ -172,12 +172,11 @@ static int place_fgd(Placer *pl, const Cluster *c, const Job *j, TaskSlot *slot)
     for (int n = 0; n < c->nnodes; n++) {
         if (pl->cap[n] < 1) continue;
         const Node *nd = &c->nodes[n];
-        if (j->gpus_per_task == 0) { best_node = n; break; }
         double before = frag_of(nd->gpu_free, nd->ngpu, nd->cpu_free, nd->mem_free, pl->wl);
         int cpu_after = nd->cpu_free - j->cpu_milli, mem_after = nd->mem_free - j->mem_mib;
         int16_t after[SCHED_MAX_GPUS_PER_NODE];
         int nfree = node_free_milli(nd);
-        if (!job_is_fractional(j)) {
+        if (!job_is_fractional(j)) { /* whole GPUs, or none: a CPU-only task can strand a node's GPUs too */
             memcpy(after, nd->gpu_free, sizeof after);
             uint16_t whole = nd->whole_mask;
             for (int g = 0; g < j->gpus_per_task; g++) {

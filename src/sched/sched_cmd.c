@@ -17,7 +17,8 @@ static const char *simulate_usage =
     "  --cluster C       cluster JSON, openb node CSV (*.csv) or gen:NODESxGPUS\n"
     "                    (default with --synthetic: gen:(GPUS/8)x8, leaves of 32 nodes, spines of 8 leaves)\n"
     "  --trace FILE      openb v2023 pod CSV (../shared/traces/openb/openb_pod_list_*.csv)\n"
-    "  --load X          rescale trace arrivals to offered load X (traces without times: default 0.9)\n"
+    "  --load X          rescale trace arrivals to offered load X: arrival rate x mean GPU-seconds per job / GPUs,\n"
+    "                    each run counted up to the arrival window (traces without times: default 0.9)\n"
     "  --resample N      replay N pods drawn with replacement from the trace (Poisson arrivals; set --load)\n"
     "  --skip-bad        report malformed trace rows and skip them (default: the first one is fatal)\n"
     "  --synthetic       generate a large-model workload instead of --trace:\n"
@@ -112,7 +113,7 @@ static int cmd_simulate(int argc, char **argv) {
         }
         double before = trace_offered_load(&js, &c);
         if (to.synthesized_times && load <= 0) load = 0.9;
-        if (load > 0) trace_set_load(&js, &c, load);
+        if (load > 0 && trace_set_load(&js, &c, load)) myr_die_last();
         const char *base = strrchr(trace, '/');
         snprintf(workload, sizeof workload, "%s (%d jobs%s%s, offered load %.3f -> %.3f)", base ? base + 1 : trace, js.n,
                  resample ? " resampled" : "", to.synthesized_times ? ", times synthesised" : "", before,

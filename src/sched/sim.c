@@ -78,10 +78,13 @@ typedef struct {
     int preempt_tries;
     unsigned fc_next;
     /* integrals */
-    double last_t, alloc_int, frag_int, frag_blocked_int, blocked_time, frag_cur;
+    double last_t, alloc_int, frag_blocked_int, blocked_time, frag_cur;
     double *fgd_node;      /* per-node FGD fragmentation, valid for fgd_ver[n] */
     uint32_t *fgd_ver;
-    double fgd_cur, fgd_blocked_int;
+    double fgd_cur;
+    /* the measurement window, first to last arrival: what the cluster looked like while jobs kept
+     * coming, without the drain tail after the last arrival (openb pods that live for months) */
+    double win_end, win_alloc_int, win_fgd_int, win_wait_time;
     double *lat;
     long nlat, latcap;
     long preemptions, failures, spare_swaps, failure_requeues;
@@ -560,22 +563,26 @@ static void pass(Sim *s) {
     s->lat[s->nlat++] = dt;
     /* fragmentation: idle GPU the head-of-queue job cannot use */
     s->frag_cur = 0;
-    s->fgd_cur = 0;
     if (head && s->npending > 0) {
-        double f = 0;
-        for (int n = 0; n < s->c->nnodes; n++) {
-            const Node *x = &s->c->nodes[n];
-            if (s->fgd_ver[n] != x->version + 1) {
-                s->fgd_node[n] = node_schedulable(x) ? fgd_node_frag(x, &s->wl) : 0;
-                s->fgd_ver[n] = x->version + 1;
-            }
-            f += s->fgd_node[n];
-        }
-        s->fgd_cur = f;
         long u = 0;
         for (int n = 0; n < s->c->nnodes; n++) u += place_unusable_milli(&s->c->nodes[n], head);
         s->frag_cur = (double)u;
     }
+}
+
+/* FGD fragmentation of the whole cluster now: the sum of the per-node measure, recomputed only for
+ * nodes whose version changed since the last call. */
+static double cluster_fgd(Sim *s) {
+    double f = 0;
+    for (int n = 0; n < s->c->nnodes; n++) {
+        const Node *x = &s->c->nodes[n];
+        if (s->fgd_ver[n] != x->version + 1) {
+            s->fgd_node[n] = node_schedulable(x) ? fgd_node_frag(x, &s->wl) : 0;
+            s->fgd_ver[n] = x->version + 1;
+        }
+        f += s->fgd_node[n];
+    }
+    return f;
 }
 
 /* ---- failures ---- */
@@ -646,8 +653,13 @@ static void advance(Sim *s, double t) {
     double dt = t - s->last_t;
     if (dt <= 0) return;
     s->alloc_int += (double)s->c->alloc_milli * dt;
-    s->frag_int += s->frag_cur * dt;
-    if (s->npending > 0) s->blocked_time += dt, s->frag_blocked_int += s->frag_cur * dt, s->fgd_blocked_int += s->fgd_cur * dt;
+    if (s->npending > 0) s->blocked_time += dt, s->frag_blocked_int += s->frag_cur * dt;
+    double w = fmin(t, s->win_end) - s->last_t; /* the part of [last_t, t] inside the window */
+    if (w > 0) {
+        s->win_alloc_int += (double)s->c->alloc_milli * w;
+        s->win_fgd_int += s->fgd_cur * w;
+        if (s->npending > 0) s->win_wait_time += w;
+    }
     s->last_t = t;
 }
 
@@ -729,9 +741,11 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
         s->pref[i] = (signed char)pref;
         heap_push(&s->h, j->submit, EV_ARRIVE, i, 0);
         if (j->submit < s->t0) s->t0 = j->submit;
+        if (s->nactive == 0 || j->submit > s->win_end) s->win_end = j->submit;
         s->nactive++;
     }
     if (!s->nactive) s->t0 = 0;
+    if (!(s->win_end > s->t0)) s->win_end = INFINITY; /* all jobs arrive at once: the window is the whole run */
     s->last_t = s->t0;
     if (cfg->mtbf_node_s > 0 && s->nactive)
         heap_push(&s->h, s->t0 - log(splitmix64_uniform(&s->rng)) * cfg->mtbf_node_s / c->nnodes, EV_FAIL, 0, 0);
@@ -772,17 +786,22 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
             }
         }
         pass(s);
+        if (t < s->win_end) s->fgd_cur = cluster_fgd(s);
     }
 
     /* metrics */
     metrics_from_jobs(m, js->jobs, js->n, pol);
     m->makespan_s = last_finish - s->t0;
     double span = m->makespan_s > 0 ? m->makespan_s : 1;
-    m->gpu_alloc_rate = s->alloc_int / ((double)c->total_gpus * GPU_MILLI * span);
-    m->frag_all_time = s->frag_int / ((double)c->total_gpus * GPU_MILLI * span);
-    m->fragmentation = s->blocked_time > 0 ? s->frag_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
-    m->waiting_time_frac = s->blocked_time / span;
-    m->frag_fgd = s->blocked_time > 0 ? s->fgd_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
+    m->gpu_alloc_makespan = s->alloc_int / ((double)c->total_gpus * GPU_MILLI * span);
+    m->frag_head = s->blocked_time > 0 ? s->frag_blocked_int / ((double)c->total_gpus * GPU_MILLI * s->blocked_time) : 0;
+    double win = fmin(s->win_end, last_finish) - s->t0;
+    m->window_s = win;
+    if (win > 0) {
+        m->gpu_alloc_rate = s->win_alloc_int / ((double)c->total_gpus * GPU_MILLI * win);
+        m->fragmentation = s->win_fgd_int / ((double)c->total_gpus * GPU_MILLI * win);
+        m->waiting_time_frac = s->win_wait_time / win;
+    }
     m->preemptions = s->preemptions;
     m->failures = s->failures;
     m->spare_swaps = s->spare_swaps;

@@ -23,10 +23,13 @@ typedef struct {
  * Guaranteed 2, not preemptible; Burstable 1; BE 0); gpu_spec "A|B" to a type mask over c's types. */
 int trace_load_openb(JobSet *js, const char *path, const Cluster *c, TraceOptions *o);
 
-/* Offered load: sum of GPU x duration over (arrival span x cluster GPUs). */
+/* Offered load: sum over jobs of GPUs x min(run time, W) over (W x cluster GPUs), W the arrival
+ * window (first to last arrival): arrival rate x mean GPU-seconds per job / GPUs, each run counted
+ * up to the window's length (see trace_openb.c for why). */
 double trace_offered_load(const JobSet *js, const Cluster *c);
-/* Stretches or compresses arrival times so the offered load becomes `load`. */
-void trace_set_load(JobSet *js, const Cluster *c, double load);
+/* Stretches or compresses arrival times so the offered load becomes `load`. Returns -1 (with the
+ * reason) when no arrival rate reaches it: the jobs' GPUs all at once are not `load` of the cluster. */
+int trace_set_load(JobSet *js, const Cluster *c, double load);
 
 /* n jobs drawn uniformly with replacement from `in` (shapes, QoS, GPU type, run time kept),
  * arriving as a Poisson process; follow with trace_set_load. As in Weng et al.'s evaluation, which
