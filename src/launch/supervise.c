@@ -182,7 +182,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         /* remote daemons do not inherit the launcher's environment: export ours by name
          * (values travel inside Open MPI's launch message, never on a command line) */
         static const char *vars[] = {"MYRIAD_HB_ADDR", "MYRIAD_HB_SECRET", "MYRIAD_HB_ATTEMPT", "MYRIAD_CKPT_DIR",
-                                     "OMP_NUM_THREADS"};
+                                     "MYRIAD_SHM_DIR", "MYRIAD_JOB_ID", "OMP_NUM_THREADS"};
         for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
             if (getenv(vars[i])) a[k++] = strdup("-x"), a[k++] = strdup(vars[i]);
     }
@@ -294,6 +294,8 @@ typedef struct {
     double *stop_time;       /* per rank: when hang@ stopped it (for the event log) */
     uint64_t corrupt_state;
     long long refused;
+    char source[32];         /* this attempt's restore source, from rank 0's event */
+    int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
 } Sup;
 
 static void fail(Sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -469,6 +471,8 @@ static void update_job_step(Sup *s) {
             cJSON_AddNumberToObject(e, "attempt", s->attempt);
             cJSON_AddNumberToObject(e, "first_step", (double)lo);
             cJSON_AddNumberToObject(e, "recomputed_steps", (double)recomputed);
+            if (s->source[0]) cJSON_AddStringToObject(e, "source", s->source);
+            if (s->copy_rejected) cJSON_AddBoolToObject(e, "corrupt_copy_skipped", 1);
             emit(e);
         }
         tl->s0 = lo;
@@ -547,6 +551,12 @@ static void handle_line(Sup *s, int ci, char *line) {
     if (m.type == HB_EVENT) {
         if (!strcmp(m.name, "done")) rs->done = 1;
         else {
+            /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
+            if (c->rank == 0 && (!strncmp(m.name, "restored-from-", 14) || !strcmp(m.name, "disk-fallback") ||
+                                 !strcmp(m.name, "started-from-scratch")))
+                snprintf(s->source, sizeof s->source, "%s",
+                         !strncmp(m.name, "restored-from-", 14) ? m.name + 14 : m.name);
+            if (c->rank == 0 && !strcmp(m.name, "mem-copy-rejected")) s->copy_rejected = 1;
             cJSON *e = ev("rank-event");
             cJSON_AddNumberToObject(e, "rank", c->rank);
             cJSON_AddStringToObject(e, "name", m.name);
@@ -837,6 +847,7 @@ int supervise(SuperviseOpts *o) {
         }
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
+        s->source[0] = 0, s->copy_rejected = 0;
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
