@@ -364,7 +364,27 @@ static void corrupt_one(Sup *s, long long step) {
         return;
     }
     qsort(files, (size_t)n, sizeof *files, cmp_str); /* directory order is not deterministic */
-    const char *path = files[inject_next(&s->corrupt_state) % (uint64_t)n];
+    /* a shard (*.bin) of the newest directory that holds shards (step-NNNNNNNN sorts by step), so
+     * the flip lands in the checkpoint a resume would load; any file when there are no shards */
+    const char *newest = NULL;
+    size_t newest_len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        const char *slash = strrchr(files[i], '/');
+        if (len < 4 || strcmp(files[i] + len - 4, ".bin") || !slash) continue;
+        size_t dl = (size_t)(slash - files[i]);
+        if (!newest || strncmp(files[i], newest, dl > newest_len ? dl : newest_len) > 0) newest = files[i], newest_len = dl;
+    }
+    int m = 0;
+    char **pick = malloc((size_t)n * sizeof *pick);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        if (!newest || (len > newest_len + 4 && !strncmp(files[i], newest, newest_len) && files[i][newest_len] == '/' &&
+                        !strchr(files[i] + newest_len + 1, '/') && !strcmp(files[i] + len - 4, ".bin")))
+            pick[m++] = files[i];
+    }
+    const char *path = pick[inject_next(&s->corrupt_state) % (uint64_t)m];
+    free(pick);
     int fd = open(path, O_RDWR);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
@@ -890,8 +910,9 @@ int supervise(SuperviseOpts *o) {
         child_pgid = child;
         free_argv(argv);
 
-        int status = 0, exited = 0;
-        while (!exited && !s->failed && !stop_signal) {
+        int status = 0, exited = 0, stuck = 0;
+        double all_done_since = 0;
+        while (!exited && !s->failed && !stop_signal && !stuck) {
             struct pollfd *pfd = malloc((size_t)(s->nconns + 1) * sizeof *pfd);
             pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
             for (int i = 0; i < s->nconns; i++) pfd[i + 1] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
@@ -912,7 +933,21 @@ int supervise(SuperviseOpts *o) {
             free(fds);
             if (waitpid(child, &status, WNOHANG) == child) exited = 1;
             else if (!s->failed) check_timeouts(s);
+            /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
+             * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
+            int all_done = !exited;
+            for (int r = 0; r < o->nranks && all_done; r++) all_done = s->ranks[r].done;
+            double grace = o->hang_timeout > 0 ? o->hang_timeout : 30;
+            if (!all_done) all_done_since = 0;
+            else if (!all_done_since) all_done_since = now_s();
+            else if (now_s() - all_done_since > grace) {
+                cJSON *x = ev("exit-stuck");
+                cJSON_AddNumberToObject(x, "after_done_s", round((now_s() - all_done_since) * 1000) / 1000);
+                emit(x);
+                stuck = 1;
+            }
         }
+        if (stuck) finished = 1, exit_code = 0;
         if (stop_signal) {
             cJSON *k = ev("interrupted");
             cJSON_AddNumberToObject(k, "signal", stop_signal);
