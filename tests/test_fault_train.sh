@@ -54,7 +54,7 @@ fault kill_rank_recovers_from_memory_bitidentical kill@6:1 memory 1 --hang-timeo
 fault hang_rank_recovers_from_memory_bitidentical hang@5:2 memory 1 --hang-timeout 3 -- --save-every 4
 # a bit flipped in a shard of the newest disk checkpoint (step 6) just before a kill at step 7:
 # the load detects it, every rank falls back to step 3, and stdout and the event log say so
-fault corrupt_shard_detected_falls_back corrupt@7,kill@7:1 disk-fallback 4 --hang-timeout 30 --ckpt-dir "$T/run" -- \
+fault corrupt_shard_detected_falls_back corrupt@7,kill@7:1 disk-fallback 8 --hang-timeout 30 --ckpt-dir "$T/run" -- \
     --save-every 3 --sync-save --mem-ckpt-every 0
 if grep -q "failed verification: falling back to the previous one" "$T/out" &&
     grep -q "checksum mismatch in .*rank-0000[0-9].bin" "$T/out" && grep -q "resumed from .*step-00000003 at step 3" "$T/out"; then

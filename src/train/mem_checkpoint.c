@@ -2,6 +2,7 @@
  * across hosts, the per-step copy and its replica exchange, and the collective restore. */
 #include "train/mem_checkpoint.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ struct MemCkpt {
     uint64_t *payload; /* [size] payload bytes of every rank's copy */
     int buddy;         /* where my replica goes (-1: nowhere, one host) */
     int *from, nfrom;  /* whose replicas I keep */
+    /* packing in flight: a thread copies the state of step pstep into `own` while the next step's
+     * forward and backward run (they only read parameters and optimizer state) */
+    pthread_t thr;
+    int packing;
+    long pstep;
+    uint32_t crc;
     /* exchange in flight: my committed copy being sent, replicas being received */
     long xstep;
     MemFile own, *rx;
@@ -152,30 +159,54 @@ static int finish_exchange(MemCkpt *m) {
     return rc;
 }
 
+static void *pack_thread(void *arg) {
+    MemCkpt *m = arg;
+    m->crc = train_state_pack(m->st, m->own.map + MEMCKPT_HEADER);
+    return NULL;
+}
+
 int mem_ckpt_save(MemCkpt *m, long step) {
     double t0 = now_s();
-    if (finish_exchange(m)) return -1;
+    if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
+    if (memckpt_create(&m->own, m->dir, m->rank, step, m->payload[m->rank])) return -1;
+    m->pstep = step;
+    if (pthread_create(&m->thr, NULL, pack_thread, m)) {
+        memckpt_close(&m->own);
+        return myr_error("in-memory checkpoint: cannot start the copy thread");
+    }
+    m->packing = 1;
+    m->seconds += now_s() - t0;
+    return 0;
+}
+
+int mem_ckpt_sync(MemCkpt *m) {
+    if (!m || !m->packing) return 0;
+    double t0 = now_s();
+    pthread_join(m->thr, NULL);
+    m->packing = 0;
     MemFile *f = &m->own;
-    if (memckpt_create(f, m->dir, m->rank, step, m->payload[m->rank])) return -1;
-    MemHeader h = {m->rank, m->size, step, m->layout, m->payload[m->rank], 0};
-    h.crc = train_state_pack(m->st, f->map + MEMCKPT_HEADER);
+    MemHeader h = {m->rank, m->size, m->pstep, m->layout, m->payload[m->rank], m->crc};
     if (memckpt_commit(f, &h)) {
         memckpt_close(f);
         return -1;
     }
     memckpt_prune(m->dir, m->rank, KEEP);
-    if (m->buddy >= 0 || m->nfrom > 0) {
-        m->xstep = step;
+    if (m->buddy >= 0 || m->nfrom > 0) { /* replicas travel during the rest of this step */
+        m->xstep = m->pstep;
         if (m->buddy >= 0 && post(m, f->map, f->bytes, m->buddy, 1)) return -1;
         for (int i = 0; i < m->nfrom; i++) {
             MemFile *r = &m->rx[i];
-            if (memckpt_create(r, m->dir, m->from[i], step, m->payload[m->from[i]]) ||
+            if (memckpt_create(r, m->dir, m->from[i], m->pstep, m->payload[m->from[i]]) ||
                 post(m, r->map, r->bytes, m->from[i], 0))
                 return -1;
         }
     } else memckpt_close(f);
     m->seconds += now_s() - t0;
     return 0;
+}
+
+void mem_ckpt_before_update(void *ctx) {
+    if (mem_ckpt_sync(ctx)) myr_die_last();
 }
 
 double mem_ckpt_seconds(const MemCkpt *m) { return m->seconds; }
@@ -291,7 +322,8 @@ out:
 }
 
 int mem_ckpt_finish(MemCkpt *m, int job_done) {
-    int rc = finish_exchange(m);
+    int rc = mem_ckpt_sync(m);
+    rc |= finish_exchange(m);
     if (job_done) { /* the job is over: its copies go (each rank its own and the replicas it keeps) */
         if (m->g) comm_barrier(m->g);
         memckpt_remove(m->dir, m->rank);

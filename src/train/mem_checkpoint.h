@@ -2,7 +2,8 @@
  * Every N steps each rank packs everything it holds into a copy on its host's shared memory
  * (ckpt/memckpt.h: outlives the process) and sends the same bytes to a buddy rank on another
  * host, which keeps them as a replica; the transfer runs during the next step and is committed
- * at the next save. A restart in the same layout restores from the newest step every rank can
+ * at the next save. The copy itself is made by a thread during the next step's forward and
+ * backward, which only read the state, and committed before that step's update. A restart in the same layout restores from the newest step every rank can
  * get (its own copy, else a replica fetched over MPI), each copy verified by its CRC-32C, a bad
  * one replaced by another holder's; when none is complete the caller falls back to disk.
  * Resharding stays a disk feature: copies of another layout are ignored. */
@@ -19,8 +20,14 @@ typedef struct MemCkpt MemCkpt;
  * person should know (e.g. all ranks on one host: no replicas), "" otherwise. */
 int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const char *layout_meta, int fresh,
                   char *note, size_t n);
-/* Save step `step` (collective: finishes the previous replica exchange, starts the next). */
+/* Save step `step`: finishes the previous copy and replica exchange, then starts a thread that
+ * packs the state into a new copy while the next step computes. Call after the update. */
 int mem_ckpt_save(MemCkpt *m, long step);
+/* Wait for the copy being packed, commit it and start sending its replica (collective: pairs
+ * with the buddy's). Must run before the next optimizer update (it is the Trainer's
+ * before_update hook: mem_ckpt_before_update), so the copy is exactly the saved step. */
+int mem_ckpt_sync(MemCkpt *m);
+void mem_ckpt_before_update(void *mem); /* dies with the reason on failure */
 /* Restore the newest step >= min_step that every rank can get. Returns 1 and sets *step when
  * restored, 0 when no complete in-memory checkpoint exists, -1 on error. Same on every rank.
  * desc: e.g. "memory (own copies 3, replicas 1; rejected 1 corrupt copy)". used_replica: a

@@ -353,6 +353,8 @@ int cmd_train(int argc, char **argv) {
         else snprintf(job, sizeof job, "%s/%s", cwd, o.save_dir);
         if (mem_ckpt_init(&mem, &state, job, meta, !o.resume, note, sizeof note)) myr_die_last();
         if (rank0 && note[0]) fprintf(stderr, "myriad train: in-memory checkpoints: %s\n", note);
+        t.before_update = mem_ckpt_before_update;
+        t.before_update_ctx = mem;
     }
     /* what the launcher's event log should say about this start (sent once connected) */
     const char *events[4];
@@ -421,7 +423,8 @@ int cmd_train(int argc, char **argv) {
         if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
             if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
         }
-        /* before the step is reported: a reported step always has its in-memory copy */
+        /* the copy of step s + 1 is packed during step s + 2 and committed before its update, so a
+         * rank killed at any time loses at most the one step it had reported since */
         if (mem && (s + 1) % o.mem_ckpt_every == 0 && mem_ckpt_save(mem, s + 1)) myr_die_last();
         if (s > first_step || o.steps == 1) { /* the first step includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
