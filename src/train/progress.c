@@ -31,6 +31,7 @@ void progress_step(Progress *p, const StepReport *r) {
                 r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms);
         if (r->have_val) fprintf(p->log, ", \"val_loss\": %.9g", r->val_loss);
         if (r->comm_ms >= 0) fprintf(p->log, ", \"comm_exposed_ms\": %.3f", r->comm_ms);
+        if (r->ckpt_ms > 0) fprintf(p->log, ", \"ckpt_ms\": %.3f", r->ckpt_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }

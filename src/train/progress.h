@@ -11,6 +11,7 @@ typedef struct {
     int have_val;
     double val_loss;
     double comm_ms; /* exposed (not hidden) communication this step; < 0 when single process */
+    double ckpt_ms;       /* time this step spent saving checkpoints (disk snapshot, in-memory copy), outside ms */
 } StepReport;
 
 typedef struct {

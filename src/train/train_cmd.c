@@ -360,6 +360,7 @@ int cmd_train(int argc, char **argv) {
     const char *events[4];
     int nevents = 0;
     if (o.resume) {
+        double tr = now_s();
         const char *path = strcmp(o.resume, "auto") ? o.resume : o.save_dir;
         int is_auto = !strcmp(o.resume, "auto");
         Ckpt *ck = NULL;
@@ -382,6 +383,7 @@ int cmd_train(int argc, char **argv) {
         if (!restored && (first_step = train_resume_disk(&state, path, is_auto, ck, rank0, events, &nevents)) < 0)
             myr_die_last();
         if (restored && ck) ckpt_close(ck);
+        if (rank0) fprintf(stderr, "restore took %.3f s (%s)\n", now_s() - tr, restored ? "memory" : "disk");
         t.step = first_step;
         for (int c = 0; dp && c < vpp; c++) dp_release_gathered(&dp[c]);
     }
@@ -420,12 +422,14 @@ int cmd_train(int argc, char **argv) {
         StepReport rep = {.step = s, .steps = o.steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt,
                           .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
+        double tc = now_s();
         if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
             if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
         }
         /* the copy of step s + 1 is packed during step s + 2 and committed before its update, so a
          * rank killed at any time loses at most the one step it had reported since */
         if (mem && (s + 1) % o.mem_ckpt_every == 0 && mem_ckpt_save(mem, s + 1)) myr_die_last();
+        rep.ckpt_ms = (now_s() - tc) * 1e3;
         if (s > first_step || o.steps == 1) { /* the first step includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
             step_total += dt;
