@@ -35,6 +35,7 @@ struct MemCkpt {
     MemFile own, *rx;
     CommRequest **reqs;
     int nreqs;
+    CommRequest *committed; /* a barrier entered once this rank's copy is committed */
     double seconds;
 };
 
@@ -191,6 +192,7 @@ int mem_ckpt_sync(MemCkpt *m) {
         return -1;
     }
     memckpt_prune(m->dir, m->rank, KEEP);
+    if (m->g && comm_ibarrier(m->g, &m->committed)) return -1;
     if (m->buddy >= 0 || m->nfrom > 0) { /* replicas travel during the rest of this step */
         m->xstep = m->pstep;
         if (m->buddy >= 0 && post(m, f->map, f->bytes, m->buddy, 1)) return -1;
@@ -203,6 +205,14 @@ int mem_ckpt_sync(MemCkpt *m) {
     } else memckpt_close(f);
     m->seconds += now_s() - t0;
     return 0;
+}
+
+int mem_ckpt_confirm(MemCkpt *m) {
+    if (!m || !m->committed) return 0;
+    double t0 = now_s();
+    int rc = comm_wait(&m->committed);
+    m->seconds += now_s() - t0;
+    return rc;
 }
 
 void mem_ckpt_before_update(void *ctx) {
@@ -323,6 +333,7 @@ out:
 
 int mem_ckpt_finish(MemCkpt *m, int job_done) {
     int rc = mem_ckpt_sync(m);
+    rc |= mem_ckpt_confirm(m);
     rc |= finish_exchange(m);
     if (job_done) { /* the job is over: its copies go (each rank its own and the replicas it keeps) */
         if (m->g) comm_barrier(m->g);

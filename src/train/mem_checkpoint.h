@@ -28,6 +28,10 @@ int mem_ckpt_save(MemCkpt *m, long step);
  * before_update hook: mem_ckpt_before_update), so the copy is exactly the saved step. */
 int mem_ckpt_sync(MemCkpt *m);
 void mem_ckpt_before_update(void *mem); /* dies with the reason on failure */
+/* Wait until every rank has committed the copy synced last (a barrier entered at the commit,
+ * normally long complete). Call before reporting a step: a reported step s then always has a
+ * complete copy of s - 1 on all ranks, so a failure recomputes at most one reported step. */
+int mem_ckpt_confirm(MemCkpt *m);
 /* Restore the newest step >= min_step that every rank can get. Returns 1 and sets *step when
  * restored, 0 when no complete in-memory checkpoint exists, -1 on error. Same on every rank.
  * desc: e.g. "memory (own copies 3, replicas 1; rejected 1 corrupt copy)". used_replica: a

@@ -441,6 +441,7 @@ int cmd_train(int argc, char **argv) {
             rep.val_loss = last_val;
         }
         progress_step(&progress, &rep);
+        if (mem && mem_ckpt_confirm(mem)) myr_die_last();
         hb_step(s + 1, r.loss);
     }
     progress_close(&progress);
