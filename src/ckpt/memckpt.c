@@ -84,6 +84,19 @@ int memckpt_create(MemFile *f, const char *dir, int rank, int64_t step, uint64_t
     return 0;
 }
 
+int memckpt_recycle(MemFile *f, const char *dir, int rank, int64_t step) {
+    char tmp[4096], path[4096];
+    name_of(tmp, sizeof tmp, dir, rank, step, 1);
+    name_of(path, sizeof path, dir, rank, step, 0);
+    if (!f->map || f->tmp[0]) return myr_error("in-memory checkpoint: %s is not a committed copy", f->path);
+    /* out of sight first: from here a crash leaves only a temporary file, never a torn copy */
+    if (rename(f->path, tmp)) return myr_error("in-memory checkpoint: cannot rename %s: %s", f->path, strerror(errno));
+    memset(f->map, 0, MEMCKPT_HEADER);
+    snprintf(f->tmp, sizeof f->tmp, "%s", tmp);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    return 0;
+}
+
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }

@@ -35,6 +35,9 @@ int memckpt_dir(char *out, size_t n, uint64_t job, const char *host);
 /* Create the hidden temporary file of (rank, step) in dir, sized for `payload` bytes, mapped
  * read-write; the payload goes to f->map + MEMCKPT_HEADER. */
 int memckpt_create(MemFile *f, const char *dir, int rank, int64_t step, uint64_t payload);
+/* Reuse a committed copy for (rank, step): renamed to that step's temporary name (so scans no
+ * longer list it), still mapped; then write the payload and commit as after memckpt_create. */
+int memckpt_recycle(MemFile *f, const char *dir, int rank, int64_t step);
 /* Write the header (h) and rename the file into place: from now on it is a valid copy. */
 int memckpt_commit(MemFile *f, const MemHeader *h);
 /* Rename a temporary file whose complete bytes (header included) arrived from elsewhere;

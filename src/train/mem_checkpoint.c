@@ -13,6 +13,16 @@
 #include "util/error.h"
 
 enum { KEEP = 2, MAX_ENTRIES = 64 };
+
+/* Copies are recycled: a rank keeps its KEEP newest copies (and those of each rank it keeps
+ * replicas for) mapped, and writes a new one over the oldest after renaming it out of sight,
+ * so a step costs a copy into already-faulted pages, not a fresh allocation (which the kernel
+ * zeroes and faults in page by page) and a deletion. */
+typedef struct {
+    MemFile f;
+    long step;
+    int used;
+} Slot;
 #define CHUNK_FLOATS ((size_t)1 << 26) /* 256 MiB per message: MPI counts are ints */
 
 struct MemCkpt {
@@ -32,7 +42,8 @@ struct MemCkpt {
     uint32_t crc;
     /* exchange in flight: my committed copy being sent, replicas being received */
     long xstep;
-    MemFile own, *rx;
+    Slot own[KEEP], (*rx)[KEEP]; /* my copies; the replicas of each rank in `from` */
+    MemFile *cur, **rxcur;       /* the copy being packed / sent; the replicas being received */
     CommRequest **reqs;
     int nreqs;
     CommRequest *committed; /* a barrier entered once this rank's copy is committed */
@@ -87,7 +98,7 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
     m->rank = st->world ? comm_rank(st->world) : 0;
     m->xstep = -1;
     m->buddy = -1;
-    m->own.fd = -1;
+    for (int k = 0; k < KEEP; k++) m->own[k].f.fd = -1;
     m->layout = memckpt_hash(layout_meta, (uint64_t)m->size * 0x9E3779B97F4A7C15ull);
     note[0] = 0;
     char host[256];
@@ -125,10 +136,12 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
         if (b == m->rank) m->from[m->nfrom++] = r;
     }
     m->rx = calloc((size_t)m->nfrom + 1, sizeof *m->rx);
+    m->rxcur = calloc((size_t)m->nfrom + 1, sizeof *m->rxcur);
     uint64_t biggest = 0;
     for (int r = 0; r < m->size; r++) biggest = m->payload[r] > biggest ? m->payload[r] : biggest;
     m->reqs = calloc((size_t)(m->nfrom + 1) * nchunks(MEMCKPT_HEADER + biggest), sizeof *m->reqs);
-    for (int i = 0; i < m->nfrom; i++) m->rx[i].fd = -1;
+    for (int i = 0; i < m->nfrom; i++)
+        for (int k = 0; k < KEEP; k++) m->rx[i][k].f.fd = -1;
     /* a fresh start of the same job: the lowest rank of each host clears the host's stale copies */
     if (fresh && li[m->rank] == 0) memckpt_remove(m->dir, -1);
     free(hi), free(li), free(count), free(hosts);
@@ -139,9 +152,33 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
     *out = m;
     return 0;
 fail:
-    free(m->payload), free(m->reqs), free(m->from), free(m->rx);
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur);
     free(m);
     return -1;
+}
+
+/* The file for (rank, step): a new one while the pool has room, else its oldest copy renamed to
+ * the temporary name of the new step (it leaves scans at once; its pages stay mapped). */
+static MemFile *take_slot(MemCkpt *m, Slot *pool, int rank, long step) {
+    Slot *s = &pool[0];
+    for (int k = 1; k < KEEP; k++)
+        if (!pool[k].used ? s->used : (s->used && pool[k].step < s->step)) s = &pool[k];
+    if (s->used && memckpt_recycle(&s->f, m->dir, rank, step)) {
+        memckpt_close(&s->f);
+        s->used = 0;
+    }
+    if (!s->used && memckpt_create(&s->f, m->dir, rank, step, m->payload[rank])) return NULL;
+    s->used = 1;
+    s->step = step;
+    return &s->f;
+}
+
+static void drop_slot(Slot *pool, MemFile *f) {
+    for (int k = 0; k < KEEP; k++)
+        if (&pool[k].f == f) {
+            memckpt_close(f);
+            pool[k].used = 0;
+        }
 }
 
 /* Wait for the exchange in flight and commit the replicas that arrived. */
@@ -151,28 +188,26 @@ static int finish_exchange(MemCkpt *m) {
         if (comm_wait(&m->reqs[i])) rc = -1;
     m->nreqs = 0;
     for (int i = 0; i < m->nfrom && m->xstep >= 0; i++) {
-        if (!rc && !memckpt_commit_received(&m->rx[i], m->from[i], m->xstep)) memckpt_prune(m->dir, m->from[i], KEEP);
-        else rc = -1;
-        memckpt_close(&m->rx[i]);
+        if (!rc && !memckpt_commit_received(m->rxcur[i], m->from[i], m->xstep)) memckpt_prune(m->dir, m->from[i], KEEP);
+        else rc = -1, drop_slot(m->rx[i], m->rxcur[i]);
     }
-    memckpt_close(&m->own);
     m->xstep = -1;
     return rc;
 }
 
 static void *pack_thread(void *arg) {
     MemCkpt *m = arg;
-    m->crc = train_state_pack(m->st, m->own.map + MEMCKPT_HEADER);
+    m->crc = train_state_pack(m->st, m->cur->map + MEMCKPT_HEADER);
     return NULL;
 }
 
 int mem_ckpt_save(MemCkpt *m, long step) {
     double t0 = now_s();
     if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
-    if (memckpt_create(&m->own, m->dir, m->rank, step, m->payload[m->rank])) return -1;
+    if (!(m->cur = take_slot(m, m->own, m->rank, step))) return -1;
     m->pstep = step;
     if (pthread_create(&m->thr, NULL, pack_thread, m)) {
-        memckpt_close(&m->own);
+        drop_slot(m->own, m->cur);
         return myr_error("in-memory checkpoint: cannot start the copy thread");
     }
     m->packing = 1;
@@ -185,10 +220,10 @@ int mem_ckpt_sync(MemCkpt *m) {
     double t0 = now_s();
     pthread_join(m->thr, NULL);
     m->packing = 0;
-    MemFile *f = &m->own;
+    MemFile *f = m->cur;
     MemHeader h = {m->rank, m->size, m->pstep, m->layout, m->payload[m->rank], m->crc};
     if (memckpt_commit(f, &h)) {
-        memckpt_close(f);
+        drop_slot(m->own, f);
         return -1;
     }
     memckpt_prune(m->dir, m->rank, KEEP);
@@ -197,12 +232,10 @@ int mem_ckpt_sync(MemCkpt *m) {
         m->xstep = m->pstep;
         if (m->buddy >= 0 && post(m, f->map, f->bytes, m->buddy, 1)) return -1;
         for (int i = 0; i < m->nfrom; i++) {
-            MemFile *r = &m->rx[i];
-            if (memckpt_create(r, m->dir, m->from[i], m->pstep, m->payload[m->from[i]]) ||
-                post(m, r->map, r->bytes, m->from[i], 0))
-                return -1;
+            MemFile *r = m->rxcur[i] = take_slot(m, m->rx[i], m->from[i], m->pstep);
+            if (!r || post(m, r->map, r->bytes, m->from[i], 0)) return -1;
         }
-    } else memckpt_close(f);
+    }
     m->seconds += now_s() - t0;
     return 0;
 }
@@ -344,8 +377,13 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
         char *slash = strrchr(m->dir, '/');
         if (slash) *slash = 0, rmdir(m->dir);
     }
+    for (int k = 0; k < KEEP; k++) {
+        if (m->own[k].used) memckpt_close(&m->own[k].f);
+        for (int i = 0; i < m->nfrom; i++)
+            if (m->rx[i][k].used) memckpt_close(&m->rx[i][k].f);
+    }
     if (m->g) comm_group_free(m->g);
-    free(m->payload), free(m->reqs), free(m->from), free(m->rx);
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur);
     free(m);
     return rc;
 }
