@@ -1,6 +1,6 @@
 /* test_memckpt.c: in-memory checkpoint copies (src/ckpt/memckpt.c): round trip, the commit
  * protocol under writers killed at random points (a torn copy is never listed; the newest
- * listed copy always verifies), bit flips anywhere in a copy always detected, scans that ignore
+ * listed copy always verifies), recycling the oldest copy under the same threat, bit flips anywhere in a copy always detected, scans that ignore
  * other layouts, retention. The oracle is the writer's own pattern and CRC-32C from crc32c.c
  * (itself tested against RFC 3720 vectors in test_ckpt). */
 #include <signal.h>
@@ -108,6 +108,52 @@ static void test_torn_writes(void) {
     memckpt_remove(dir, -1);
 }
 
+/* Recycling (what training does each step): the oldest copy is renamed out of sight, rewritten
+ * and committed under the new step. A writer killed at any point of that leaves the other copy
+ * listed and valid, never the half-rewritten one. */
+static void test_recycle(void) {
+    int trials = 60, bad = 0, committed = 0;
+    srand(5);
+    for (int t = 0; t < trials; t++) {
+        memckpt_remove(dir, -1);
+        pid_t pid = fork();
+        if (pid == 0) {
+            MemFile a;
+            MemHeader h = {0, WORLD, 1, LAYOUT, PAYLOAD, 0};
+            if (memckpt_create(&a, dir, 0, 1, PAYLOAD)) _exit(2);
+            fill(a.map + MEMCKPT_HEADER, PAYLOAD, 1);
+            h.crc = crc32c(a.map + MEMCKPT_HEADER, PAYLOAD);
+            if (memckpt_commit(&a, &h) || write_copy(0, 2, 0)) _exit(2);
+            kill(getpid(), SIGSTOP); /* the parent resumes us and kills us at a random moment */
+            if (memckpt_recycle(&a, dir, 0, 3)) _exit(2);
+            fill(a.map + MEMCKPT_HEADER, PAYLOAD, 3);
+            MemHeader h3 = {0, WORLD, 3, LAYOUT, PAYLOAD, crc32c(a.map + MEMCKPT_HEADER, PAYLOAD)};
+            if (memckpt_commit(&a, &h3)) _exit(2);
+            _exit(0);
+        }
+        int st;
+        waitpid(pid, &st, WUNTRACED);
+        kill(pid, SIGCONT);
+        if (t % 4) {
+            usleep((useconds_t)(rand() % 3000));
+            kill(pid, SIGKILL);
+        }
+        waitpid(pid, &st, 0);
+        MemEntry e[8];
+        int n = memckpt_scan(dir, WORLD, LAYOUT, e, 8), has2 = 0, has3 = 0;
+        for (int i = 0; i < n; i++) {
+            bad += !copy_ok(0, e[i].step);
+            has2 |= e[i].step == 2, has3 |= e[i].step == 3;
+        }
+        bad += !has2;
+        committed += has3;
+    }
+    printf("# recycled copies: %d trials, %d committed the new step, %d invalid\n", trials, committed, bad);
+    CHECK(bad == 0, "%d trials listed a bad copy or lost the untouched one", bad);
+    CHECK(committed >= trials / 4, "the uninterrupted trials commit the new step (%d)", committed);
+    memckpt_remove(dir, -1);
+}
+
 /* One bit flipped anywhere (header or payload) is detected: 200 trials. */
 static void test_bit_flips(void) {
     memckpt_remove(dir, -1);
@@ -146,6 +192,7 @@ int main(void) {
     if (memckpt_dir(dir, sizeof dir, 42, "hostA")) return 1;
     RUN(test_round_trip_and_scan);
     RUN(test_torn_writes);
+    RUN(test_recycle);
     RUN(test_bit_flips);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpl);
