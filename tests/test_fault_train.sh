@@ -5,6 +5,7 @@
 #    every step by default): restored from memory, at most one step recomputed (event log);
 #  - corrupt@ (memory copies off): a bit flipped in the newest disk checkpoint is detected on
 #    load and the job falls back to the previous checkpoint, saying so;
+#  - a bit flipped in an in-memory copy: rejected, the previous in-memory step used, said so;
 #  - a soak of SOAK_FAULTS (default 30) random kills and hangs (tp 1 x dp 2), one restart each;
 #  - --max-restarts enforced with one clear line and a non-zero exit.
 set -u
@@ -60,6 +61,25 @@ if grep -q "failed verification: falling back to the previous one" "$T/out" &&
     grep -q "checksum mismatch in .*rank-0000[0-9].bin" "$T/out" && grep -q "resumed from .*step-00000003 at step 3" "$T/out"; then
     pass corrupt_shard_fallback_reported
 else fail corrupt_shard_fallback_reported "$(grep -i 'corrupt\|resumed\|checksum' "$T/out" | head -3)"; fi
+
+# a damaged in-memory copy: stop after step 6 (copies of steps 5 and 6 stay in shared memory),
+# flip one bit in rank 1's copy of step 6, resume: the copy is rejected by its checksum, every
+# rank restores step 5 from memory instead (saying so), and the run ends bit-identical
+rm -rf "$T/mc" "$MYRIAD_SHM_DIR"
+MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader -np 4"
+$MPI $M train $common --save "$T/mc" --mem-ckpt-every 1 --stop-after 6 >/dev/null 2>&1
+copy=$(ls "$MYRIAD_SHM_DIR"/myriad-*/*/r00001-s000000000006.mem 2>/dev/null)
+if [ -n "$copy" ]; then
+    /usr/bin/python3 -c "
+import sys
+f = open(sys.argv[1], 'r+b'); f.seek(5000); b = f.read(1); f.seek(5000); f.write(bytes([b[0] ^ 4]))" "$copy"
+fi
+$MPI $M train $common --save "$T/mc" --mem-ckpt-every 1 --resume auto >"$T/mc.out" 2>&1
+if [ -n "$copy" ] && cmp -s "$T/ref/model.safetensors" "$T/mc/model.safetensors" &&
+    grep -q "rank 1: in-memory copy of step 6 from its own memory rejected: payload checksum mismatch" "$T/mc.out" &&
+    grep -q "resumed from memory (4 of 4 ranks from their own copy, 0 from a replica on another host; 1 damaged copies rejected) at step 5" "$T/mc.out"
+then pass corrupt_memory_copy_rejected_previous_step_used
+else fail corrupt_memory_copy_rejected_previous_step_used "copy=$copy $(grep -i 'memory\|myriad:' "$T/mc.out" | head -3)"; fi
 
 # soak: SOAK_FAULTS random kills/hangs drawn over steps 1..29 of a 40-step 2-rank run, each costing
 # one restart. Steps of ~60 ms (a wider model than above), so a fault lands within a step or two

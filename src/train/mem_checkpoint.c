@@ -32,6 +32,7 @@ struct MemCkpt {
     char dir[4096];
     uint64_t layout;
     uint64_t *payload; /* [size] payload bytes of every rank's copy */
+    int *host_of;      /* [size] host index of every rank (ranks of one host read the same files) */
     int buddy;         /* where my replica goes (-1: nowhere, one host) */
     int *from, nfrom;  /* whose replicas I keep */
     /* packing in flight: a thread copies the state of step pstep into `own` while the next step's
@@ -127,6 +128,8 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
         if (hi[r] < 0) hi[r] = m->nhosts++;
         li[r] = count[hi[r]]++;
     }
+    m->host_of = malloc((size_t)m->size * sizeof *m->host_of);
+    memcpy(m->host_of, hi, (size_t)m->size * sizeof *hi);
     m->from = malloc((size_t)m->size * sizeof *m->from);
     for (int r = 0; r < m->size && m->nhosts > 1; r++) {
         int h = (hi[r] + 1) % m->nhosts, k = li[r] % count[h], b = -1;
@@ -152,7 +155,7 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
     *out = m;
     return 0;
 fail:
-    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur);
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
     free(m);
     return -1;
 }
@@ -284,6 +287,7 @@ int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, i
                 cand = (long)all[2 * i + 1];
         if (cand < 0) break;
         last = cand;
+        memset(bad, 0, (size_t)size * size); /* rejections are per copy, i.e. per step */
         for (int round = 0; round < 4; round++) {
             int complete = 1, replicas = 0;
             for (int q = 0; q < size; q++) { /* its own copy first, else the lowest other holder */
@@ -333,9 +337,10 @@ int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, i
             int rc = m->g ? comm_all_gather(m->g, &verdict, verdicts, 1, COMM_F32) : (verdicts[0] = verdict, 0);
             int all_ok = 1;
             for (int q = 0; q < size && !rc; q++)
-                if (verdicts[q] >= 0) {
+                if (verdicts[q] >= 0) { /* that file is bad for every rank of the holder's host */
                     all_ok = 0;
-                    bad[(size_t)q * size + verdicts[q]] = 1;
+                    for (int r = 0; r < size; r++)
+                        if (m->host_of[r] == m->host_of[verdicts[q]]) bad[(size_t)q * size + r] = 1;
                     (*rejected)++;
                 }
             free(verdicts);
@@ -383,7 +388,7 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
             if (m->rx[i][k].used) memckpt_close(&m->rx[i][k].f);
     }
     if (m->g) comm_group_free(m->g);
-    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur);
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
     free(m);
     return rc;
 }
