@@ -5,8 +5,9 @@
 #     none (--mem-ckpt-every 0), async disk checkpoints every 10 steps, in-memory copies every
 #     step. Per configuration: mean over steps 2..STEPS of the step's wall time including the
 #     time it spent saving (ms + ckpt_ms of the JSON log); overhead = mean / mean(none) - 1.
-#  2. recovery: a rank killed at step 3 under `myriad run`, restored from memory vs from disk:
-#     the trainer's restore time and the launcher's failure-to-resumed time (events).
+#  2. recovery: a rank killed at step 4 under `myriad run` (disk checkpoints every 3 steps, saved
+#     synchronously: an async save is committed only at the next save), restored from memory vs
+#     from disk: the trainer's restore time and the launcher's failure-to-resumed time (events).
 # Usage: bash bench/ckpt_train_bench.sh [ROUNDS (2)] [STEPS (20)] [BATCH (8)] [SEQ (128)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,15 +49,15 @@ n, d, m = ${sum[none]}, ${sum[disk]}, ${sum[mem]}
 print(f'\noverhead vs none (means over rounds): async disk every 10 steps {100 * (d / n - 1):+.1f}%, in-memory every step {100 * (m / n - 1):+.1f}%')"
 grep "in-memory checkpoints:" "$W/err" | sed 's/^/last memory run: /' || true
 
-# 2. recovery from memory vs from disk after a rank is killed at step 3
+# 2. recovery from memory vs from disk after a rank is killed at step 4
 echo
 echo "| restore source | trainer restore time | launcher: failure to resumed |"
 echo "|---|---|---|"
 for src in memory disk; do
     rm -rf "$W/rec" "$W/shm" "$W/rec.jsonl"
-    flags="--save-every 3"
+    flags="--save-every 3 --sync-save"
     [ $src = disk ] && flags="$flags --mem-ckpt-every 0"
-    bin/myriad run -n 2 --max-restarts 1 --hang-timeout 120 --inject kill@3:1 --events "$W/rec.jsonl" -- \
+    bin/myriad run -n 2 --max-restarts 1 --hang-timeout 120 --inject kill@4:1 --events "$W/rec.jsonl" -- \
         train $train --steps 5 --save "$W/rec" $flags >"$W/rec.out" 2>&1
     restore=$(grep -o 'restore took [0-9.]* s' "$W/rec.out" | tail -1 | awk '{print $3}')
     gap=$(/usr/bin/python3 -c "
