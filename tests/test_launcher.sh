@@ -289,3 +289,39 @@ else
     echo "FAIL launcher_multihost_lose_host_resumes_on_spare (exit ref $rc_ref, faulted $rc)"; keep nsref; keep nshost
     tail -5 "$out/nsref.err" "$out/nshost.err" >&2
 fi
+
+# 11. the real trainer loses a host: tp 2 x dp 2, two ranks on each of hosts 1 and 2, host 3 a
+# spare; in-memory copies every step (the default under `myriad run`), each rank's copy also
+# replicated to a rank on the other host; no disk checkpoints at all. Host 2 dies at step 5: its
+# processes, its link and its shared memory (the copies there) are gone. The job must resume on
+# hosts 1 + 3 from the replicas held on host 1 and finish bit-identical to a failure-free run
+# on the same hosts.
+/usr/bin/python3 bench/make_tokens.py "$out/tok.bin" 20000 67 3
+export MYRIAD_SHM_DIR="$out/shm"
+cat >"$out/cut_train.sh" <<CUT
+#!/bin/sh
+"$out/cut.sh"
+rm -rf "$out"/shm/myriad-*/"\$MYRIAD_LOST_HOST"
+CUT
+chmod +x "$out/cut_train.sh"
+train="--arch gpt2 --layers 4 --hidden 32 --heads 4 --ffn 64 --vocab 67 --max-seq 16 --data $out/tok.bin --batch 8 --seq 8 \
+--micro-batch 1 --steps 10 --lr 3e-3 --lr-schedule cosine --warmup 3 --threads 1 --peak-tflops 1 --tp 2 --dp 2"
+ip link set "${NS_PREFIX}v2" up
+timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 0 --hb-addr "$net.1" "${MPI_NS[@]}" \
+    --events "$out/nstref.jsonl" -- train $train --save "$out/nstref" >"$out/nstref.out" 2>&1
+rc_ref=$?
+timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 3 --hang-timeout 10 --hb-addr "$net.1" \
+    --inject "host@5:$net.12" --cut-link-cmd "$out/cut_train.sh" "${MPI_NS[@]}" --events "$out/nsthost.jsonl" -- \
+    train $train --save "$out/nsthost" >"$out/nsthost.out" 2>&1
+rc=$?
+if [ $rc_ref -eq 0 ] && [ $rc -eq 0 ] && cmp -s "$out/nstref/model.safetensors" "$out/nsthost/model.safetensors" &&
+    [ "$(ev "$out/nsthost.jsonl" spare-used ".lost == \"$net.12\" and .spare == \"$net.13\"")" -eq 1 ] &&
+    [ "$(ev "$out/nsthost.jsonl" launch ".hosts == [\"$net.11\", \"$net.13\"]")" -ge 1 ] &&
+    [ "$(ev "$out/nsthost.jsonl" resumed '.source == "replica"')" -ge 1 ] &&
+    [ "$(ev "$out/nsthost.jsonl" finished '.status == "ok"')" -eq 1 ]; then
+    echo "ok launcher_multihost_trainer_lose_host_resumes_from_replicas_bitidentical ($(jq -c 'select(.event == "resumed") | {source, recomputed_steps}' "$out/nsthost.jsonl" | tr '\n' ' '))"
+else
+    echo "FAIL launcher_multihost_trainer_lose_host_resumes_from_replicas_bitidentical (exit ref $rc_ref, faulted $rc)"
+    keep nstref; keep nsthost
+    grep -v '^step' "$out/nstref.out" "$out/nsthost.out" | tail -8 >&2
+fi

@@ -33,9 +33,9 @@ bitexact() { # NAME NP LAYOUT-FLAGS...
 bitexact single 1
 bitexact tp2_dp2_zero1 4 --tp 2 --dp 2 --zero 1
 
-# resharding: save at tp2 x pp2 x dp2 (zero 1), continue in other layouts. The bytes each rank
-# reads are printed, not asserted: on a model this small the 4 KiB checksum blocks around each
-# of its many tiny pieces dominate (see docs/CHECKPOINT.md and bench/ckpt_results.md).
+# resharding: save at tp2 x pp2 x dp2 (zero 1), continue in other layouts; every rank reads at
+# most 1.1x the bytes of its own share (checksum blocks are cut per piece at fractions of its
+# rows, docs/CHECKPOINT.md), measured by the reader and gathered by the trainer.
 $MPI -np 8 $M train $common --tp 2 --pp 2 --dp 2 --zero 1 --save "$T/rs" --save-every 10 --stop-after 10 --sync-save \
     >/dev/null 2>"$T/err" || fail "save_tp2_pp2_dp2" "$(grep myriad: $T/err | head -2)"
 reshard() { # NAME NP FLAGS...
@@ -50,7 +50,7 @@ assert [r["step"] for r in run] == list(range(10, 20)), [r["step"] for r in run]
 worst = max(abs(r["loss"] - ref[r["step"]]) / ref[r["step"]] for r in run)
 ratio = float(re.search(r"bytes read per rank at most ([0-9.]+)", open(sys.argv[3]).read()).group(1))
 print(f"# continued losses worst rel {worst:.2e}, bytes read <= {ratio:.3f} x own share")
-assert worst < 1e-4, (worst, ratio)
+assert worst < 1e-4 and ratio <= 1.1, (worst, ratio)
 PY
     then pass "reshard_to_$name"; else fail "reshard_to_$name" "$(grep myriad: $T/err | head -2)"; fi
 }

@@ -17,7 +17,7 @@
 
 #include "comm/comm.h"
 
-enum { CKPT_MAX_NDIM = 8, CKPT_VERSION = 1 };
+enum { CKPT_MAX_NDIM = 8, CKPT_VERSION = 2 }; /* 2: checksum blocks per piece (1: per file) */
 
 typedef enum { CKPT_F32 = 0, CKPT_BF16, CKPT_F16, CKPT_F64, CKPT_I32, CKPT_I64, CKPT_U8, CKPT_NDTYPES } CkptDtype;
 
@@ -54,7 +54,7 @@ int ckpt_box_range(const CkptSlice *box, int ndim, int64_t offset, int64_t count
 typedef struct CkptWriter CkptWriter;
 
 typedef struct {
-    int64_t block_bytes; /* checksum block (power of two, >= 64); 0: 1 MiB */
+    int64_t block_bytes; /* largest checksum block (power of two, >= 64; blocks follow each piece's rows); 0: 1 MiB */
     int keep;            /* after a commit keep this many newest complete checkpoints; 0: keep all */
 } CkptWriteOptions;
 

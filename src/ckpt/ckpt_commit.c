@@ -280,7 +280,6 @@ static char *build_manifest(int64_t step, int nranks, char *const *tables, const
         cJSON *f = cJSON_CreateObject();
         cJSON_AddItemToObject(f, "name", cJSON_Duplicate(cJSON_GetObjectItem(t, "file"), 1));
         cJSON_AddItemToObject(f, "bytes", cJSON_Duplicate(cJSON_GetObjectItem(t, "bytes"), 1));
-        cJSON_AddItemToObject(f, "block_crc32c", cJSON_Duplicate(cJSON_GetObjectItem(t, "block_crc32c"), 1));
         cJSON_AddItemToArray(files, f);
         cJSON *p;
         cJSON_ArrayForEach(p, cJSON_GetObjectItem(t, "pieces")) {
@@ -307,6 +306,10 @@ static char *build_manifest(int64_t step, int nranks, char *const *tables, const
             cJSON_AddNumberToObject(q, "file", r);
             cJSON_AddItemToObject(q, "offset", cJSON_Duplicate(cJSON_GetObjectItem(p, "offset"), 1));
             cJSON_AddItemToObject(q, "bytes", cJSON_Duplicate(cJSON_GetObjectItem(p, "bytes"), 1));
+            if (cJSON_GetObjectItem(p, "block")) {
+                cJSON_AddItemToObject(q, "block", cJSON_Duplicate(cJSON_GetObjectItem(p, "block"), 1));
+                cJSON_AddItemToObject(q, "crc32c", cJSON_Duplicate(cJSON_GetObjectItem(p, "crc32c"), 1));
+            }
             const char *keys[] = {"flat", "start", "extent"};
             for (int k = 0; k < 3; k++) {
                 cJSON *v = cJSON_GetObjectItem(p, keys[k]);

@@ -20,13 +20,16 @@ typedef struct {
     char *path;
     int fd;
     uint64_t bytes;
-    uint32_t *crc;
-    uint64_t nblocks;
 } RFile;
 
+/* A piece's checksums cover its span: its bytes and the padding up to the next piece of its
+ * file (so a flip anywhere in a shard is caught), in blocks of `block` from its offset, the last
+ * block running to the span's end. */
 typedef struct {
-    int file;
-    uint64_t offset, bytes;
+    int file, id;
+    uint64_t offset, bytes, span, block, nblocks;
+    uint32_t *crc;
+    const char *hex; /* while parsing */
     CkptSlice s;
 } RPiece;
 
@@ -48,8 +51,10 @@ struct Ckpt {
     RFile *files;
     RTensor *t;
     uint64_t bytes_read;
+    RPiece **all; /* every piece, by id */
+    int npieces;
     struct {
-        int file;
+        int piece;
         uint64_t block, len, used;
         uint8_t *buf;
     } cache[CACHE_SLOTS];
@@ -61,12 +66,13 @@ void ckpt_close(Ckpt *c) {
     for (int i = 0; i < c->nfiles; i++) {
         if (c->files[i].fd >= 0) close(c->files[i].fd);
         free(c->files[i].path);
-        free(c->files[i].crc);
     }
     for (int i = 0; i < c->ntensors; i++) {
+        for (int k = 0; k < c->t[i].np; k++) free(c->t[i].p[k].crc);
         free(c->t[i].name);
         free(c->t[i].p);
     }
+    free(c->all);
     for (int i = 0; i < CACHE_SLOTS; i++) free(c->cache[i].buf);
     free(c->files);
     free(c->t);
@@ -123,8 +129,12 @@ static int parse_manifest(Ckpt *c, const char *mpath, cJSON *root, int64_t dir_s
     const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItem(root, "format"));
     int64_t version, nranks, align;
     if (!fmt || strcmp(fmt, CKPT_FORMAT_NAME)) return BAD("not a %s manifest", mpath, CKPT_FORMAT_NAME);
-    if (json_i64(cJSON_GetObjectItem(root, "version"), &version) || version != CKPT_VERSION)
-        return myr_error("%s: format version not supported (this build reads version %d)", mpath, CKPT_VERSION);
+    if (json_i64(cJSON_GetObjectItem(root, "version"), &version)) version = -1;
+    if (version != CKPT_VERSION)
+        return myr_error("%s: format version %lld not supported (this build reads version %d%s)", mpath,
+                         (long long)version, CKPT_VERSION,
+                         version == 1 ? "; version 1 kept one checksum per file block, version 2 one per piece block: "
+                                        "resume it with the build that wrote it, or start again" : "");
     if (json_i64(cJSON_GetObjectItem(root, "step"), &c->step) || (dir_step >= 0 && c->step != dir_step))
         return BAD("its step does not match the directory name", mpath);
     if (json_i64(cJSON_GetObjectItem(root, "block_bytes"), &c->block) || c->block < 64 || (c->block & (c->block - 1)))
@@ -143,31 +153,17 @@ static int parse_manifest(Ckpt *c, const char *mpath, cJSON *root, int64_t dir_s
     for (int i = 0; i < c->nfiles; i++) {
         cJSON *f = cJSON_GetArrayItem(files, i);
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
-        const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(f, "block_crc32c"));
         char expect[32];
         snprintf(expect, sizeof expect, "rank-%05d.bin", i);
         RFile *rf = &c->files[i];
         int64_t bytes;
-        if (!name || strcmp(name, expect) || !hex || json_i64(cJSON_GetObjectItem(f, "bytes"), &bytes))
+        if (!name || strcmp(name, expect) || json_i64(cJSON_GetObjectItem(f, "bytes"), &bytes))
             return BAD("file entry %d", mpath, i);
         rf->bytes = (uint64_t)bytes;
-        rf->nblocks = (rf->bytes + c->block - 1) / c->block;
-        if (strlen(hex) != rf->nblocks * 8) return BAD("%s has %zu checksum digits, expected %" PRIu64, mpath, name,
-                                                       strlen(hex), rf->nblocks * 8);
-        rf->crc = malloc(sizeof(uint32_t) * (rf->nblocks + 1));
         size_t n = strlen(c->path) + strlen(name) + 2;
         rf->path = malloc(n);
-        if (!rf->crc || !rf->path) return myr_error("out of memory");
+        if (!rf->path) return myr_error("out of memory");
         snprintf(rf->path, n, "%s/%s", c->path, name);
-        for (uint64_t b = 0; b < rf->nblocks; b++) {
-            uint32_t v = 0;
-            for (int k = 0; k < 8; k++) {
-                int h = hexval(hex[8 * b + k]);
-                if (h < 0) return BAD("bad checksum digits for %s", mpath, name);
-                v = v << 4 | (uint32_t)h;
-            }
-            rf->crc[b] = v;
-        }
     }
     c->ntensors = cJSON_GetArraySize(tensors);
     c->t = calloc(c->ntensors + 1, sizeof *c->t);
@@ -193,13 +189,17 @@ static int parse_manifest(Ckpt *c, const char *mpath, cJSON *root, int64_t dir_s
         for (int k = 0; k < t->np; k++) {
             cJSON *pj = cJSON_GetArrayItem(pieces, k), *flat = cJSON_GetObjectItem(pj, "flat");
             RPiece *p = &t->p[k];
-            int64_t file, off, bytes, fl[2];
+            int64_t file, off, bytes, fl[2], block = 0;
             if (json_i64(cJSON_GetObjectItem(pj, "file"), &file) || file >= c->nfiles ||
                 json_i64(cJSON_GetObjectItem(pj, "offset"), &off) || json_i64(cJSON_GetObjectItem(pj, "bytes"), &bytes))
                 return BAD("tensor %s, piece %d: bad file/offset/bytes", mpath, t->name, k);
             p->file = (int)file;
             p->offset = (uint64_t)off;
             p->bytes = (uint64_t)bytes;
+            p->hex = cJSON_GetStringValue(cJSON_GetObjectItem(pj, "crc32c"));
+            if (bytes && (json_i64(cJSON_GetObjectItem(pj, "block"), &block) || block < 1 || block > c->block || !p->hex))
+                return BAD("tensor %s, piece %d: bad checksum block", mpath, t->name, k);
+            p->block = (uint64_t)block;
             if (flat) {
                 if (json_dims(flat, 2, fl)) return BAD("tensor %s, piece %d: bad flat range", mpath, t->name, k);
                 p->s = ckpt_flat(fl[0], fl[1]);
@@ -220,6 +220,55 @@ static int parse_manifest(Ckpt *c, const char *mpath, cJSON *root, int64_t dir_s
         }
         if (sum != ckpt_numel(t->ndim, t->shape))
             return BAD("the pieces of tensor %s do not cover it exactly", mpath, t->name);
+        c->npieces += t->np;
+    }
+    /* spans: each non-empty piece up to the next one of its file (or the file's end); they must
+     * tile every file, so each shard byte is under exactly one checksum */
+    c->all = malloc(sizeof *c->all * (size_t)(c->npieces + 1));
+    if (!c->all) return myr_error("out of memory");
+    int id = 0;
+    for (int i = 0; i < c->ntensors; i++)
+        for (int k = 0; k < c->t[i].np; k++) c->t[i].p[k].id = id, c->all[id++] = &c->t[i].p[k];
+    for (int f = 0; f < c->nfiles; f++) {
+        uint64_t covered = 0;
+        for (;;) { /* the non-empty piece at `covered`, then the next one after it */
+            RPiece *at = NULL, *next = NULL;
+            for (int j = 0; j < c->npieces; j++) {
+                RPiece *p = c->all[j];
+                if (p->file != f || !p->bytes) continue;
+                if (p->offset == covered) {
+                    if (at) return BAD("two pieces start at byte %" PRIu64 " of %s", mpath, covered, c->files[f].path);
+                    at = p;
+                } else if (p->offset > covered && (!next || p->offset < next->offset)) next = p;
+            }
+            if (!at) {
+                if (covered != c->files[f].bytes)
+                    return BAD("bytes %" PRIu64 ".. of %s belong to no piece", mpath, covered, c->files[f].path);
+                break;
+            }
+            at->span = (next ? next->offset : c->files[f].bytes) - at->offset;
+            if (at->span < at->bytes) return BAD("pieces overlap in %s", mpath, c->files[f].path);
+            covered += at->span;
+        }
+    }
+    for (int j = 0; j < c->npieces; j++) { /* the checksums of each span */
+        RPiece *p = c->all[j];
+        if (!p->bytes) continue;
+        p->nblocks = (p->bytes + p->block - 1) / p->block; /* the last one runs to the span's end */
+        if (strlen(p->hex) != p->nblocks * 8)
+            return BAD("a piece in %s has %zu checksum digits, expected %" PRIu64, mpath, c->files[p->file].path,
+                       strlen(p->hex), p->nblocks * 8);
+        if (!(p->crc = malloc(sizeof(uint32_t) * p->nblocks))) return myr_error("out of memory");
+        for (uint64_t b = 0; b < p->nblocks; b++) {
+            uint32_t v = 0;
+            for (int k = 0; k < 8; k++) {
+                int h = hexval(p->hex[8 * b + k]);
+                if (h < 0) return BAD("bad checksum digits for %s", mpath, c->files[p->file].path);
+                v = v << 4 | (uint32_t)h;
+            }
+            p->crc[b] = v;
+        }
+        p->hex = NULL;
     }
     return 0;
 #undef BAD
@@ -399,10 +448,10 @@ int ckpt_expect(const Ckpt *c, const char *name, CkptDtype dt, int ndim, const i
     return 0;
 }
 
-/* Read block `b` of file `f` into buf (n bytes) and check its CRC. */
-static int load_block(Ckpt *c, int f, uint64_t b, uint8_t *buf, uint64_t n, const char *tensor) {
-    RFile *rf = &c->files[f];
-    uint64_t start = b * (uint64_t)c->block, got = 0;
+/* Read block `b` of piece p's span into buf (n bytes) and check its CRC. */
+static int load_block(Ckpt *c, const RPiece *p, uint64_t b, uint8_t *buf, uint64_t n, const char *tensor) {
+    RFile *rf = &c->files[p->file];
+    uint64_t start = p->offset + b * p->block, got = 0;
     while (got < n) {
         ssize_t r = pread(rf->fd, buf + got, n - got, (off_t)(start + got));
         if (r < 0 && errno == EINTR) continue;
@@ -412,27 +461,27 @@ static int load_block(Ckpt *c, int f, uint64_t b, uint8_t *buf, uint64_t n, cons
         got += (uint64_t)r;
     }
     c->bytes_read += n;
-    if (crc32c(buf, n) != rf->crc[b])
+    if (crc32c(buf, n) != p->crc[b])
         return myr_error("checksum mismatch in %s, tensor %s (block %" PRIu64 ", bytes %" PRIu64 "..%" PRIu64
                          "): the file is corrupt; an older checkpoint or a replica is needed",
                          rf->path, tensor, b, start, start + n);
     return 0;
 }
 
-static uint64_t block_len(const Ckpt *c, int f, uint64_t b) {
-    uint64_t start = b * (uint64_t)c->block, size = c->files[f].bytes;
-    return size - start < (uint64_t)c->block ? size - start : (uint64_t)c->block;
-}
+/* Blocks cover the piece's bytes; the last one also takes the padding up to the span's end, so
+ * every byte read as data shares a checksum with any padding next to it (a flip there is
+ * found by the load itself, not only by ckpt_verify). */
+static uint64_t block_len(const RPiece *p, uint64_t b) { return b + 1 == p->nblocks ? p->span - b * p->block : p->block; }
 
-static int cached(const Ckpt *c, int f, uint64_t b) {
+static int cached(const Ckpt *c, const RPiece *p, uint64_t b) {
     for (int i = 0; i < CACHE_SLOTS; i++)
-        if (c->cache[i].buf && c->cache[i].file == f && c->cache[i].block == b) return i;
+        if (c->cache[i].buf && c->cache[i].piece == p->id && c->cache[i].block == b) return i;
     return -1;
 }
 
-/* The verified contents of block `b` of file `f` (from the cache or read + checked now). */
-static const uint8_t *get_block(Ckpt *c, int f, uint64_t b, const char *tensor, uint64_t *len) {
-    int hit = cached(c, f, b);
+/* The verified contents of block `b` of piece p (from the cache or read + checked now). */
+static const uint8_t *get_block(Ckpt *c, const RPiece *p, uint64_t b, const char *tensor, uint64_t *len) {
+    int hit = cached(c, p, b);
     if (hit >= 0) {
         c->cache[hit].used = ++c->tick;
         *len = c->cache[hit].len;
@@ -441,15 +490,15 @@ static const uint8_t *get_block(Ckpt *c, int f, uint64_t b, const char *tensor, 
     int victim = 0;
     for (int i = 1; i < CACHE_SLOTS; i++)
         if (c->cache[i].used < c->cache[victim].used) victim = i;
-    if (!c->cache[victim].buf && !(c->cache[victim].buf = malloc((size_t)c->block))) {
+    if (!c->cache[victim].buf && !(c->cache[victim].buf = malloc((size_t)c->block + CKPT_ALIGN))) {
         myr_error("out of memory");
         return NULL;
     }
     c->cache[victim].used = 0; /* invalid until checked */
-    c->cache[victim].file = -1;
-    uint64_t n = block_len(c, f, b);
-    if (load_block(c, f, b, c->cache[victim].buf, n, tensor)) return NULL;
-    c->cache[victim].file = f;
+    c->cache[victim].piece = -1;
+    uint64_t n = block_len(p, b);
+    if (load_block(c, p, b, c->cache[victim].buf, n, tensor)) return NULL;
+    c->cache[victim].piece = p->id;
     c->cache[victim].block = b;
     c->cache[victim].len = n;
     c->cache[victim].used = ++c->tick;
@@ -457,19 +506,20 @@ static const uint8_t *get_block(Ckpt *c, int f, uint64_t b, const char *tensor, 
     return c->cache[victim].buf;
 }
 
-static int read_bytes(Ckpt *c, int f, uint64_t off, uint64_t n, uint8_t *dst, const char *tensor) {
-    uint64_t B = (uint64_t)c->block;
+/* n bytes at offset `off` of piece p into dst. */
+static int read_bytes(Ckpt *c, const RPiece *p, uint64_t off, uint64_t n, uint8_t *dst, const char *tensor) {
+    uint64_t B = p->block;
     while (n > 0) {
         uint64_t b = off / B, in = off % B, len;
-        if (in == 0 && n >= block_len(c, f, b) && cached(c, f, b) < 0) { /* a whole block: straight into dst */
-            len = block_len(c, f, b);
-            if (load_block(c, f, b, dst, len, tensor)) return -1;
+        if (in == 0 && n >= block_len(p, b) && cached(c, p, b) < 0) { /* a whole block: straight into dst */
+            len = block_len(p, b);
+            if (load_block(c, p, b, dst, len, tensor)) return -1;
             dst += len;
             off += len;
             n -= len;
             continue;
         }
-        const uint8_t *blk = get_block(c, f, b, tensor, &len);
+        const uint8_t *blk = get_block(c, p, b, tensor, &len);
         if (!blk) return -1;
         uint64_t take = len - in < n ? len - in : n;
         memcpy(dst, blk + in, take);
@@ -492,7 +542,7 @@ typedef struct {
 static int on_segment(int64_t g, int64_t n, int64_t plocal, void *u) {
     ReadCtx *x = u;
     x->copied += n;
-    return read_bytes(x->c, x->p->file, x->p->offset + (uint64_t)plocal * x->es, (uint64_t)n * x->es,
+    return read_bytes(x->c, x->p, (uint64_t)plocal * x->es, (uint64_t)n * x->es,
                       x->dst + (x->run_local + (g - x->run_g)) * (int64_t)x->es, x->t->name);
 }
 
@@ -522,21 +572,13 @@ int ckpt_read_slice(Ckpt *c, const char *name, const CkptSlice *slice, void *dst
 }
 
 int ckpt_verify(Ckpt *c) {
-    for (int f = 0; f < c->nfiles; f++)
-        for (uint64_t b = 0; b < c->files[f].nblocks; b++) {
-            uint64_t len;
-            /* name the first tensor with a piece in this block, for the message */
-            const char *tensor = "(padding)";
-            uint64_t lo = b * (uint64_t)c->block, hi = lo + (uint64_t)c->block;
-            for (int i = 0; i < c->ntensors && tensor[0] == '('; i++)
-                for (int k = 0; k < c->t[i].np; k++) {
-                    RPiece *p = &c->t[i].p[k];
-                    if (p->file == f && p->offset < hi && p->offset + p->bytes > lo) {
-                        tensor = c->t[i].name;
-                        break;
-                    }
-                }
-            if (!get_block(c, f, b, tensor, &len)) return -1;
+    for (int i = 0; i < c->ntensors; i++)
+        for (int k = 0; k < c->t[i].np; k++) {
+            RPiece *p = &c->t[i].p[k];
+            for (uint64_t b = 0; b < p->nblocks; b++) {
+                uint64_t len;
+                if (!get_block(c, p, b, c->t[i].name, &len)) return -1;
+            }
         }
     return 0;
 }

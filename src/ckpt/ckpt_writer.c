@@ -126,7 +126,7 @@ int ckpt_add_piece(CkptWriter *w, const char *name, CkptDtype dt, int ndim, cons
 
 void ckpt_writer_abort(CkptWriter *w) {
     if (!w) return;
-    for (int i = 0; i < w->n; i++) free(w->p[i].name);
+    for (int i = 0; i < w->n; i++) free(w->p[i].name), free(w->p[i].crc);
     free(w->p);
     free(w->dir);
     free(w->step_dir);
@@ -136,37 +136,70 @@ void ckpt_writer_abort(CkptWriter *w) {
     free(w);
 }
 
-/* Streams bytes into the shard file while computing one CRC per block of the file. */
+/* The checksum block of a piece: whole-piece reads cost nothing extra with any size, and a read
+ * of part of a piece costs at most one partial block at each end of each contiguous run. Runs
+ * are rows or parts of rows of the piece (a column block of a row block, a tensor-parallel
+ * split of a column block, a ZeRO range), so blocks start at the piece and are a row divided by
+ * up to 8 (>= 32 bytes): splitting rows 2, 4 or 8 ways more finely then reads exactly its bytes.
+ * Blocks double (staying aligned to rows) while a piece would need more than 4096, and never
+ * exceed the writer's block_bytes. */
+static uint64_t piece_block(const WPiece *p, int64_t cap) {
+    uint64_t es = ckpt_dtype_size(p->dt);
+    int64_t cols = p->slice.flat ? p->shape[p->ndim - 1] : p->slice.extent[p->ndim - 1];
+    uint64_t b = cols > 0 ? (uint64_t)cols * es : es;
+    for (int k = 0; k < 3 && b % 2 == 0 && b / 2 >= 32 && (b / 2) % es == 0; k++) b /= 2;
+    while (b > (uint64_t)cap && b % 2 == 0) b /= 2;
+    if (b > (uint64_t)cap) b = (uint64_t)cap;
+    while (p->bytes / b >= 4096 && 2 * b <= (uint64_t)cap) b *= 2;
+    return b;
+}
+
+/* Streams bytes into the shard file; bytes of a piece's span go into its block checksums. */
 typedef struct {
     AtomicFile f;
-    int64_t block;
     uint64_t pos;
+    WPiece *owner; /* the piece whose span is being written (padding after it included) */
+    uint64_t in_span;
     uint32_t cur;
-    uint32_t *crcs;
-    size_t ncrc, cap;
 } ShardOut;
+
+static int push_crc(WPiece *p, uint32_t v) {
+    if (p->ncrc == p->capcrc) {
+        size_t cap = p->capcrc ? 2 * p->capcrc : 16;
+        uint32_t *c = realloc(p->crc, sizeof *c * cap);
+        if (!c) return myr_error("out of memory");
+        p->crc = c;
+        p->capcrc = cap;
+    }
+    p->crc[p->ncrc++] = v;
+    return 0;
+}
 
 static int shard_put(ShardOut *o, const uint8_t *p, uint64_t n) {
     while (n > 0) {
-        uint64_t in_block = o->pos % (uint64_t)o->block;
-        uint64_t take = (uint64_t)o->block - in_block;
-        if (take > n) take = n;
-        if (take > ((uint64_t)1 << 24)) take = (uint64_t)1 << 24;
-        o->cur = crc32c_update(in_block ? o->cur : 0, p, take);
+        uint64_t take = n < ((uint64_t)1 << 24) ? n : (uint64_t)1 << 24;
+        WPiece *w = o->owner;
+        if (w) { /* blocks of the piece's bytes; the padding after them joins the last block */
+            uint64_t B = w->block;
+            int data = o->in_span < w->bytes, fresh = data && o->in_span % B == 0;
+            if (data && take > B - o->in_span % B) take = B - o->in_span % B;
+            o->cur = crc32c_update(fresh ? 0 : o->cur, p, take);
+        }
         if (atomic_write(&o->f, p, take)) return -1;
         o->pos += take;
+        o->in_span += take;
         p += take;
         n -= take;
-        if (o->pos % (uint64_t)o->block == 0) {
-            if (o->ncrc == o->cap) {
-                o->cap = o->cap ? 2 * o->cap : 64;
-                uint32_t *c = realloc(o->crcs, sizeof *c * o->cap);
-                if (!c) return myr_error("out of memory");
-                o->crcs = c;
-            }
-            o->crcs[o->ncrc++] = o->cur;
-        }
+        if (w && o->in_span % w->block == 0 && o->in_span < w->bytes && push_crc(w, o->cur)) return -1;
     }
+    return 0;
+}
+
+/* The previous piece's span ends here: its last block (with the padding) gets its checksum. */
+static int shard_switch(ShardOut *o, WPiece *next) {
+    if (o->owner && push_crc(o->owner, o->cur)) return -1;
+    o->owner = next;
+    o->in_span = 0;
     return 0;
 }
 
@@ -176,20 +209,11 @@ static cJSON *int_array(int n, const int64_t *v) {
     return a;
 }
 
-/* The piece table: {"file", "bytes", "block_crc32c": hex, "pieces": [...]}. */
-static char *piece_table(const CkptWriter *w, const char *file, const ShardOut *o) {
+/* The piece table: {"file", "bytes", "pieces": [{..., "block", "crc32c": hex}]}. */
+static char *piece_table(const CkptWriter *w, const char *file) {
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "file", file);
     cJSON_AddNumberToObject(t, "bytes", (double)w->file_bytes);
-    char *hex = malloc(o->ncrc * 8 + 1);
-    if (!hex) {
-        cJSON_Delete(t);
-        return NULL;
-    }
-    for (size_t i = 0; i < o->ncrc; i++) snprintf(hex + 8 * i, 9, "%08" PRIx32, o->crcs[i]);
-    hex[o->ncrc * 8] = 0;
-    cJSON_AddStringToObject(t, "block_crc32c", hex);
-    free(hex);
     cJSON *ps = cJSON_AddArrayToObject(t, "pieces");
     for (int i = 0; i < w->n; i++) {
         const WPiece *p = &w->p[i];
@@ -199,6 +223,18 @@ static char *piece_table(const CkptWriter *w, const char *file, const ShardOut *
         cJSON_AddItemToObject(j, "shape", int_array(p->ndim, p->shape));
         cJSON_AddNumberToObject(j, "offset", (double)p->offset);
         cJSON_AddNumberToObject(j, "bytes", (double)p->bytes);
+        if (p->bytes) {
+            char *hex = malloc(p->ncrc * 8 + 1);
+            if (!hex) {
+                cJSON_Delete(t);
+                return NULL;
+            }
+            for (size_t i = 0; i < p->ncrc; i++) snprintf(hex + 8 * i, 9, "%08" PRIx32, p->crc[i]);
+            hex[p->ncrc * 8] = 0;
+            cJSON_AddNumberToObject(j, "block", (double)p->block);
+            cJSON_AddStringToObject(j, "crc32c", hex);
+            free(hex);
+        }
         if (p->slice.flat) {
             int64_t f[2] = {p->slice.offset, p->slice.count};
             cJSON_AddItemToObject(j, "flat", int_array(2, f));
@@ -223,39 +259,31 @@ int ckpt_write_shard_keep(CkptWriter *w, char **table_json) {
     snprintf(path, sizeof path, "%s/%s", w->step_dir, file);
     ShardOut o;
     memset(&o, 0, sizeof o);
-    o.block = w->block;
     if (atomic_open(&o.f, path)) return -1;
     static const uint8_t zeros[CKPT_ALIGN];
     int rc = 0;
     for (int i = 0; i < w->n && rc == 0; i++) {
-        const WPiece *p = &w->p[i];
+        WPiece *p = &w->p[i];
         ckpt_crash_point();
-        if (o.pos < p->offset) rc = shard_put(&o, zeros, p->offset - o.pos);
+        p->ncrc = 0;
+        if (!p->bytes) continue;
+        p->block = piece_block(p, w->block);
+        if (o.pos < p->offset) rc = shard_put(&o, zeros, p->offset - o.pos); /* the previous span's padding */
+        if (rc == 0) rc = shard_switch(&o, p);
         if (rc == 0) rc = shard_put(&o, p->data, p->bytes);
     }
-    if (rc == 0 && o.pos % (uint64_t)o.block) { /* the last block is shorter */
-        uint32_t *c = realloc(o.crcs, sizeof *c * (o.ncrc + 1));
-        if (!c) rc = myr_error("out of memory");
-        else {
-            o.crcs = c;
-            o.crcs[o.ncrc++] = o.cur;
-        }
-    }
+    if (rc == 0) rc = shard_switch(&o, NULL);
     if (rc) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", myr_last_error());
         atomic_abort(&o.f);
-        free(o.crcs);
         return myr_error("saving checkpoint step %" PRId64 ", rank %d: %s", w->step, w->rank, msg);
     }
     ckpt_crash_point();
-    if (atomic_commit(&o.f)) { /* fsync, rename into place, fsync the directory */
-        free(o.crcs);
+    if (atomic_commit(&o.f)) /* fsync, rename into place, fsync the directory */
         return ckpt_error_prefix("saving checkpoint step %" PRId64 ", rank %d", w->step, w->rank);
-    }
     ckpt_crash_point();
-    *table_json = piece_table(w, file, &o);
-    free(o.crcs);
+    *table_json = piece_table(w, file);
     if (!*table_json) return myr_error("out of memory describing checkpoint shard %s", path);
     return 0;
 }

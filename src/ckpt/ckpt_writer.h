@@ -15,6 +15,11 @@ typedef struct {
     CkptSlice slice;
     const void *data;
     uint64_t offset, bytes; /* in the shard file */
+    /* checksums: the piece's span (its bytes and the padding up to the next piece) in blocks of
+     * `block` bytes counted from its offset, so no block straddles two pieces */
+    uint64_t block;
+    uint32_t *crc;
+    size_t ncrc, capcrc;
 } WPiece;
 
 struct CkptWriter {

@@ -182,7 +182,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         /* remote daemons do not inherit the launcher's environment: export ours by name
          * (values travel inside Open MPI's launch message, never on a command line) */
         static const char *vars[] = {"MYRIAD_HB_ADDR", "MYRIAD_HB_SECRET", "MYRIAD_HB_ATTEMPT", "MYRIAD_CKPT_DIR",
-                                     "OMP_NUM_THREADS"};
+                                     "MYRIAD_SHM_DIR", "MYRIAD_JOB_ID", "OMP_NUM_THREADS"};
         for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
             if (getenv(vars[i])) a[k++] = strdup("-x"), a[k++] = strdup(vars[i]);
     }
@@ -294,6 +294,8 @@ typedef struct {
     double *stop_time;       /* per rank: when hang@ stopped it (for the event log) */
     uint64_t corrupt_state;
     long long refused;
+    char source[32];         /* this attempt's restore source, from rank 0's event */
+    int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
 } Sup;
 
 static void fail(Sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -362,7 +364,27 @@ static void corrupt_one(Sup *s, long long step) {
         return;
     }
     qsort(files, (size_t)n, sizeof *files, cmp_str); /* directory order is not deterministic */
-    const char *path = files[inject_next(&s->corrupt_state) % (uint64_t)n];
+    /* a shard (*.bin) of the newest directory that holds shards (step-NNNNNNNN sorts by step), so
+     * the flip lands in the checkpoint a resume would load; any file when there are no shards */
+    const char *newest = NULL;
+    size_t newest_len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        const char *slash = strrchr(files[i], '/');
+        if (len < 4 || strcmp(files[i] + len - 4, ".bin") || !slash) continue;
+        size_t dl = (size_t)(slash - files[i]);
+        if (!newest || strncmp(files[i], newest, dl > newest_len ? dl : newest_len) > 0) newest = files[i], newest_len = dl;
+    }
+    int m = 0;
+    char **pick = malloc((size_t)n * sizeof *pick);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        if (!newest || (len > newest_len + 4 && !strncmp(files[i], newest, newest_len) && files[i][newest_len] == '/' &&
+                        !strchr(files[i] + newest_len + 1, '/') && !strcmp(files[i] + len - 4, ".bin")))
+            pick[m++] = files[i];
+    }
+    const char *path = pick[inject_next(&s->corrupt_state) % (uint64_t)m];
+    free(pick);
     int fd = open(path, O_RDWR);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
@@ -469,6 +491,8 @@ static void update_job_step(Sup *s) {
             cJSON_AddNumberToObject(e, "attempt", s->attempt);
             cJSON_AddNumberToObject(e, "first_step", (double)lo);
             cJSON_AddNumberToObject(e, "recomputed_steps", (double)recomputed);
+            if (s->source[0]) cJSON_AddStringToObject(e, "source", s->source);
+            if (s->copy_rejected) cJSON_AddBoolToObject(e, "corrupt_copy_skipped", 1);
             emit(e);
         }
         tl->s0 = lo;
@@ -547,6 +571,12 @@ static void handle_line(Sup *s, int ci, char *line) {
     if (m.type == HB_EVENT) {
         if (!strcmp(m.name, "done")) rs->done = 1;
         else {
+            /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
+            if (c->rank == 0 && (!strncmp(m.name, "restored-from-", 14) || !strcmp(m.name, "disk-fallback") ||
+                                 !strcmp(m.name, "started-from-scratch")))
+                snprintf(s->source, sizeof s->source, "%s",
+                         !strncmp(m.name, "restored-from-", 14) ? m.name + 14 : m.name);
+            if (c->rank == 0 && !strcmp(m.name, "mem-copy-rejected")) s->copy_rejected = 1;
             cJSON *e = ev("rank-event");
             cJSON_AddNumberToObject(e, "rank", c->rank);
             cJSON_AddStringToObject(e, "name", m.name);
@@ -837,6 +867,7 @@ int supervise(SuperviseOpts *o) {
         }
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
+        s->source[0] = 0, s->copy_rejected = 0;
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
@@ -879,8 +910,9 @@ int supervise(SuperviseOpts *o) {
         child_pgid = child;
         free_argv(argv);
 
-        int status = 0, exited = 0;
-        while (!exited && !s->failed && !stop_signal) {
+        int status = 0, exited = 0, stuck = 0;
+        double all_done_since = 0;
+        while (!exited && !s->failed && !stop_signal && !stuck) {
             struct pollfd *pfd = malloc((size_t)(s->nconns + 1) * sizeof *pfd);
             pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
             for (int i = 0; i < s->nconns; i++) pfd[i + 1] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
@@ -901,7 +933,21 @@ int supervise(SuperviseOpts *o) {
             free(fds);
             if (waitpid(child, &status, WNOHANG) == child) exited = 1;
             else if (!s->failed) check_timeouts(s);
+            /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
+             * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
+            int all_done = !exited;
+            for (int r = 0; r < o->nranks && all_done; r++) all_done = s->ranks[r].done;
+            double grace = o->hang_timeout > 0 ? o->hang_timeout : 30;
+            if (!all_done) all_done_since = 0;
+            else if (!all_done_since) all_done_since = now_s();
+            else if (now_s() - all_done_since > grace) {
+                cJSON *x = ev("exit-stuck");
+                cJSON_AddNumberToObject(x, "after_done_s", round((now_s() - all_done_since) * 1000) / 1000);
+                emit(x);
+                stuck = 1;
+            }
         }
+        if (stuck) finished = 1, exit_code = 0;
         if (stop_signal) {
             cJSON *k = ev("interrupted");
             cJSON_AddNumberToObject(k, "signal", stop_signal);

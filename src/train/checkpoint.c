@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/crc32c.h"
 #include "util/error.h"
 
 /* Local rows [local0, local0 + rows) of a tensor-parallel slice are global rows
@@ -181,16 +182,20 @@ static int check_experts(const TrainState *st, Ckpt *c) {
     return 0;
 }
 
-int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
-    if (check_experts(st, c)) return -1;
-    for (int what = 0; what < 3; what++)
-        if (for_each_piece(st, what, 0, read_piece, c)) return -1;
-    /* the optimizer's step count (bias correction) continues from the checkpoint */
+/* the optimizer's step count (bias correction) continues from the checkpoint */
+static void set_opt_step(const TrainState *st, long step) {
     for (int k = 0; k < st->nchunks; k++) {
         DataParallel *dp = st->dp ? &st->dp[k] : NULL;
         if (!dp) st->opt->step = step;
         for (int i = 0; dp && i < dp->nopt; i++) dp->opt[i].step = step;
     }
+}
+
+int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
+    if (check_experts(st, c)) return -1;
+    for (int what = 0; what < 3; what++)
+        if (for_each_piece(st, what, 0, read_piece, c)) return -1;
+    set_opt_step(st, step);
     return 0;
 }
 
@@ -203,4 +208,104 @@ double train_ckpt_own_bytes(const TrainState *st) {
     double bytes = 0;
     for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, count_piece, &bytes);
     return bytes;
+}
+
+/* Packing walks the same pieces as a load (everything the rank holds, replicas included), so
+ * unpacking into the same layout restores every bit a load would. Copies go in 256 KiB
+ * chunks, each checksummed right after it is written, while it is still in cache. */
+typedef struct {
+    unsigned char *p;
+    uint32_t crc;
+    int unpack;
+} PackCursor;
+
+static int pack_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    PackCursor *c = ctx;
+    size_t bytes = (size_t)ckpt_slice_numel(box, ndim) * sizeof(real);
+    if (c->unpack) memcpy(data, c->p, bytes);
+    else
+        for (size_t off = 0; off < bytes; off += 262144) {
+            size_t n = bytes - off < 262144 ? bytes - off : 262144;
+            memcpy(c->p + off, (unsigned char *)data + off, n);
+            c->crc = crc32c_update(c->crc, c->p + off, n);
+        }
+    c->p += bytes;
+    return 0;
+}
+
+size_t train_state_bytes(const TrainState *st) { return (size_t)train_ckpt_own_bytes(st); }
+
+uint32_t train_state_pack(const TrainState *st, void *dst) {
+    PackCursor c = {dst, 0, 0};
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, pack_piece, &c);
+    return c.crc;
+}
+
+void train_state_unpack(const TrainState *st, const void *src, long step) {
+    PackCursor c = {(unsigned char *)src, 0, 1};
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, pack_piece, &c);
+    set_opt_step(st, step);
+}
+
+long train_resume_disk(const TrainState *st, const char *path, int is_auto, Ckpt *first, int rank0,
+                       const char **events, int *nevents) {
+    Ckpt *ck = first;
+    int64_t below = 0;
+    int fallbacks = 0, rank = st->world ? comm_rank(st->world) : 0;
+    for (;;) {
+        CkptOpenOptions oo = {0, below};
+        if (!ck && ckpt_open_ex(path, &oo, &ck)) {
+            const char *e = myr_last_error();
+            if (is_auto && !below && (strstr(e, "no step-* directories") || strstr(e, "not found"))) {
+                if (rank0) fprintf(stderr, "myriad train: --resume auto: no checkpoint in %s yet; starting from step 0\n", path);
+                events[(*nevents)++] = "started-from-scratch";
+                return 0;
+            }
+            return -1;
+        }
+        long step = (long)ckpt_step(ck);
+        /* 0 loaded, 1 a checksum failure (fall back), 2 anything else (another model...: stop) */
+        float verdict = 0;
+        char why[512] = "";
+        if (train_ckpt_load(st, ck, step)) {
+            snprintf(why, sizeof why, "%s", myr_last_error());
+            verdict = strstr(why, "checksum mismatch") ? 1 : 2;
+        }
+        float worst = verdict;
+        if (st->world && comm_all_reduce(st->world, &verdict, &worst, 1, COMM_F32, COMM_MAX)) return -1;
+        if (worst == 0) {
+            /* each rank reads its own slices: compare what it read with what it holds */
+            double ratio = ckpt_bytes_read(ck) / train_ckpt_own_bytes(st);
+            if (st->world) {
+                int n = comm_size(st->world);
+                double *all = malloc((size_t)n * sizeof(double));
+                if (comm_all_gather(st->world, &ratio, all, 2, COMM_F32)) return -1;
+                for (int r = 0; r < n; r++) ratio = all[r] > ratio ? all[r] : ratio;
+                free(all);
+            }
+            if (rank0)
+                fprintf(stderr, "resumed from %s at step %ld; bytes read per rank at most %.3f x its own share%s%s\n",
+                        ckpt_path(ck), step, ratio, ckpt_notes(ck)[0] ? "; " : "", ckpt_notes(ck));
+            events[(*nevents)++] = fallbacks ? "disk-fallback" : "restored-from-disk";
+            ckpt_close(ck);
+            return step;
+        }
+        if (worst == 2) { /* not damage: another model or layout problem, which no older step cures */
+            ckpt_close(ck);
+            return verdict == 2 ? myr_error("%s", why) : myr_error("another rank cannot load %s (see its message)", path);
+        }
+        if (verdict == 1) fprintf(stderr, "myriad train: rank %d: %s\n", rank, why);
+        if (rank0)
+            fprintf(stderr, "myriad train: checkpoint %s failed verification: falling back to the previous one\n",
+                    ckpt_path(ck));
+        if (!is_auto && strstr(path, "step-")) {
+            ckpt_close(ck);
+            return myr_error("checkpoint %s is corrupt and it was named explicitly; resume from its directory to fall "
+                             "back to an older step", path);
+        }
+        fallbacks++;
+        below = step;
+        ckpt_close(ck);
+        ck = NULL;
+    }
 }

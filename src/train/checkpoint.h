@@ -28,4 +28,18 @@ int train_ckpt_load(const TrainState *st, Ckpt *c, long step);
 /* Bytes of parameters and optimizer state this rank holds (what a load should read). */
 double train_ckpt_own_bytes(const TrainState *st);
 
+/* Resume from disk (collective): load the newest valid checkpoint of path (`first`: already
+ * opened, or NULL); a checksum failure on any rank makes every rank fall back to the next older
+ * one, saying so. --resume auto with no checkpoint at all starts from step 0. Prints (rank0)
+ * where it resumed and the bytes read per rank; appends the launcher events ("restored-from-
+ * disk", "disk-fallback", "started-from-scratch") to events. Returns the step, -1 on error. */
+long train_resume_disk(const TrainState *st, const char *path, int is_auto, Ckpt *first, int rank0,
+                       const char **events, int *nevents);
+
+/* In-memory checkpoints (same layout only): every piece this rank holds, replicas included,
+ * packed back to back in a fixed order; pack returns the CRC-32C of the bytes written. */
+size_t train_state_bytes(const TrainState *st);
+uint32_t train_state_pack(const TrainState *st, void *dst);
+void train_state_unpack(const TrainState *st, const void *src, long step);
+
 #endif

@@ -37,6 +37,7 @@ void progress_step(Progress *p, const StepReport *r) {
                     "\"moe_aux\": %.9g, \"a2a_bytes\": %.0f, \"a2a_ms\": %.3f, \"a2a_wait_ms\": %.3f",
                     r->moe_tokens_min, r->moe_tokens_max, r->moe_tokens_mean, r->moe_dropped, r->moe_aux, r->a2a_bytes,
                     r->a2a_ms, r->a2a_wait_ms);
+        if (r->ckpt_ms > 0) fprintf(p->log, ", \"ckpt_ms\": %.3f", r->ckpt_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }

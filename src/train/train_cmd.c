@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "comm/comm.h"
@@ -24,6 +25,7 @@
 #include "model/hf_weights.h"
 #include "model/moe.h"
 #include "train/checkpoint.h"
+#include "train/mem_checkpoint.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
 #include "train/train_options.h"
@@ -395,24 +397,47 @@ int cmd_train(int argc, char **argv) {
              (unsigned long long)o.seed, model_arch_name(cfg.arch), cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads,
              cfg.ffn, cfg.vocab, cfg.max_seq, cfg.experts, tp, pp, vpp, dp_size, ep, o.dpo.zero, o.batch, o.seq);
     long first_step = 0;
+    /* in-memory checkpoints: the job is named by MYRIAD_JOB_ID or the absolute --save DIR */
+    MemCkpt *mem = NULL;
+    if (o.mem_ckpt_every > 0) {
+        char job[8192], cwd[4096], note[256];
+        const char *env_job = getenv("MYRIAD_JOB_ID");
+        if (env_job && *env_job) snprintf(job, sizeof job, "%s", env_job);
+        else if (o.save_dir[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(job, sizeof job, "%s", o.save_dir);
+        else snprintf(job, sizeof job, "%s/%s", cwd, o.save_dir);
+        if (mem_ckpt_init(&mem, &state, job, meta, !o.resume, note, sizeof note)) myr_die_last();
+        if (rank0 && note[0]) fprintf(stderr, "myriad train: in-memory checkpoints: %s\n", note);
+        t.before_update = mem_ckpt_before_update;
+        t.before_update_ctx = mem;
+    }
+    /* what the launcher's event log should say about this start (sent once connected) */
+    const char *events[4];
+    int nevents = 0;
     if (o.resume) {
+        double tr = now_s();
         const char *path = strcmp(o.resume, "auto") ? o.resume : o.save_dir;
-        Ckpt *ck;
-        if (ckpt_open(path, &ck)) myr_die_last();
-        first_step = (long)ckpt_step(ck);
-        if (train_ckpt_load(&state, ck, first_step)) myr_die_last();
-        /* each rank reads its own slices: compare what it read with what it holds */
-        double ratio = ckpt_bytes_read(ck) / train_ckpt_own_bytes(&state);
-        if (distributed) {
-            double *all = malloc((size_t)world * sizeof(double));
-            if (comm_all_gather(comm_world(), &ratio, all, 2, COMM_F32)) myr_die_last();
-            for (int r = 0; r < world; r++) ratio = all[r] > ratio ? all[r] : ratio;
-            free(all);
+        int is_auto = !strcmp(o.resume, "auto");
+        Ckpt *ck = NULL;
+        long disk_step = ckpt_open(path, &ck) ? -1 : (long)ckpt_step(ck);
+        int restored = 0;
+        if (mem && is_auto) { /* memory first when it is at least as new as the disk */
+            long s;
+            int replica = 0, rejected = 0;
+            char desc[256];
+            int r = mem_ckpt_restore(mem, disk_step < 0 ? 0 : disk_step, &s, &replica, &rejected, desc, sizeof desc);
+            if (r < 0) myr_die_last();
+            if (r == 1) {
+                restored = 1;
+                first_step = s;
+                if (rank0) fprintf(stderr, "resumed from %s at step %ld\n", desc, s);
+                if (rejected) events[nevents++] = "mem-copy-rejected";
+                events[nevents++] = replica ? "restored-from-replica" : "restored-from-memory";
+            }
         }
-        if (rank0)
-            fprintf(stderr, "resumed from %s at step %ld; bytes read per rank at most %.3f x its own share%s%s\n",
-                    ckpt_path(ck), first_step, ratio, ckpt_notes(ck)[0] ? "; " : "", ckpt_notes(ck));
-        ckpt_close(ck);
+        if (!restored && (first_step = train_resume_disk(&state, path, is_auto, ck, rank0, events, &nevents)) < 0)
+            myr_die_last();
+        if (restored && ck) ckpt_close(ck);
+        if (rank0) fprintf(stderr, "restore took %.3f s (%s)\n", now_s() - tr, restored ? "memory" : "disk");
         t.step = first_step;
         for (int c = 0; dp && c < vpp; c++) dp_release_gathered(&dp[c]);
     }
@@ -427,6 +452,7 @@ int cmd_train(int argc, char **argv) {
     /* under `myriad run --max-restarts/--hang-timeout/...` every rank reports each step to the
      * launcher (a no-op otherwise) */
     if (hb_connect_from_env()) fprintf(stderr, "myriad train: heartbeat: %s (continuing without it)\n", myr_last_error());
+    for (int i = 0; rank0 && i < nevents; i++) hb_event(events[i]);
     hb_start(first_step);
     long last_step = o.stop_after > 0 && o.stop_after < o.steps ? o.stop_after : o.steps;
     for (long s = first_step; s < last_step; s++) {
@@ -462,9 +488,14 @@ int cmd_train(int argc, char **argv) {
                           .ms = dt * 1e3, .tokens_per_s = o.batch * o.seq / dt,
                           .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
         if (cfg.experts) moe_report(chunks, vpp, tp, pp, world, &rep);
+        double tc = now_s();
         if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
             if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
         }
+        /* the copy of step s + 1 is packed during step s + 2 and committed before its update, so a
+         * rank killed at any time loses at most the one step it had reported since */
+        if (mem && (s + 1) % o.mem_ckpt_every == 0 && mem_ckpt_save(mem, s + 1)) myr_die_last();
+        rep.ckpt_ms = (now_s() - tc) * 1e3;
         if (s > first_step || o.steps == 1) { /* the first step includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
             step_total += dt;
@@ -476,10 +507,18 @@ int cmd_train(int argc, char **argv) {
             rep.val_loss = last_val;
         }
         progress_step(&progress, &rep);
+        if (mem && mem_ckpt_confirm(mem)) myr_die_last();
         hb_step(s + 1, r.loss);
     }
     progress_close(&progress);
     if (ckpt_async_wait()) myr_die_last();
+    if (mem) {
+        double ms = 1e3 * mem_ckpt_seconds(mem);
+        long saves = (last_step / o.mem_ckpt_every) - (first_step / o.mem_ckpt_every);
+        if (rank0 && saves > 0)
+            fprintf(stderr, "in-memory checkpoints: %ld saves, %.1f ms each on rank 0\n", saves, ms / saves);
+        if (mem_ckpt_finish(mem, last_step == o.steps)) myr_die_last();
+    }
     if (val && o.eval_every == 0) last_val = validation_loss(&o, m, dp, pl, val, data_rank, rows);
     long timed = o.steps - first_step > 1 ? o.steps - first_step - 1 : o.steps - first_step;
     if (o.steps > 0 && rank0 && !pl && tp == 1) print_memory(m, rows, o.seq);

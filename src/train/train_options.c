@@ -42,6 +42,9 @@ void train_usage(void) {
         "  --save DIR              write the final model as DIR/config.json + DIR/model.safetensors\n"
         "  --save-every N          also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async;\n"
         "                          --sync-save to wait), keeping the newest --keep K (default all)\n"
+        "  --mem-ckpt-every N      copy the training state to shared memory every N steps, replicated on\n"
+        "                          another host; --resume auto restores from it (same layout) before disk\n"
+        "                          (default 1 under `myriad run` with --save, else 0 = off)\n"
         "  --stop-after N          stop after step N of the --steps schedule (saving a checkpoint), to\n"
         "                          continue later with --resume\n"
         "  --resume DIR|auto       continue from a checkpoint (auto: the newest valid one in --save DIR),\n"
@@ -103,6 +106,7 @@ static void defaults(TrainOptions *o) {
     o->experts = o->top_k = o->shared_experts = o->expert_ffn = o->moe_every = UNSET;
     o->capacity_factor = o->aux_loss_coef = NAN; /* not given */
     o->schedule = SCHEDULE_1F1B;
+    o->mem_ckpt_every = -1;
 }
 
 /* Consume argv[*i] (and its value); returns 0 if the flag is unknown. */
@@ -158,6 +162,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--save-every")) o->save_every = args_next_int(argc, argv, i);
     else if (IS("--keep")) o->keep = args_next_int(argc, argv, i);
     else if (IS("--sync-save")) o->sync_save = 1;
+    else if (IS("--mem-ckpt-every")) o->mem_ckpt_every = args_next_int(argc, argv, i);
     else if (IS("--stop-after")) o->stop_after = args_next_i64(argc, argv, i);
     else if (IS("--resume")) o->resume = args_value(argc, argv, i);
     else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
@@ -307,6 +312,11 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
     if (o->save_every < 0 || o->keep < 0) myr_die("--save-every and --keep must be >= 0");
     if (o->save_every > 0 && !o->save_dir) myr_die("--save-every needs --save DIR (where the checkpoints go)");
+    if (o->mem_ckpt_every < -1) myr_die("--mem-ckpt-every must be >= 0 (0 = off)");
+    if (o->mem_ckpt_every > 0 && !o->save_dir)
+        myr_die("--mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
+    /* default: every step under the fault-tolerant launcher (`myriad run`), off otherwise */
+    if (o->mem_ckpt_every < 0) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         myr_die("--resume auto looks in --save DIR: give --save DIR or --resume DIR");
     if (o->sp && o->tp < 2) myr_die("--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");

@@ -34,6 +34,7 @@ typedef struct {
     int eval_every, eval_batches, sample_tokens, print_every, threads;
     const char *log_path, *save_dir, *trace_path;
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
+    int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
     long stop_after;                 /* stop (saving a checkpoint) once this many steps are done; 0 = run to --steps */
     double peak_tflops; /* 0: measure */

@@ -50,6 +50,7 @@ static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) 
     if (m0->tp.size > 1) m0->tp.sum_exact(m0->tp.ctx, &sum_sq, 1, 0);
     sum_sq = group_sum_exact(pl->pp_group, sum_sq);
     r.grad_norm = sqrt(sum_sq);
+    if (t->before_update) t->before_update(t->before_update_ctx);
     double coef = clip_coefficient(r.grad_norm, t->o.clip);
     r.lr = lr_at(&t->o.schedule, t->step);
     for (int c = 0; c < pl->vpp; c++) {
@@ -89,6 +90,7 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
         sum_sq = grad_sum_squares(m->grads, m->table.total);
     }
     r.grad_norm = sqrt(sum_sq);
+    if (t->before_update) t->before_update(t->before_update_ctx);
     double coef = clip_coefficient(r.grad_norm, t->o.clip);
     r.lr = lr_at(&t->o.schedule, t->step);
     if (dp) {

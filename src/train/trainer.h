@@ -27,6 +27,10 @@ typedef struct {
     OptimOptions o;
     long step;            /* steps completed */
     double last_exposed_comm_s;
+    /* called after forward and backward, before the optimizer changes any state (an in-memory
+     * checkpoint copying the previous step's state meanwhile finishes there); may be NULL */
+    void (*before_update)(void *ctx);
+    void *before_update_ctx;
 } Trainer;
 
 typedef struct {

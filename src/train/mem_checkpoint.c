@@ -1,0 +1,394 @@
+/* mem_checkpoint.c: in-memory checkpoints for training (see mem_checkpoint.h): buddy choice
+ * across hosts, the per-step copy and its replica exchange, and the collective restore. */
+#include "train/mem_checkpoint.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/memckpt.h"
+#include "util/error.h"
+
+enum { KEEP = 2, MAX_ENTRIES = 64 };
+
+/* Copies are recycled: a rank keeps its KEEP newest copies (and those of each rank it keeps
+ * replicas for) mapped, and writes a new one over the oldest after renaming it out of sight,
+ * so a step costs a copy into already-faulted pages, not a fresh allocation (which the kernel
+ * zeroes and faults in page by page) and a deletion. */
+typedef struct {
+    MemFile f;
+    long step;
+    int used;
+} Slot;
+#define CHUNK_FLOATS ((size_t)1 << 26) /* 256 MiB per message: MPI counts are ints */
+
+struct MemCkpt {
+    const TrainState *st;
+    Comm *g; /* a private group over the world: replica traffic never matches anyone else's */
+    int rank, size, nhosts;
+    char dir[4096];
+    uint64_t layout;
+    uint64_t *payload; /* [size] payload bytes of every rank's copy */
+    int *host_of;      /* [size] host index of every rank (ranks of one host read the same files) */
+    int buddy;         /* where my replica goes (-1: nowhere, one host) */
+    int *from, nfrom;  /* whose replicas I keep */
+    /* packing in flight: a thread copies the state of step pstep into `own` while the next step's
+     * forward and backward run (they only read parameters and optimizer state) */
+    pthread_t thr;
+    int packing;
+    long pstep;
+    uint32_t crc;
+    /* exchange in flight: my committed copy being sent, replicas being received */
+    long xstep;
+    Slot own[KEEP], (*rx)[KEEP]; /* my copies; the replicas of each rank in `from` */
+    MemFile *cur, **rxcur;       /* the copy being packed / sent; the replicas being received */
+    CommRequest **reqs;
+    int nreqs;
+    CommRequest *committed; /* a barrier entered once this rank's copy is committed */
+    double seconds;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Whole files move as floats (header and payloads are multiples of 4 bytes), in chunks. */
+static int nchunks(size_t bytes) { return (int)((bytes / 4 + CHUNK_FLOATS - 1) / CHUNK_FLOATS); }
+
+static int post(MemCkpt *m, void *buf, size_t bytes, int peer, int send) {
+    size_t n = bytes / 4;
+    for (size_t off = 0; off < n; off += CHUNK_FLOATS) {
+        size_t c = n - off < CHUNK_FLOATS ? n - off : CHUNK_FLOATS;
+        float *p = (float *)buf + off;
+        if (send ? comm_isend(m->g, p, c, COMM_F32, peer, &m->reqs[m->nreqs])
+                 : comm_irecv(m->g, p, c, COMM_F32, peer, &m->reqs[m->nreqs]))
+            return -1;
+        m->nreqs++;
+    }
+    return 0;
+}
+
+static int transfer(MemCkpt *m, void *buf, size_t bytes, int peer, int send) {
+    size_t n = bytes / 4;
+    for (size_t off = 0; off < n; off += CHUNK_FLOATS) {
+        size_t c = n - off < CHUNK_FLOATS ? n - off : CHUNK_FLOATS;
+        float *p = (float *)buf + off;
+        if (send ? comm_send(m->g, p, c, COMM_F32, peer) : comm_recv(m->g, p, c, COMM_F32, peer)) return -1;
+    }
+    return 0;
+}
+
+static const char *my_host(char *buf, size_t n) {
+    const char *h = getenv("MYRIAD_HOST"); /* emulated hosts (namespaces) share one kernel host name */
+    if (h && *h) snprintf(buf, n, "%s", h);
+    else if (gethostname(buf, n - 1)) snprintf(buf, n, "localhost");
+    buf[n - 1] = 0;
+    return buf;
+}
+
+int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const char *layout_meta, int fresh,
+                  char *note, size_t n) {
+    MemCkpt *m = calloc(1, sizeof *m);
+    m->st = st;
+    m->size = st->world ? comm_size(st->world) : 1;
+    m->rank = st->world ? comm_rank(st->world) : 0;
+    m->xstep = -1;
+    m->buddy = -1;
+    for (int k = 0; k < KEEP; k++) m->own[k].f.fd = -1;
+    m->layout = memckpt_hash(layout_meta, (uint64_t)m->size * 0x9E3779B97F4A7C15ull);
+    note[0] = 0;
+    char host[256];
+    if (memckpt_dir(m->dir, sizeof m->dir, memckpt_hash(job_id, 0), my_host(host, sizeof host))) goto fail;
+    m->payload = calloc((size_t)m->size, sizeof *m->payload);
+    uint64_t *hosts = calloc((size_t)m->size, sizeof *hosts), mine[2] = {memckpt_hash(host, 0), train_state_bytes(st)};
+    uint64_t *all = calloc((size_t)m->size * 2, sizeof *all);
+    if (st->world) {
+        int *ranks = malloc((size_t)m->size * sizeof *ranks);
+        for (int r = 0; r < m->size; r++) ranks[r] = r;
+        int rc = comm_group_from_ranks(st->world, ranks, m->size, "mem-ckpt", &m->g) ||
+                 comm_all_gather(m->g, mine, all, 4, COMM_F32); /* 16 bytes each, moved as 4 floats */
+        free(ranks);
+        if (rc) goto fail;
+    } else memcpy(all, mine, sizeof mine);
+    for (int r = 0; r < m->size; r++) hosts[r] = all[2 * r], m->payload[r] = all[2 * r + 1];
+    free(all);
+    /* hosts in order of first appearance; rank r (the k-th on host i) sends its replica to the
+     * (k mod count)-th rank of host i + 1, so losing one host never loses both copies */
+    int *hi = malloc((size_t)m->size * sizeof *hi), *li = malloc((size_t)m->size * sizeof *li);
+    int *count = calloc((size_t)m->size, sizeof *count);
+    for (int r = 0; r < m->size; r++) {
+        hi[r] = -1;
+        for (int q = 0; q < r && hi[r] < 0; q++)
+            if (hosts[q] == hosts[r]) hi[r] = hi[q];
+        if (hi[r] < 0) hi[r] = m->nhosts++;
+        li[r] = count[hi[r]]++;
+    }
+    m->host_of = malloc((size_t)m->size * sizeof *m->host_of);
+    memcpy(m->host_of, hi, (size_t)m->size * sizeof *hi);
+    m->from = malloc((size_t)m->size * sizeof *m->from);
+    for (int r = 0; r < m->size && m->nhosts > 1; r++) {
+        int h = (hi[r] + 1) % m->nhosts, k = li[r] % count[h], b = -1;
+        for (int q = 0; q < m->size && b < 0; q++)
+            if (hi[q] == h && li[q] == k) b = q;
+        if (r == m->rank) m->buddy = b;
+        if (b == m->rank) m->from[m->nfrom++] = r;
+    }
+    m->rx = calloc((size_t)m->nfrom + 1, sizeof *m->rx);
+    m->rxcur = calloc((size_t)m->nfrom + 1, sizeof *m->rxcur);
+    uint64_t biggest = 0;
+    for (int r = 0; r < m->size; r++) biggest = m->payload[r] > biggest ? m->payload[r] : biggest;
+    m->reqs = calloc((size_t)(m->nfrom + 1) * nchunks(MEMCKPT_HEADER + biggest), sizeof *m->reqs);
+    for (int i = 0; i < m->nfrom; i++)
+        for (int k = 0; k < KEEP; k++) m->rx[i][k].f.fd = -1;
+    /* a fresh start of the same job: the lowest rank of each host clears the host's stale copies */
+    if (fresh && li[m->rank] == 0) memckpt_remove(m->dir, -1);
+    free(hi), free(li), free(count), free(hosts);
+    if (fresh && m->g && comm_barrier(m->g)) goto fail;
+    if (m->nhosts == 1 && m->size > 1)
+        snprintf(note, n, "all %d ranks run on one host: in-memory copies are kept on it but not replicated (a host "
+                          "loss falls back to disk)", m->size);
+    *out = m;
+    return 0;
+fail:
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
+    free(m);
+    return -1;
+}
+
+/* The file for (rank, step): a new one while the pool has room, else its oldest copy renamed to
+ * the temporary name of the new step (it leaves scans at once; its pages stay mapped). */
+static MemFile *take_slot(MemCkpt *m, Slot *pool, int rank, long step) {
+    Slot *s = &pool[0];
+    for (int k = 1; k < KEEP; k++)
+        if (!pool[k].used ? s->used : (s->used && pool[k].step < s->step)) s = &pool[k];
+    if (s->used && memckpt_recycle(&s->f, m->dir, rank, step)) {
+        memckpt_close(&s->f);
+        s->used = 0;
+    }
+    if (!s->used && memckpt_create(&s->f, m->dir, rank, step, m->payload[rank])) return NULL;
+    s->used = 1;
+    s->step = step;
+    return &s->f;
+}
+
+static void drop_slot(Slot *pool, MemFile *f) {
+    for (int k = 0; k < KEEP; k++)
+        if (&pool[k].f == f) {
+            memckpt_close(f);
+            pool[k].used = 0;
+        }
+}
+
+/* Wait for the exchange in flight and commit the replicas that arrived. */
+static int finish_exchange(MemCkpt *m) {
+    int rc = 0;
+    for (int i = 0; i < m->nreqs; i++)
+        if (comm_wait(&m->reqs[i])) rc = -1;
+    m->nreqs = 0;
+    for (int i = 0; i < m->nfrom && m->xstep >= 0; i++) {
+        if (!rc && !memckpt_commit_received(m->rxcur[i], m->from[i], m->xstep)) memckpt_prune(m->dir, m->from[i], KEEP);
+        else rc = -1, drop_slot(m->rx[i], m->rxcur[i]);
+    }
+    m->xstep = -1;
+    return rc;
+}
+
+static void *pack_thread(void *arg) {
+    MemCkpt *m = arg;
+    m->crc = train_state_pack(m->st, m->cur->map + MEMCKPT_HEADER);
+    return NULL;
+}
+
+int mem_ckpt_save(MemCkpt *m, long step) {
+    double t0 = now_s();
+    if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
+    if (!(m->cur = take_slot(m, m->own, m->rank, step))) return -1;
+    m->pstep = step;
+    if (pthread_create(&m->thr, NULL, pack_thread, m)) {
+        drop_slot(m->own, m->cur);
+        return myr_error("in-memory checkpoint: cannot start the copy thread");
+    }
+    m->packing = 1;
+    m->seconds += now_s() - t0;
+    return 0;
+}
+
+int mem_ckpt_sync(MemCkpt *m) {
+    if (!m || !m->packing) return 0;
+    double t0 = now_s();
+    pthread_join(m->thr, NULL);
+    m->packing = 0;
+    MemFile *f = m->cur;
+    MemHeader h = {m->rank, m->size, m->pstep, m->layout, m->payload[m->rank], m->crc};
+    if (memckpt_commit(f, &h)) {
+        drop_slot(m->own, f);
+        return -1;
+    }
+    memckpt_prune(m->dir, m->rank, KEEP);
+    if (m->g && comm_ibarrier(m->g, &m->committed)) return -1;
+    if (m->buddy >= 0 || m->nfrom > 0) { /* replicas travel during the rest of this step */
+        m->xstep = m->pstep;
+        if (m->buddy >= 0 && post(m, f->map, f->bytes, m->buddy, 1)) return -1;
+        for (int i = 0; i < m->nfrom; i++) {
+            MemFile *r = m->rxcur[i] = take_slot(m, m->rx[i], m->from[i], m->pstep);
+            if (!r || post(m, r->map, r->bytes, m->from[i], 0)) return -1;
+        }
+    }
+    m->seconds += now_s() - t0;
+    return 0;
+}
+
+int mem_ckpt_confirm(MemCkpt *m) {
+    if (!m || !m->committed) return 0;
+    double t0 = now_s();
+    int rc = comm_wait(&m->committed);
+    m->seconds += now_s() - t0;
+    return rc;
+}
+
+void mem_ckpt_before_update(void *ctx) {
+    if (mem_ckpt_sync(ctx)) myr_die_last();
+}
+
+double mem_ckpt_seconds(const MemCkpt *m) { return m->seconds; }
+
+static int holds(const int64_t *all, int r, int q, long step) {
+    for (int e = 0; e < MAX_ENTRIES; e++) {
+        const int64_t *p = all + ((size_t)r * MAX_ENTRIES + e) * 2;
+        if (p[0] == q && p[1] == step) return 1;
+    }
+    return 0;
+}
+
+int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, int *rejected, char *desc, size_t n) {
+    int size = m->size, me = m->rank;
+    MemEntry ent[MAX_ENTRIES];
+    int ne = memckpt_scan(m->dir, size, m->layout, ent, MAX_ENTRIES);
+    int64_t mine[MAX_ENTRIES * 2], *all = malloc((size_t)size * MAX_ENTRIES * 2 * sizeof *all);
+    for (int e = 0; e < MAX_ENTRIES; e++) mine[2 * e] = e < ne ? ent[e].rank : -1, mine[2 * e + 1] = e < ne ? ent[e].step : -1;
+    if (m->g ? comm_all_gather(m->g, mine, all, MAX_ENTRIES * 4, COMM_F32) : (memcpy(all, mine, sizeof mine), 0)) {
+        free(all);
+        return -1;
+    }
+    char *bad = calloc((size_t)size * size, 1); /* bad[q * size + r]: r's copy of q failed verification */
+    int *holder = malloc((size_t)size * sizeof *holder), result = 0;
+    *rejected = 0;
+    /* candidate steps, newest first: any step some rank holds a copy of */
+    long last = -1;
+    for (;;) {
+        long cand = -1;
+        for (size_t i = 0; i < (size_t)size * MAX_ENTRIES; i++)
+            if (all[2 * i] >= 0 && all[2 * i + 1] >= min_step && (last < 0 || all[2 * i + 1] < last) && all[2 * i + 1] > cand)
+                cand = (long)all[2 * i + 1];
+        if (cand < 0) break;
+        last = cand;
+        memset(bad, 0, (size_t)size * size); /* rejections are per copy, i.e. per step */
+        for (int round = 0; round < 4; round++) {
+            int complete = 1, replicas = 0;
+            for (int q = 0; q < size; q++) { /* its own copy first, else the lowest other holder */
+                holder[q] = -1;
+                if (holds(all, q, q, cand) && !bad[(size_t)q * size + q]) holder[q] = q;
+                for (int r = 0; r < size && holder[q] < 0; r++)
+                    if (holds(all, r, q, cand) && !bad[(size_t)q * size + r]) holder[q] = r;
+                complete &= holder[q] >= 0;
+                replicas += holder[q] != q;
+            }
+            if (!complete) break;
+            /* every rank gets its copy: read locally, or sent by its holder (all ranks walk q in the
+             * same order and each step pairs one sender with one receiver, so nothing deadlocks) */
+            unsigned char *buf = NULL;
+            size_t bytes = 0;
+            MemFile f = {.fd = -1};
+            int ok = 1;
+            for (int q = 0; q < size; q++) {
+                size_t qb = MEMCKPT_HEADER + m->payload[q];
+                if (q == me && holder[q] == me) {
+                    if (memckpt_open(&f, m->dir, q, cand)) ok = 0;
+                    else buf = f.map, bytes = f.bytes;
+                } else if (q == me) {
+                    buf = malloc(qb), bytes = qb;
+                    if (!buf || transfer(m, buf, qb, holder[q], 0)) ok = -1;
+                } else if (holder[q] == me) {
+                    MemFile s = {.fd = -1};
+                    unsigned char *src = NULL;
+                    if (!memckpt_open(&s, m->dir, q, cand) && s.bytes == qb) src = s.map;
+                    else src = calloc(1, qb); /* vanished or wrong size: send zeros, the receiver rejects them */
+                    int rc = transfer(m, src, qb, q, 1);
+                    if (s.map) memckpt_close(&s);
+                    else free(src);
+                    if (rc) ok = -1;
+                }
+            }
+            if (ok < 0) { /* MPI failed: nothing sensible left to do here */
+                if (f.map) memckpt_close(&f);
+                else free(buf);
+                result = -1;
+                goto out;
+            }
+            char why[256] = "";
+            if (ok && memckpt_verify(buf, bytes, me, size, cand, m->layout)) ok = 0;
+            if (!ok) snprintf(why, sizeof why, "%s", myr_last_error());
+            int32_t verdict = ok ? -1 : holder[me], *verdicts = malloc((size_t)size * sizeof *verdicts);
+            int rc = m->g ? comm_all_gather(m->g, &verdict, verdicts, 1, COMM_F32) : (verdicts[0] = verdict, 0);
+            int all_ok = 1;
+            for (int q = 0; q < size && !rc; q++)
+                if (verdicts[q] >= 0) { /* that file is bad for every rank of the holder's host */
+                    all_ok = 0;
+                    for (int r = 0; r < size; r++)
+                        if (m->host_of[r] == m->host_of[verdicts[q]]) bad[(size_t)q * size + r] = 1;
+                    (*rejected)++;
+                }
+            free(verdicts);
+            if (!ok)
+                fprintf(stderr, "myriad train: rank %d: in-memory copy of step %ld from %s rejected: %s; trying another\n",
+                        me, cand, holder[me] == me ? "its own memory" : "a replica", why);
+            if (!rc && all_ok) train_state_unpack(m->st, buf + MEMCKPT_HEADER, cand);
+            if (f.map) memckpt_close(&f);
+            else free(buf);
+            if (rc) {
+                result = -1;
+                goto out;
+            }
+            if (all_ok) {
+                *step = cand;
+                *used_replica = replicas > 0;
+                snprintf(desc, n, "memory (%d of %d ranks from their own copy, %d from a replica on another host; %d "
+                         "damaged copies rejected)", size - replicas, size, replicas, *rejected);
+                result = 1;
+                goto out;
+            }
+        }
+    }
+out:
+    free(all), free(bad), free(holder);
+    return result;
+}
+
+int mem_ckpt_finish(MemCkpt *m, int job_done) {
+    int rc = mem_ckpt_sync(m);
+    rc |= mem_ckpt_confirm(m);
+    rc |= finish_exchange(m);
+    if (job_done) { /* the job is over: its copies go (each rank its own and the replicas it keeps) */
+        if (m->g) comm_barrier(m->g);
+        memckpt_remove(m->dir, m->rank);
+        for (int i = 0; i < m->nfrom; i++) memckpt_remove(m->dir, m->from[i]);
+        if (m->g) comm_barrier(m->g);
+        rmdir(m->dir);
+        char *slash = strrchr(m->dir, '/');
+        if (slash) *slash = 0, rmdir(m->dir);
+    }
+    for (int k = 0; k < KEEP; k++) {
+        if (m->own[k].used) memckpt_close(&m->own[k].f);
+        for (int i = 0; i < m->nfrom; i++)
+            if (m->rx[i][k].used) memckpt_close(&m->rx[i][k].f);
+    }
+    if (m->g) comm_group_free(m->g);
+    free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
+    free(m);
+    return rc;
+}

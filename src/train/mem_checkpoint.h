@@ -1,0 +1,45 @@
+/* mem_checkpoint.h: in-memory checkpoints of the training state (--mem-ckpt-every N).
+ * Every N steps each rank packs everything it holds into a copy on its host's shared memory
+ * (ckpt/memckpt.h: outlives the process) and sends the same bytes to a buddy rank on another
+ * host, which keeps them as a replica; the transfer runs during the next step and is committed
+ * at the next save. The copy itself is made by a thread during the next step's forward and
+ * backward, which only read the state, and committed before that step's update. A restart in the same layout restores from the newest step every rank can
+ * get (its own copy, else a replica fetched over MPI), each copy verified by its CRC-32C, a bad
+ * one replaced by another holder's; when none is complete the caller falls back to disk.
+ * Resharding stays a disk feature: copies of another layout are ignored. */
+#ifndef MYRIAD_TRAIN_MEM_CHECKPOINT_H
+#define MYRIAD_TRAIN_MEM_CHECKPOINT_H
+
+#include "train/checkpoint.h"
+
+typedef struct MemCkpt MemCkpt;
+
+/* Collective over st->world. job_id names the job (copies of other jobs are never touched);
+ * layout_meta: everything a copy must match to be restored (model, layout, batch...); fresh:
+ * this run starts from scratch, so stale copies of the same job are deleted. note/n: what a
+ * person should know (e.g. all ranks on one host: no replicas), "" otherwise. */
+int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const char *layout_meta, int fresh,
+                  char *note, size_t n);
+/* Save step `step`: finishes the previous copy and replica exchange, then starts a thread that
+ * packs the state into a new copy while the next step computes. Call after the update. */
+int mem_ckpt_save(MemCkpt *m, long step);
+/* Wait for the copy being packed, commit it and start sending its replica (collective: pairs
+ * with the buddy's). Must run before the next optimizer update (it is the Trainer's
+ * before_update hook: mem_ckpt_before_update), so the copy is exactly the saved step. */
+int mem_ckpt_sync(MemCkpt *m);
+void mem_ckpt_before_update(void *mem); /* dies with the reason on failure */
+/* Wait until every rank has committed the copy synced last (a barrier entered at the commit,
+ * normally long complete). Call before reporting a step: a reported step s then always has a
+ * complete copy of s - 1 on all ranks, so a failure recomputes at most one reported step. */
+int mem_ckpt_confirm(MemCkpt *m);
+/* Restore the newest step >= min_step that every rank can get. Returns 1 and sets *step when
+ * restored, 0 when no complete in-memory checkpoint exists, -1 on error. Same on every rank.
+ * desc: e.g. "memory (own copies 3, replicas 1; rejected 1 corrupt copy)". used_replica: a
+ * rank's state came from another rank's replica; rejected: copies that failed verification. */
+int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, int *rejected, char *desc, size_t n);
+/* Finish the exchange in flight; job_done: the run completed, delete this job's copies. Frees m. */
+int mem_ckpt_finish(MemCkpt *m, int job_done);
+/* Seconds spent in mem_ckpt_save (packing, checksums, commits, waiting for replicas). */
+double mem_ckpt_seconds(const MemCkpt *m);
+
+#endif
