@@ -307,10 +307,12 @@ chmod +x "$out/cut_train.sh"
 train="--arch gpt2 --layers 4 --hidden 32 --heads 4 --ffn 64 --vocab 67 --max-seq 16 --data $out/tok.bin --batch 8 --seq 8 \
 --micro-batch 1 --steps 10 --lr 3e-3 --lr-schedule cosine --warmup 3 --threads 1 --peak-tflops 1 --tp 2 --dp 2"
 ip link set "${NS_PREFIX}v2" up
-timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 0 --hb-addr "$net.1" "${MPI_NS[@]}" \
+# (--start-timeout 20 --max-restarts: as above, a launch into the namespaces that never starts its
+#  ranks is relaunched instead of waiting out the default 300 s)
+timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 2 --start-timeout 20 --hb-addr "$net.1" "${MPI_NS[@]}" \
     --events "$out/nstref.jsonl" -- train $train --save "$out/nstref" >"$out/nstref.out" 2>&1
 rc_ref=$?
-timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 3 --hang-timeout 10 --hb-addr "$net.1" \
+timeout 180 "$M" run -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 3 --hang-timeout 10 --start-timeout 20 --hb-addr "$net.1" \
     --inject "host@5:$net.12" --cut-link-cmd "$out/cut_train.sh" "${MPI_NS[@]}" --events "$out/nsthost.jsonl" -- \
     train $train --save "$out/nsthost" >"$out/nsthost.out" 2>&1
 rc=$?
