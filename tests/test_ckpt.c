@@ -742,6 +742,34 @@ static void test_async_and_world_of_one(void) {
     free(got);
 }
 
+/* ---- async save committed by polling: once the shard is written, ckpt_async_poll commits it
+ * (the newest valid checkpoint) without another save or a wait */
+static void test_async_poll_commits(void) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", scratch("async-poll"));
+    Comm *world = comm_world();
+    int64_t sh[2] = {64, 100};
+    float *buf = calloc((size_t)(sh[0] * sh[1]), sizeof(float));
+    CkptSlice whole = ckpt_whole(2, sh);
+    CkptWriter *w;
+    CHECK(ckpt_writer_begin(dir, 3, 0, 1, NULL, &w) == 0, "begin");
+    CHECK(ckpt_add_piece(w, "w", CKPT_F32, 2, sh, &whole, buf) == 0, "add");
+    CHECK(ckpt_writer_commit_async(w, world, "{}") == 0, "async %s", myr_last_error());
+    Ckpt *c = NULL;
+    /* before the commit nothing loads as valid (no manifest yet, or the write is still going) */
+    int polls = 0;
+    while (ckpt_async_pending() && polls < 20000) { /* at most ~20 s: a loaded machine's fsync */
+        CHECK(ckpt_async_poll() == 0, "poll: %s", myr_last_error());
+        if (ckpt_async_pending()) usleep(1000);
+        polls++;
+    }
+    CHECK(!ckpt_async_pending(), "the poll committed the save (after %d polls)", polls);
+    CHECK(ckpt_open(dir, &c) == 0 && ckpt_step(c) == 3, "newest is step 3 without a wait: %s", myr_last_error());
+    if (c) ckpt_close(c);
+    CHECK(ckpt_async_poll() == 0 && ckpt_async_wait() == 0, "nothing left in flight");
+    free(buf);
+}
+
 /* ---- under mpirun (tests/test_ckpt.sh): every rank saves its row block (sync), then its
  * column block (async) of a 2-D tensor; then each rank reads the other layout. */
 static float val(int64_t step, int64_t k) { return (float)(step * 7919 + k * 3); }
@@ -820,6 +848,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     RUN(test_async_and_world_of_one);
+    RUN(test_async_poll_commits);
     comm_finalize();
     free_tensors(reshard_set, 3);
     char cmd[400];

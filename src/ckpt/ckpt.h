@@ -81,6 +81,11 @@ int ckpt_writer_commit_async(CkptWriter *w, Comm *world, const char *meta_json);
 /* Finish the async save in flight (collective over its world). 0 if none. On failure the
  * previous checkpoint stays the newest valid one and the error names the cause. */
 int ckpt_async_wait(void);
+/* Collective over the save's world, cheap (one tiny all-reduce): finish the async save in
+ * flight if every rank's shard is written, else return at once. 0, or -1 if the commit failed.
+ * The training loop calls it every step, so a save becomes the newest valid checkpoint soon
+ * after its writes end, not only at the next save. */
+int ckpt_async_poll(void);
 int ckpt_async_pending(void);
 void ckpt_writer_abort(CkptWriter *w);
 

@@ -301,6 +301,7 @@ static void *async_main(void *arg) {
     CkptWriter *w = arg;
     w->thread_rc = ckpt_write_shard_keep(w, &w->table);
     if (w->thread_rc) snprintf(w->thread_err, sizeof w->thread_err, "%s", myr_last_error());
+    atomic_store(&w->thread_done, 1);
     return NULL;
 }
 
@@ -338,6 +339,16 @@ int ckpt_writer_commit_async(CkptWriter *w, Comm *world, const char *meta_json) 
     }
     pending = w;
     return 0;
+}
+
+/* Every rank reports whether its shard is written; when all are, the commit runs now rather than
+ * at the next save, so a failure in between resumes from this checkpoint. */
+int ckpt_async_poll(void) {
+    CkptWriter *w = pending;
+    if (!w) return 0;
+    float busy = atomic_load(&w->thread_done) ? 0.f : 1.f, any = busy;
+    if (w->world && comm_all_reduce(w->world, &busy, &any, 1, COMM_F32, COMM_MAX)) return -1;
+    return any > 0 ? 0 : ckpt_async_wait();
 }
 
 int ckpt_async_wait(void) {

@@ -4,6 +4,7 @@
 #define MYRIAD_CKPT_WRITER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "ckpt/ckpt_internal.h"
 
@@ -37,6 +38,7 @@ struct CkptWriter {
     Comm *world;
     pthread_t thread;
     int thread_rc;
+    _Atomic int thread_done; /* the shard is durable (or failed): the commit can proceed */
     char thread_err[1024];
 };
 

@@ -489,6 +489,7 @@ int cmd_train(int argc, char **argv) {
                           .mfu = flops_per_step / dt / (peak * world), .comm_ms = dp ? t.last_exposed_comm_s * 1e3 : -1};
         if (cfg.experts) moe_report(chunks, vpp, tp, pp, world, &rep);
         double tc = now_s();
+        if (ckpt_async_poll()) myr_die_last(); /* commit the save in flight once every shard is durable */
         if (o.save_every > 0 && ((s + 1) % o.save_every == 0 || s + 1 == last_step)) {
             if (train_ckpt_save(&state, o.save_dir, s + 1, o.keep, !o.sync_save, meta)) myr_die_last();
         }
