@@ -39,7 +39,7 @@ bin/myriad: src/main.c build/libmyriad.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
-build/tests/%: tests/%.c tests/test.h build/libmyriad.a
+build/tests/%: tests/%.c tests/test.h tests/fixture_util.h build/libmyriad.a
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 

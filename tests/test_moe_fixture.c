@@ -11,26 +11,9 @@
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "model/moe.h"
+#include "fixture_util.h"
 #include "test.h"
 #include "util/error.h"
-
-static float *read_tensor(const StFile *f, const char *name, int64_t *n) {
-    const StTensor *t = st_find(f, name);
-    if (!t) return NULL;
-    *n = st_numel(t);
-    float *buf = malloc((size_t)*n * sizeof(float));
-    if (st_read_f32(f, t, buf, *n)) { free(buf); return NULL; }
-    return buf;
-}
-
-static double scaled_error(const float *ref, const real *got, int64_t n) {
-    double maxdiff = 0, maxref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
-        maxref = fmax(maxref, fabs((double)ref[i]));
-    }
-    return maxdiff / fmax(maxref, 1e-30);
-}
 
 static void check_case(const char *name) {
     char dir[256], path[512];

@@ -10,28 +10,10 @@
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
+#include "fixture_util.h"
 #include "test.h"
 #include "train/trainer.h"
 #include "util/error.h"
-
-static float *read_tensor(const StFile *f, const char *name, int64_t *n) {
-    const StTensor *t = st_find(f, name);
-    if (!t) return NULL;
-    *n = st_numel(t);
-    float *buf = malloc((size_t)*n * sizeof(float));
-    if (st_read_f32(f, t, buf, *n)) { free(buf); return NULL; }
-    return buf;
-}
-
-/* max |a - b| / max |b| */
-static double scaled_error(const float *ref, const real *got, int64_t n) {
-    double maxdiff = 0, maxref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        maxdiff = fmax(maxdiff, fabs((double)got[i] - ref[i]));
-        maxref = fmax(maxref, fabs((double)ref[i]));
-    }
-    return maxdiff / fmax(maxref, 1e-30);
-}
 
 static cJSON *read_json(const char *path) {
     FILE *f = fopen(path, "rb");
