@@ -39,11 +39,11 @@ bin/myriad: src/main.c build/libmyriad.a
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
-build/tests/%: tests/%.c tests/test.h tests/fixture_util.h build/libmyriad.a
+build/tests/%: tests/%.c tests/test.h tests/fixture_util.h tests/gradcheck_util.h build/libmyriad.a
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
-build/tests/%_f64: tests/%_f64.c tests/test.h build/libmyriad_f64.a
+build/tests/%_f64: tests/%_f64.c tests/test.h tests/gradcheck_util.h build/libmyriad_f64.a
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) -DMYRIAD_F64 -Itests $< build/libmyriad_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 

@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "test.h"
+#include "gradcheck_util.h"
 #include "util/rng.h"
 
 static void check_moe(ModelArch arch, int experts, int top_k, int shared, float cf, int every, int expect_drops,
@@ -49,29 +50,8 @@ static void check_moe(ModelArch arch, int experts, int top_k, int shared, float 
     CHECK(m.moe_aux > 0, "aux loss %g", m.moe_aux);
     long long dropped = (long long)m.moe_stats.dropped;
     CHECK((dropped > 0) == expect_drops, "dropped %lld assignments", dropped);
-    double eps = 1e-6, worst = 0;
-    const char *worst_name = "";
-    for (int t = 0; t < m.table.count; t++) {
-        const ParamInfo *p = &m.table.info[t];
-        double diff2 = 0, g2 = 0, fd2 = 0;
-        for (size_t k = 0; k < p->numel; k++) {
-            real *w = m.params + p->offset + k;
-            real saved = *w;
-            *w = saved + eps;
-            double lp = model_forward(&m, x, y, B, T, 0);
-            *w = saved - eps;
-            double lm = model_forward(&m, x, y, B, T, 0);
-            *w = saved;
-            double fd = (lp - lm) / (2 * eps), g = m.grads[p->offset + k];
-            diff2 += (g - fd) * (g - fd);
-            g2 += g * g;
-            fd2 += fd * fd;
-        }
-        double rel = sqrt(diff2) / fmax(fmax(sqrt(g2), sqrt(fd2)), 1e-12);
-        CHECK(rel < 1e-4, "%s %s: relative error %.3g", model_arch_name(arch), p->name, rel);
-        CHECK(g2 > 0, "%s %s: gradient is all zero (path not exercised)", model_arch_name(arch), p->name);
-        if (rel > worst) worst = rel, worst_name = p->name;
-    }
+    const char *worst_name;
+    double worst = gradcheck_all_tensors(&m, x, y, B, T, model_arch_name(arch), &worst_name);
     printf("# %s E=%d k=%d shared=%d cf=%g every=%d: %d tensors, %lld dropped, worst relative error %.2e (%s)\n",
            model_arch_name(arch), experts, top_k, shared, cf, every, m.table.count, dropped,
            worst, worst_name);
