@@ -9,7 +9,8 @@
 # under --dp 2 --zero 3 without ep);
 # a checkpoint written under --ep 2 --zero 1 resumes in a single process; the Mixtral export
 # carries Mixtral's names and export -> import -> export is the identity (GPT-2 MoE too); bad
-# input gets one line and a non-zero exit.
+# input gets one line and a non-zero exit; a rank killed under `myriad run` (--ep 2 --dp 2
+# --zero 1) recovers from the in-memory copies, bit-identical.
 set -u
 cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
@@ -126,3 +127,21 @@ expect_error zero2_with_ep "--zero 2 with --ep is not supported" $MPI -np 2 $M t
 expect_error dropless_and_capacity "--dropless and --capacity-factor contradict" \
     $M train $bad --experts 4 --dropless --capacity-factor 1.5
 expect_error capacity_not_positive "--capacity-factor must be positive" $M train $bad --experts 4 --capacity-factor -1
+
+# a rank killed under the fault-tolerant launcher (--ep 2 --dp 2 --zero 1, in-memory copies every
+# step, the default under `myriad run`): the job resumes from memory, recomputes at most one step
+# and ends with the failure-free run's weights, bit for bit (300 steps of ~2 ms: the run must still
+# be going when the launcher's kill for step 6 arrives, else there is nothing to recover)
+ft="--arch llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 48 --vocab 67 --data $T/tok.bin --batch 8 --seq 8 \
+--steps 300 --lr 3e-3 --threads 1 --experts 4 --top-k 2 --capacity-factor 1.25 --aux-loss-coef 0.01 --ep 2 --dp 2 --zero 1"
+export MYRIAD_SHM_DIR="$T/shm"
+timeout 200 $M run -n 4 -- train $ft --save "$T/ftref" >/dev/null 2>"$T/err"
+rc_ref=$?
+timeout 200 $M run -n 4 --max-restarts 2 --hang-timeout 30 --inject kill@6:3 --events "$T/ft.jsonl" -- \
+    train $ft --save "$T/ftrun" >"$T/out" 2>&1
+rc=$?
+res=$(grep '"resumed"' "$T/ft.jsonl" 2>/dev/null | tail -1)
+if [ $rc_ref -eq 0 ] && [ $rc -eq 0 ] && cmp -s "$T/ftref/model.safetensors" "$T/ftrun/model.safetensors" &&
+    echo "$res" | grep -q '"source":"memory"' && echo "$res" | grep -Eq '"recomputed_steps":[01][,}]'; then
+    pass "ep2_dp2_kill_recovers_from_memory_bitidentical"
+else fail "ep2_dp2_kill_recovers_from_memory_bitidentical" "ref $rc_ref, run $rc, $res $(tail -c 300 "$T/out")"; fi
