@@ -7,10 +7,12 @@
 # Each layout runs twice: plainly (step time; a2a time = wait for the other ranks + transfer) and
 # with --a2a-barrier (a2a time = the transfer alone, the wait logged apart), since the simulator
 # models the transfer.
-# Usage: bash bench/moe_a2a.sh [STEPS]   (prints a markdown table; bench/moe_results.md has one)
+# Usage: [RANKS=2|4] bash bench/moe_a2a.sh [STEPS]   (prints a markdown table; bench/moe_results.md has one)
 set -eu
 cd "$(dirname "$0")/.."
 STEPS=${1:-12}
+RANKS=${RANKS:-4} # 4 (ep 1, 2, 4) or 2 (ep 1, 2: no oversubscription on a 2-core machine)
+case $RANKS in 2) EPS="1 2" ;; 4) EPS="1 2 4" ;; *) echo "RANKS must be 2 or 4" >&2; exit 1 ;; esac
 T=$(mktemp -d /tmp/myriad-moe-bench-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
@@ -24,10 +26,10 @@ run="$model --data $T/tok.bin --batch 16 --seq 64 --steps $STEPS --threads 1 --p
 echo "| ep | dp | a2a bytes/step (rank 0) | a2a ms/step (wait + transfer) | transfer ms/step (after a barrier) | wait ms/step | model ms/step | transfer / model | step ms | step / ep 1 |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 base=""
-for ep in 1 2 4; do
-    $MPI -np 4 bin/myriad train $run --ep $ep --dp $((4 / ep)) --log "$T/ep$ep.jsonl" >/dev/null 2>"$T/err" ||
+for ep in $EPS; do
+    $MPI -np $RANKS bin/myriad train $run --ep $ep --dp $((RANKS / ep)) --log "$T/ep$ep.jsonl" >/dev/null 2>"$T/err" ||
         { tail -2 "$T/err"; exit 1; }
-    $MPI -np 4 bin/myriad train $run --ep $ep --dp $((4 / ep)) --a2a-barrier --log "$T/sync$ep.jsonl" >/dev/null \
+    $MPI -np $RANKS bin/myriad train $run --ep $ep --dp $((RANKS / ep)) --a2a-barrier --log "$T/sync$ep.jsonl" >/dev/null \
         2>"$T/err" || { tail -2 "$T/err"; exit 1; }
     # the model's latency and bandwidth for an all-to-all over ep ranks, from bench comm (medians of 3 trials)
     fit="0 1"
@@ -39,7 +41,7 @@ for ep in 1 2 4; do
         echo "# ep $ep: bench comm all_to_all 64 B $t0 us, 1 MiB $t1 us -> model alpha, bw (GB/s): $fit" >&2
     fi
     read alpha bw <<<"$fit"
-    /usr/bin/python3 - "$T/ep$ep.jsonl" $ep $L $E $alpha $bw "$base" "$T/sync$ep.jsonl" <<'PY' >"$T/row"
+    /usr/bin/python3 - "$T/ep$ep.jsonl" $ep $L $E $alpha $bw "$base" "$T/sync$ep.jsonl" $RANKS <<'PY' >"$T/row"
 import json, statistics, subprocess, sys
 path, ep, L, E, alpha, bw, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7]
 rows = [json.loads(l) for l in open(path)][2:]  # steps 3.. (warm)
@@ -60,7 +62,7 @@ if ep > 1:
     model = L * (4 * float(out[0]) + float(out[1])) / 1e3
 ratio = f"{t / model:.2f}" if model > 0 else "-"
 rel = f"{step / float(base):.2f}" if base else "1.00"
-print(f"| {ep} | {4 // ep} | {b:.0f} | {raw:.3f} | {t:.3f} | {wait:.3f} | {model:.3f} | {ratio} | {step:.1f} | {rel} |")
+print(f"| {ep} | {int(sys.argv[9]) // ep} | {b:.0f} | {raw:.3f} | {t:.3f} | {wait:.3f} | {model:.3f} | {ratio} | {step:.1f} | {rel} |")
 print(step, file=sys.stderr)
 PY
     [ -z "$base" ] && base=$(/usr/bin/python3 -c "
