@@ -8,8 +8,7 @@ cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
 T=$(mktemp -d /tmp/myriad-dp-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
 if ! command -v mpirun >/dev/null; then echo "skip test_dp (mpirun not installed)"; exit 0; fi
@@ -54,13 +53,6 @@ done
 [ $ok = 1 ] && pass "zero_memory_formulas_and_rss" || fail "zero_memory_formulas_and_rss" "$(cat $T/mem*)"
 
 # bad layouts: one line, non-zero exit, before any training work
-expect_error() { # NAME NEEDLE CMD...
-    local name=$1 needle=$2; shift 2
-    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
-    local line; line=$(grep '^myriad: ' "$T/err" | head -1)
-    if [ $rc -ne 0 ] && [ -n "$line" ] && echo "$line" | grep -qF -- "$needle" && ! grep -q '^step ' "$T/err"; then pass "$name"
-    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
-}
 base="--init tests/fixtures/llama-tiny --data $T/tok.bin --seq 8 --steps 2"
 expect_error dp_not_dividing_world "does not divide the world size" $MPI -np 4 $M train $base --batch 8 --dp 3
 expect_error batch_not_divisible_by_dp "not divisible by --dp" $MPI -np 4 $M train $base --batch 6

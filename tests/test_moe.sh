@@ -16,8 +16,7 @@ cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
 T=$(mktemp -d /tmp/myriad-moe-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
 if ! command -v mpirun >/dev/null; then echo "skip test_moe (mpirun not installed)"; exit 0; fi
@@ -108,13 +107,6 @@ done
 [ $ok = 1 ] && pass "hf_moe_roundtrip_mixtral_and_gpt2" || fail "hf_moe_roundtrip_mixtral_and_gpt2" "$(tail -2 $T/err)"
 
 # bad input: one line naming the problem, non-zero exit, before any training step
-expect_error() { # NAME NEEDLE CMD...
-    local name=$1 needle=$2; shift 2
-    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
-    local line; line=$(grep '^myriad: ' "$T/err" | head -1)
-    if [ $rc -ne 0 ] && [ -n "$line" ] && echo "$line" | grep -qF -- "$needle" && ! grep -q '^step ' "$T/err"; then pass "$name"
-    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
-}
 bad="--arch llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 48 --vocab 67 --data $T/tok.bin --batch 8 --seq 8 --steps 2"
 expect_error experts_not_divisible_by_ep "--experts 3 is not divisible by --ep 2" $MPI -np 2 $M train $bad --experts 3 --ep 2
 expect_error top_k_larger_than_experts "--top-k 5 is larger than --experts 4" $M train $bad --experts 4 --top-k 5

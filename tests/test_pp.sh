@@ -9,8 +9,7 @@ cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
 T=$(mktemp -d /tmp/myriad-pp-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
 if ! command -v mpirun >/dev/null; then echo "skip test_pp (mpirun not installed)"; exit 0; fi
@@ -63,16 +62,8 @@ PY
 then pass "trace_of_one_step"; else fail "trace_of_one_step" "$(tail -2 $T/err)"; fi
 grep -q "pipeline: bubble measured per stage" "$T/out" && pass "bubble_is_reported" || fail "bubble_is_reported"
 
-expect_error() { # NAME NEEDLE CMD...
-    local name=$1 needle=$2; shift 2
-    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
-    # one rank reports (others exit quietly); mpirun's own notice may interleave with that line
-    if [ $rc -ne 0 ] && [ "$(grep -o 'myriad: ' "$T/err" | wc -l)" -eq 1 ] && grep -qF -- "$needle" "$T/err" &&
-        ! grep -q '^step ' "$T/err"; then pass "$name"
-    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
-}
 base="$shape --vocab 67 --max-seq 16 --data $T/tok.bin --batch 8 --seq 8 --steps 2"
-expect_error layers_not_divisible_by_pp_vpp "not divisible by pp 2 x vpp 2" $MPI -np 2 $M train ${base/--layers 4/--layers 6} --micro-batch 1 --pp 2 --vpp 2 --schedule interleaved
-expect_error vpp_without_interleaved "interleaved" $MPI -np 2 $M train $base --micro-batch 1 --pp 2 --vpp 2 --schedule 1f1b
-expect_error too_few_microbatches_for_1f1b "micro-batches" $MPI -np 4 $M train $base --micro-batch 4 --pp 4 --schedule 1f1b
-expect_error tp_pp_dp_not_world "does not equal the world size 8" $MPI -np 8 $M train $base --micro-batch 1 --tp 2 --pp 2 --dp 1
+expect_one_rank_error layers_not_divisible_by_pp_vpp "not divisible by pp 2 x vpp 2" $MPI -np 2 $M train ${base/--layers 4/--layers 6} --micro-batch 1 --pp 2 --vpp 2 --schedule interleaved
+expect_one_rank_error vpp_without_interleaved "interleaved" $MPI -np 2 $M train $base --micro-batch 1 --pp 2 --vpp 2 --schedule 1f1b
+expect_one_rank_error too_few_microbatches_for_1f1b "micro-batches" $MPI -np 4 $M train $base --micro-batch 4 --pp 4 --schedule 1f1b
+expect_one_rank_error tp_pp_dp_not_world "does not equal the world size 8" $MPI -np 8 $M train $base --micro-batch 1 --tp 2 --pp 2 --dp 1

@@ -7,8 +7,7 @@ cd "$(dirname "$0")/.."
 M=$PWD/bin/myriad
 T=$(mktemp -d /tmp/myriad-tp-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
 if ! command -v mpirun >/dev/null; then echo "skip test_tp (mpirun not installed)"; exit 0; fi
@@ -45,17 +44,9 @@ $M train $common --log "$T/ref.jsonl" --save "$T/ref" >/dev/null 2>&1
 check llama-gqa8x4 4 --tp 4
 check llama-gqa8x4 4 --tp 4 --sp
 
-expect_error() { # NAME NEEDLE CMD...: non-zero exit, the first error line names the problem
-    local name=$1 needle=$2; shift 2
-    timeout 60 "$@" >"$T/stdout" 2>"$T/err"; local rc=$?
-    # one rank reports (others exit quietly); mpirun's own notice may interleave with that line
-    if [ $rc -ne 0 ] && [ "$(grep -o 'myriad: ' "$T/err" | wc -l)" -eq 1 ] && grep -qF -- "$needle" "$T/err" &&
-        ! grep -q '^step ' "$T/err"; then pass "$name"
-    else fail "$name" "rc=$rc $(head -c 300 "$T/err")"; fi
-}
 base="--data $T/tok.bin --batch 8 --seq 8 --steps 2"
-expect_error kv_heads_not_divisible_by_tp "kv heads 2 are not divisible by --tp 4" $MPI -np 4 $M train --init tests/fixtures/llama-tiny $base --tp 4
-expect_error heads_not_divisible_by_tp "heads 4 are not divisible by --tp 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 3
-expect_error tp_not_dividing_world "--tp 2 does not divide the world size 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 2
-expect_error sp_without_tp "--sp splits the sequence" $M train --init tests/fixtures/gpt2-tiny $base --sp
-expect_error tp_times_dp_not_world "does not equal the world size 4" $MPI -np 4 $M train --init tests/fixtures/gpt2-tiny $base --tp 2 --dp 1
+expect_one_rank_error kv_heads_not_divisible_by_tp "kv heads 2 are not divisible by --tp 4" $MPI -np 4 $M train --init tests/fixtures/llama-tiny $base --tp 4
+expect_one_rank_error heads_not_divisible_by_tp "heads 4 are not divisible by --tp 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 3
+expect_one_rank_error tp_not_dividing_world "--tp 2 does not divide the world size 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --tp 2
+expect_one_rank_error sp_without_tp "--sp splits the sequence" $M train --init tests/fixtures/gpt2-tiny $base --sp
+expect_one_rank_error tp_times_dp_not_world "does not equal the world size 4" $MPI -np 4 $M train --init tests/fixtures/gpt2-tiny $base --tp 2 --dp 1
