@@ -14,9 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2} STEPS=${2:-20} BATCH=${3:-8} SEQ=${4:-128}
-W=$(mktemp -d /tmp/myriad-ckpt-train-bench-XXXXXX)
-trap 'rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive MYRIAD_SHM_DIR=$W/shm
+W=$(mktemp -d /tmp/myriad-ckpt-train-bench-XXXXXX) # disk checkpoints: the local disk
+# in-memory copies: shared memory, as in production (a directory on the disk would make them
+# file-backed pages written back to the disk)
+SHM=$(mktemp -d "${SHM_ROOT:-/dev/shm}/myriad-ckpt-train-bench-XXXXXX")
+trap 'rm -rf "$W" "$SHM"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive MYRIAD_SHM_DIR=$SHM/shm
 RANKS=${RANKS:-2}
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader -np $RANKS"
 /usr/bin/python3 bench/make_tokens.py "$W/tok.bin" 400000 50257 1
@@ -43,7 +46,7 @@ echo "|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
     row="| $round"
     for cfg in none disk mem; do
-        rm -rf "$W/run" "$W/shm"
+        rm -rf "$W/run" "$SHM/shm"
         case $cfg in
         none) flags="--mem-ckpt-every 0" ;;
         disk) flags="--mem-ckpt-every 0 --save-every 10" ;;
@@ -69,7 +72,7 @@ echo
 echo "| restore source | trainer restore time | launcher: failure to resumed |"
 echo "|---|---|---|"
 for src in memory disk; do
-    rm -rf "$W/rec" "$W/shm" "$W/rec.jsonl"
+    rm -rf "$W/rec" "$SHM/shm" "$W/rec.jsonl"
     flags="--save-every 3 --sync-save"
     [ $src = disk ] && flags="$flags --mem-ckpt-every 0"
     bin/myriad run -n 2 --max-restarts 1 --hang-timeout 120 --inject kill@4:1 --events "$W/rec.jsonl" -- \

@@ -227,6 +227,32 @@ static void test_crc32c_vectors(void) {
         CHECK(crc32c_update_sw(0, buf + off, n) == ref, "software, len %zu off %zu", n, off);
         CHECK(crc32c_update(crc32c(buf + off, cut), buf + off + cut, n - cut) == ref, "chained at %zu", cut);
     }
+    /* long buffers take the three-lane path (12 KiB rounds) and the streaming copy (24 KiB
+     * blocks, 32-byte aligned stores): lengths and offsets around those sizes, against the
+     * table-driven version, the copy checked byte for byte */
+    size_t big = 200000;
+    uint8_t *src = malloc(big + 64), *dst = malloc(big + 64);
+    for (size_t i = 0; i < big + 64; i++) src[i] = (uint8_t)rnd();
+    size_t lens[] = {12287, 12288, 12289, 24575, 24576, 24608, 36864 + 5, 49152, 99999, 200000};
+    for (int t = 0; t < 40; t++) {
+        size_t n = lens[t % 10], so = (size_t)rnd_in(0, 31), d0 = (size_t)rnd_in(0, 31);
+        if (n + so > big + 64 || n + d0 > big + 64) continue;
+        uint32_t ref = crc32c_update_sw(0, src + so, n), seed = (uint32_t)rnd();
+        CHECK(crc32c(src + so, n) == ref, "long buffer len %zu off %zu", n, so);
+        CHECK(crc32c_update(crc32c(src + so, 7), src + so + 7, n - 7) == ref, "long chained len %zu", n);
+        memset(dst, 0xA5, big + 64);
+        uint32_t c = crc32c_copy(seed, dst + d0, src + so, n);
+        CHECK(c == crc32c_update_sw(seed, src + so, n), "copy crc len %zu src+%zu dst+%zu", n, so, d0);
+        CHECK(!memcmp(dst + d0, src + so, n) && (d0 == 0 || dst[d0 - 1] == 0xA5) && dst[d0 + n] == 0xA5,
+              "copy bytes len %zu src+%zu dst+%zu", n, so, d0);
+    }
+    for (int t = 0; t < 60; t++) { /* pieces checksummed apart and joined */
+        size_t n = (size_t)rnd_in(0, (int64_t)big), cut = (size_t)rnd_in(0, (int64_t)n);
+        uint32_t a = crc32c(src, cut), b = crc32c(src + cut, n - cut);
+        CHECK(crc32c_combine(a, b, n - cut) == crc32c_update_sw(0, src, n), "combine %zu + %zu", cut, n - cut);
+    }
+    CHECK(crc32c_combine(crc32c("1234", 4), crc32c("56789", 5), 5) == 0xE3069283u, "combine check value");
+    free(src), free(dst);
 }
 
 /* ---- geometry, round trip, sub-slices */

@@ -87,6 +87,10 @@ int ckpt_async_wait(void);
  * after its writes end, not only at the next save. */
 int ckpt_async_poll(void);
 int ckpt_async_pending(void);
+/* Prepare the memory of async snapshots of about `bytes` now, in a background thread, so the
+ * first async save does not pay for touching fresh memory (on a virtual machine ~3 s per GB,
+ * longer than the copy). Optional; a save that comes first uses memory of its own. */
+void ckpt_async_reserve(uint64_t bytes);
 void ckpt_writer_abort(CkptWriter *w);
 
 /* Lower level, for one process writing several ranks' shards (tools, tests):

@@ -33,7 +33,8 @@ struct CkptWriter {
     int n, cap;
     uint64_t file_bytes;
     /* async */
-    uint8_t *snapshot;
+    uint8_t *snapshot; /* the pieces' image at their file offsets (padding not written from it) */
+    size_t snapshot_bytes;
     char *meta, *table;
     Comm *world;
     pthread_t thread;

@@ -13,6 +13,12 @@
 uint32_t crc32c(const void *data, size_t n);
 /* Continue a CRC: crc32c_update(crc32c(a), b) == crc32c(a followed by b); start from 0. */
 uint32_t crc32c_update(uint32_t crc, const void *data, size_t n);
+/* The CRC of A followed by B from the CRCs of both and B's length (for pieces checksummed
+ * apart, e.g. by several threads). */
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+/* Copy n bytes from src to dst (no overlap) and return crc32c_update(crc, src, n). Large
+ * copies bypass the cache (non-temporal stores): for snapshots of state that is not read soon. */
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
 /* The portable table-driven version (what crc32c uses without SSE4.2). */
 uint32_t crc32c_update_sw(uint32_t crc, const void *data, size_t n);
 

@@ -21,6 +21,12 @@ typedef struct {
 int atomic_open(AtomicFile *a, const char *path);
 /* Append bytes. On failure records the error, marks the file failed and returns -1. */
 int atomic_write(AtomicFile *a, const void *data, size_t n);
+/* Write the whole file at once from `image` (nothing written before): with direct I/O (past the
+ * page cache: no copy into it, no memory taken from the host) when the image is aligned to
+ * ATOMIC_DIRECT_ALIGN and readable up to n rounded up to it, and the file system allows it; else,
+ * or for whatever a direct write left, buffered. Errors as atomic_write. */
+enum { ATOMIC_DIRECT_ALIGN = 4096 };
+int atomic_write_image(AtomicFile *a, const void *image, size_t n);
 /* Flush, fsync, rename over the destination, fsync the directory, free. On failure the
  * temporary file is removed, the destination is untouched and -1 is returned. */
 int atomic_commit(AtomicFile *a);

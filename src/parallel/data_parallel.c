@@ -383,14 +383,18 @@ int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr) {
         real *p = dp->o.zero >= 3 ? dp->param_shard + dp->shard_off[i] : m->params + own_lo(dp, &dp->b[i]);
         adamw_step_slice(&dp->opt[i], cfg, lr, p, own_grad(dp, i), &m->table);
     }
-    if (dp->o.zero <= 2) {
-        CommRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
-        for (int i = 0; i < dp->nbuckets; i++)
-            must(comm_iall_gather(dp->b[i].group, m->params + own_lo(dp, &dp->b[i]), m->params + dp->b[i].lo,
-                                  dp->b[i].piece, COMM_F32, &reqs[i]));
-        for (int i = 0; i < dp->nbuckets; i++) must(comm_wait(&reqs[i]));
-        free(reqs);
-    }
+    return dp->o.zero <= 2 ? dp_gather_params(dp) : 0;
+}
+
+int dp_gather_params(DataParallel *dp) {
+    Model *m = dp->m;
+    if (dp->o.zero == 0 || dp->o.zero >= 3) return 0;
+    CommRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
+    for (int i = 0; i < dp->nbuckets; i++)
+        must(comm_iall_gather(dp->b[i].group, m->params + own_lo(dp, &dp->b[i]), m->params + dp->b[i].lo,
+                              dp->b[i].piece, COMM_F32, &reqs[i]));
+    for (int i = 0; i < dp->nbuckets; i++) must(comm_wait(&reqs[i]));
+    free(reqs);
     return 0;
 }
 

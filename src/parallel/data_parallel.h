@@ -96,6 +96,9 @@ double dp_grad_sum_squares(DataParallel *dp);
 void dp_scale_grads(DataParallel *dp, real s);
 /* AdamW on the own shard, then (zero 1/2) all-gather parameters. */
 int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr);
+/* Zero 1/2: every rank's own parameter pieces all-gathered into the full parameters (the end of
+ * an optimizer step; also after restoring only the own pieces). No-op for other stages. Collective. */
+int dp_gather_params(DataParallel *dp);
 /* Mean of one double per rank, summed in rank order (identical on every rank). */
 double dp_mean(DataParallel *dp, double x);
 /* Free parameters gathered for a forward outside training (evaluation). */

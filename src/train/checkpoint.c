@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/crc32c.h"
 #include "util/error.h"
 
 /* Local rows [local0, local0 + rows) of a tensor-parallel slice are global rows
@@ -76,16 +75,22 @@ static int for_each_box(const Model *m, const ParamInfo *p, const char *prefix, 
     return 0;
 }
 
-/* Every piece of kind `what` (0 params, 1 adam m, 2 adam v) that this rank writes (writing)
- * or holds (reading), over element ranges of each chunk's flat layout. */
-static int for_each_piece(const TrainState *st, int what, int writing, PieceFn fn, void *ctx) {
+/* Which pieces a walk visits: those this rank writes to a checkpoint (replicas once), those it
+ * holds (what a load fills), or those it owns (as HOLDS, but parameters that ZeRO 1/2 replicates
+ * over data parallelism only in this rank's ZeRO pieces: the rest is all-gathered back). */
+enum { HOLDS = 0, WRITES = 1, OWNS = 2 };
+
+/* Every piece of kind `what` (0 params, 1 adam m, 2 adam v) that this rank writes, holds or
+ * owns (mode), over element ranges of each chunk's flat layout. */
+static int for_each_piece(const TrainState *st, int what, int mode, PieceFn fn, void *ctx) {
     static const char *prefix[] = {"param", "adam_m", "adam_v"};
+    int writing = mode == WRITES;
     for (int c = 0; c < st->nchunks; c++) {
         Model *m = &st->chunks[c];
         DataParallel *dp = st->dp ? &st->dp[c] : NULL;
         int zero = dp ? dp->o.zero : 0;
         /* whole local ranges (replicated over dp) or this rank's ZeRO pieces */
-        int full = what == 0 ? zero < 3 : zero == 0;
+        int full = what == 0 && mode != OWNS ? zero < 3 : zero == 0;
         int nb = dp ? dp->nbuckets : 1;
         for (int b = 0; b < nb; b++) {
             /* a bucket's place in its group: routed experts are replicated over the expert group only */
@@ -141,7 +146,7 @@ int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, 
     CkptWriter *w;
     if (ckpt_writer_begin(dir, step, rank, n, &opt, &w)) return -1;
     for (int what = 0; what < 3; what++)
-        if (for_each_piece(st, what, 1, add_piece, w)) {
+        if (for_each_piece(st, what, WRITES, add_piece, w)) {
             ckpt_writer_abort(w);
             return -1;
         }
@@ -194,7 +199,7 @@ static void set_opt_step(const TrainState *st, long step) {
 int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
     if (check_experts(st, c)) return -1;
     for (int what = 0; what < 3; what++)
-        if (for_each_piece(st, what, 0, read_piece, c)) return -1;
+        if (for_each_piece(st, what, HOLDS, read_piece, c)) return -1;
     set_opt_step(st, step);
     return 0;
 }
@@ -204,47 +209,83 @@ static int count_piece(void *ctx, const char *name, int ndim, const int64_t *sha
     return 0;
 }
 
-double train_ckpt_own_bytes(const TrainState *st) {
-    double bytes = 0;
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, count_piece, &bytes);
-    return bytes;
-}
-
-/* Packing walks the same pieces as a load (everything the rank holds, replicas included), so
- * unpacking into the same layout restores every bit a load would. Copies go in 256 KiB
- * chunks, each checksummed right after it is written, while it is still in cache. */
-typedef struct {
-    unsigned char *p;
-    uint32_t crc;
-    int unpack;
-} PackCursor;
-
-static int pack_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
-    PackCursor *c = ctx;
-    size_t bytes = (size_t)ckpt_slice_numel(box, ndim) * sizeof(real);
-    if (c->unpack) memcpy(data, c->p, bytes);
-    else
-        for (size_t off = 0; off < bytes; off += 262144) {
-            size_t n = bytes - off < 262144 ? bytes - off : 262144;
-            memcpy(c->p + off, (unsigned char *)data + off, n);
-            c->crc = crc32c_update(c->crc, c->p + off, n);
-        }
-    c->p += bytes;
+static int count_written(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    *(double *)ctx += (double)ckpt_slice_numel(box, ndim) * sizeof(float) + 64; /* + alignment padding */
     return 0;
 }
 
-size_t train_state_bytes(const TrainState *st) { return (size_t)train_ckpt_own_bytes(st); }
-
-uint32_t train_state_pack(const TrainState *st, void *dst) {
-    PackCursor c = {dst, 0, 0};
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, pack_piece, &c);
-    return c.crc;
+void train_ckpt_reserve_async(const TrainState *st) {
+    double bytes = 4096;
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, WRITES, count_written, &bytes);
+    ckpt_async_reserve((uint64_t)bytes);
 }
 
-void train_state_unpack(const TrainState *st, const void *src, long step) {
-    PackCursor c = {(unsigned char *)src, 0, 1};
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, 0, pack_piece, &c);
+double train_ckpt_own_bytes(const TrainState *st) {
+    double bytes = 0;
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, HOLDS, count_piece, &bytes);
+    return bytes;
+}
+
+/* The in-memory copy holds the pieces the rank owns back to back: everything it holds, except
+ * that parameters ZeRO 1/2 replicates over data parallelism are kept only in the rank's ZeRO
+ * pieces (a quarter less to copy every step at zero 1, dp 2). Unpacking into the same layout and
+ * all-gathering those parameters restores every bit a load would. The copy is made from
+ * train_state_runs (see mem_checkpoint.c); unpacking walks the pieces. */
+static int unpack_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    const unsigned char **p = ctx;
+    size_t bytes = (size_t)ckpt_slice_numel(box, ndim) * sizeof(real);
+    memcpy(data, *p, bytes);
+    *p += bytes;
+    return 0;
+}
+
+size_t train_state_bytes(const TrainState *st) {
+    double bytes = 0;
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, count_piece, &bytes);
+    return (size_t)bytes;
+}
+
+typedef struct {
+    StateRun *r;
+    int n, cap;
+} RunList;
+
+static int add_run(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
+    RunList *l = ctx;
+    size_t bytes = (size_t)ckpt_slice_numel(box, ndim) * sizeof(real);
+    const unsigned char *src = (const unsigned char *)data;
+    if (l->n && l->r[l->n - 1].src + l->r[l->n - 1].bytes == src) {
+        l->r[l->n - 1].bytes += bytes;
+        return 0;
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        StateRun *r = realloc(l->r, (size_t)cap * sizeof *r);
+        if (!r) return myr_error("out of memory listing the training state");
+        l->r = r, l->cap = cap;
+    }
+    l->r[l->n++] = (StateRun){src, bytes};
+    return 0;
+}
+
+int train_state_runs(const TrainState *st, StateRun **out) {
+    RunList l = {0};
+    for (int what = 0; what < 3; what++)
+        if (for_each_piece(st, what, OWNS, add_run, &l)) {
+            free(l.r);
+            return -1;
+        }
+    *out = l.r;
+    return l.n;
+}
+
+int train_state_unpack(const TrainState *st, const void *src, long step) {
+    const unsigned char *p = src;
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, unpack_piece, &p);
+    for (int c = 0; st->dp && c < st->nchunks; c++)
+        if (st->dp[c].o.zero >= 1 && st->dp[c].o.zero <= 2 && dp_gather_params(&st->dp[c])) return -1;
     set_opt_step(st, step);
+    return 0;
 }
 
 long train_resume_disk(const TrainState *st, const char *path, int is_auto, Ckpt *first, int rank0,

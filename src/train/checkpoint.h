@@ -22,6 +22,8 @@ typedef struct {
 /* Save step `step` into dir (collective). async: snapshot now, write in the background (the
  * previous async save is finished first). meta_json: the caller's state (config, layout, seed). */
 int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, int async, const char *meta_json);
+/* Async saves will follow: prepare their snapshot memory in the background (ckpt_async_reserve). */
+void train_ckpt_reserve_async(const TrainState *st);
 /* Load parameters and optimizer state from an open checkpoint into this rank's pieces
  * (resharding as needed); every tensor is checked against the model's shapes first. */
 int train_ckpt_load(const TrainState *st, Ckpt *c, long step);
@@ -36,10 +38,18 @@ double train_ckpt_own_bytes(const TrainState *st);
 long train_resume_disk(const TrainState *st, const char *path, int is_auto, Ckpt *first, int rank0,
                        const char **events, int *nevents);
 
-/* In-memory checkpoints (same layout only): every piece this rank holds, replicas included,
- * packed back to back in a fixed order; pack returns the CRC-32C of the bytes written. */
+/* In-memory checkpoints (same layout only): every piece this rank owns back to back in a fixed
+ * order (train_state_bytes in all): all it holds, but parameters replicated over data parallelism
+ * by ZeRO 1/2 only in its own ZeRO pieces. unpack restores them and all-gathers those parameters
+ * (collective over each data-parallel group). */
 size_t train_state_bytes(const TrainState *st);
-uint32_t train_state_pack(const TrainState *st, void *dst);
-void train_state_unpack(const TrainState *st, const void *src, long step);
+int train_state_unpack(const TrainState *st, const void *src, long step);
+/* The copy's bytes as runs of the live state, in order (adjacent runs merged), for copying in
+ * parallel pieces. Returns the count (*out: malloc'd, the caller frees), -1 on error. */
+typedef struct {
+    const unsigned char *src;
+    size_t bytes;
+} StateRun;
+int train_state_runs(const TrainState *st, StateRun **out);
 
 #endif

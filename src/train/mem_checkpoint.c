@@ -3,16 +3,19 @@
 #include "train/mem_checkpoint.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/crc32c.h"
 #include "ckpt/memckpt.h"
+#include "util/background.h"
 #include "util/error.h"
 
-enum { KEEP = 2, MAX_ENTRIES = 64 };
+enum { KEEP = 2, MAX_ENTRIES = 64, PACK_CHUNK = 4 << 20 };
 
 /* Copies are recycled: a rank keeps its KEEP newest copies (and those of each rank it keeps
  * replicas for) mapped, and writes a new one over the oldest after renaming it out of sight,
@@ -41,6 +44,11 @@ struct MemCkpt {
     int packing;
     long pstep;
     uint32_t crc;
+    StateRun *runs; /* the state to copy, in order, and where each run goes in the copy */
+    size_t *run_off, pbytes, nchunks;
+    int nruns;
+    uint32_t *chunk_crc;
+    atomic_size_t next_chunk; /* the next chunk nobody has taken */
     /* exchange in flight: my committed copy being sent, replicas being received */
     long xstep;
     Slot own[KEEP], (*rx)[KEEP]; /* my copies; the replicas of each rank in `from` */
@@ -198,17 +206,61 @@ static int finish_exchange(MemCkpt *m) {
     return rc;
 }
 
+/* The copy is cut into chunks that the copy thread and the main thread both take, in any order,
+ * each with its own CRC (joined in order at the end). The thread runs at the lowest priority:
+ * beside the step's compute it takes what the compute leaves idle (a free core, waits for peers)
+ * instead of slicing time off it, and when the main thread needs the copy (mem_ckpt_sync) it
+ * packs the chunks still left at its own priority, so a starved thread never stalls the step. */
+static void pack_chunk(MemCkpt *m, size_t k) {
+    size_t lo = k * PACK_CHUNK, hi = lo + PACK_CHUNK < m->pbytes ? lo + PACK_CHUNK : m->pbytes;
+    int a = 0, b = m->nruns - 1; /* the last run starting at or before lo */
+    while (a < b) {
+        int mid = (a + b + 1) / 2;
+        if (m->run_off[mid] <= lo) a = mid;
+        else b = mid - 1;
+    }
+    uint32_t crc = 0;
+    for (int i = a; lo < hi && i < m->nruns; i++) {
+        size_t in = lo - m->run_off[i], take = m->runs[i].bytes - in < hi - lo ? m->runs[i].bytes - in : hi - lo;
+        crc = crc32c_copy(crc, m->cur->map + MEMCKPT_HEADER + lo, m->runs[i].src + in, take);
+        lo += take;
+    }
+    m->chunk_crc[k] = crc;
+}
+
+static void pack_chunks(MemCkpt *m) {
+    for (size_t k; (k = atomic_fetch_add(&m->next_chunk, 1)) < m->nchunks;) pack_chunk(m, k);
+}
+
 static void *pack_thread(void *arg) {
-    MemCkpt *m = arg;
-    m->crc = train_state_pack(m->st, m->cur->map + MEMCKPT_HEADER);
+    background_thread_priority();
+    pack_chunks(arg);
     return NULL;
+}
+
+/* The live state as runs with their offsets in the copy; the bytes train_state_unpack reads back. */
+static int list_runs(MemCkpt *m) {
+    free(m->runs);
+    m->nruns = train_state_runs(m->st, &m->runs);
+    if (m->nruns < 0) return -1;
+    m->run_off = realloc(m->run_off, ((size_t)m->nruns + 1) * sizeof *m->run_off);
+    size_t off = 0;
+    for (int i = 0; i < m->nruns; i++) m->run_off[i] = off, off += m->runs[i].bytes;
+    if (off != m->payload[m->rank])
+        return myr_error("in-memory checkpoint: the state lists %zu bytes, %llu expected", off,
+                         (unsigned long long)m->payload[m->rank]);
+    m->pbytes = off;
+    m->nchunks = (off + PACK_CHUNK - 1) / PACK_CHUNK;
+    m->chunk_crc = realloc(m->chunk_crc, (m->nchunks + 1) * sizeof *m->chunk_crc);
+    return m->chunk_crc ? 0 : myr_error("out of memory");
 }
 
 int mem_ckpt_save(MemCkpt *m, long step) {
     double t0 = now_s();
     if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
-    if (!(m->cur = take_slot(m, m->own, m->rank, step))) return -1;
+    if (list_runs(m) || !(m->cur = take_slot(m, m->own, m->rank, step))) return -1;
     m->pstep = step;
+    atomic_store(&m->next_chunk, 0);
     if (pthread_create(&m->thr, NULL, pack_thread, m)) {
         drop_slot(m->own, m->cur);
         return myr_error("in-memory checkpoint: cannot start the copy thread");
@@ -221,8 +273,14 @@ int mem_ckpt_save(MemCkpt *m, long step) {
 int mem_ckpt_sync(MemCkpt *m) {
     if (!m || !m->packing) return 0;
     double t0 = now_s();
+    pack_chunks(m); /* whatever the thread has not taken yet */
     pthread_join(m->thr, NULL);
     m->packing = 0;
+    m->crc = 0;
+    for (size_t k = 0; k < m->nchunks; k++) {
+        size_t len = (k + 1) * PACK_CHUNK < m->pbytes ? PACK_CHUNK : m->pbytes - k * PACK_CHUNK;
+        m->crc = crc32c_combine(m->crc, m->chunk_crc[k], len);
+    }
     MemFile *f = m->cur;
     MemHeader h = {m->rank, m->size, m->pstep, m->layout, m->payload[m->rank], m->crc};
     if (memckpt_commit(f, &h)) {
@@ -347,7 +405,7 @@ int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, i
             if (!ok)
                 fprintf(stderr, "myriad train: rank %d: in-memory copy of step %ld from %s rejected: %s; trying another\n",
                         me, cand, holder[me] == me ? "its own memory" : "a replica", why);
-            if (!rc && all_ok) train_state_unpack(m->st, buf + MEMCKPT_HEADER, cand);
+            if (!rc && all_ok && train_state_unpack(m->st, buf + MEMCKPT_HEADER, cand)) rc = -1;
             if (f.map) memckpt_close(&f);
             else free(buf);
             if (rc) {
@@ -389,6 +447,7 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
     }
     if (m->g) comm_group_free(m->g);
     free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
+    free(m->runs), free(m->run_off), free(m->chunk_crc);
     free(m);
     return rc;
 }

@@ -397,6 +397,7 @@ int cmd_train(int argc, char **argv) {
              (unsigned long long)o.seed, model_arch_name(cfg.arch), cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads,
              cfg.ffn, cfg.vocab, cfg.max_seq, cfg.experts, tp, pp, vpp, dp_size, ep, o.dpo.zero, o.batch, o.seq);
     long first_step = 0;
+    if (o.save_every > 0 && !o.sync_save) train_ckpt_reserve_async(&state);
     /* in-memory checkpoints: the job is named by MYRIAD_JOB_ID or the absolute --save DIR */
     MemCkpt *mem = NULL;
     if (o.mem_ckpt_every > 0) {
@@ -496,6 +497,7 @@ int cmd_train(int argc, char **argv) {
         /* the copy of step s + 1 is packed during step s + 2 and committed before its update, so a
          * rank killed at any time loses at most the one step it had reported since */
         if (mem && (s + 1) % o.mem_ckpt_every == 0 && mem_ckpt_save(mem, s + 1)) myr_die_last();
+        if (mem && mem_ckpt_confirm(mem)) myr_die_last();
         rep.ckpt_ms = (now_s() - tc) * 1e3;
         if (s > first_step || o.steps == 1) { /* the first step includes warm-up */
             comm_total += dp ? t.last_exposed_comm_s : 0;
@@ -508,7 +510,6 @@ int cmd_train(int argc, char **argv) {
             rep.val_loss = last_val;
         }
         progress_step(&progress, &rep);
-        if (mem && mem_ckpt_confirm(mem)) myr_die_last();
         hb_step(s + 1, r.loss);
     }
     progress_close(&progress);
