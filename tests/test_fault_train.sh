@@ -53,6 +53,9 @@ fault() { # NAME SPEC SOURCE MAX-RECOMPUTED EXTRA-RUN-FLAGS... -- EXTRA-TRAIN-FL
 }
 # memory copies every step (the default under `myriad run` with --save), disk every 4 steps
 fault kill_rank_recovers_from_memory_bitidentical kill@6:1 memory 1 --hang-timeout 30 -- --save-every 4
+# the fault lands exactly after the step asked for (the ranks wait for the launcher's GO there)
+if grep -q '"event":"exit","rank":1,.*"step":6,' "$T/events.jsonl"; then pass kill_lands_exactly_after_its_step
+else fail kill_lands_exactly_after_its_step "$(grep '"event":"exit"' "$T/events.jsonl" | head -1)"; fi
 fault hang_rank_recovers_from_memory_bitidentical hang@5:2 memory 1 --hang-timeout 3 -- --save-every 4
 # ZeRO 1 and 2: the copies keep only each rank's own pieces of the parameters (the rest is
 # all-gathered on restore); the oracle is a failure-free run of the same stage
@@ -61,18 +64,15 @@ for z in 1 2; do
     REF=$T/ref$z fault kill_rank_zero${z}_recovers_from_memory_bitidentical kill@6:1 memory 1 --hang-timeout 30 -- \
         --save-every 4 --zero $z
 done
-# a bit flipped in a shard of the newest disk checkpoint (normally step 6) just before a kill at step 7:
-# the load detects it, every rank falls back to the one before (step 3), and stdout and the event log say so
+# a bit flipped in a shard of the newest disk checkpoint (step 6) just before a kill at step 7:
+# the load detects it, every rank falls back to step 3, and stdout and the event log say so
 fault corrupt_shard_detected_falls_back corrupt@7,kill@7:1 disk-fallback 8 --hang-timeout 30 --ckpt-dir "$T/run" -- \
     --save-every 3 --sync-save --mem-ckpt-every 0
-# (the launcher acts on heartbeats, and these steps take milliseconds: the flip can land on a
-# later checkpoint than step 6; the event names it, and the fallback is the one saved before it)
+# (the ranks wait for the launcher at step 7, so the flip lands in step 6's checkpoint exactly)
 hit=$(grep -o '"event":"inject","fault":"corrupt".*step-0*\([0-9]*\)/' "$T/events.jsonl" | grep -o 'step-0*[0-9]*' | head -1)
-prev=x
-[ -n "$hit" ] && prev=$(( 10#${hit#step-} - 3 ))
-if grep -q "failed verification: falling back to the previous one" "$T/out" &&
+if [ "$hit" = step-00000006 ] && grep -q "failed verification: falling back to the previous one" "$T/out" &&
     grep -q "checksum mismatch in .*rank-0000[0-9].bin" "$T/out" &&
-    grep -q "resumed from .*step-0*$prev at step $prev\b" "$T/out"; then
+    grep -q "resumed from .*step-00000003 at step 3" "$T/out"; then
     pass corrupt_shard_fallback_reported
 else fail corrupt_shard_fallback_reported "flipped in $hit; $(grep -i 'corrupt\|resumed\|checksum' "$T/out" | head -3)"; fi
 

@@ -22,6 +22,8 @@ static struct {
     uint8_t secret[HB_SECRET_BYTES];
     char nonce[2 * HB_NONCE_BYTES + 1];
     long long seq;
+    long long *hold; /* steps after which the rank waits for the launcher's GO (MYRIAD_HB_HOLD) */
+    int nhold;
 } hb = {.fd = -1};
 
 static long long now_us(void) {
@@ -207,9 +209,48 @@ static int env_rank(void) {
     return 0;
 }
 
+/* "6,7,12": the steps at which the launcher injects a fault this attempt */
+static void parse_holds(const char *list) {
+    free(hb.hold);
+    hb.hold = NULL, hb.nhold = 0;
+    for (const char *p = list; p && *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p) break;
+        long long *h = realloc(hb.hold, ((size_t)hb.nhold + 1) * sizeof *h);
+        if (!h) break;
+        hb.hold = h, hb.hold[hb.nhold++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+}
+
+/* Wait for "GO <step>": the launcher has fired what was due at this step (perhaps at us). EOF
+ * or an error (the launcher is gone) ends the wait; receive timeouts just repeat it. */
+static void wait_go(long long step) {
+    char line[64], want[40];
+    snprintf(want, sizeof want, "GO %lld", step);
+    for (;;) {
+        size_t n = 0;
+        int done = 0;
+        while (n + 1 < sizeof line) {
+            ssize_t r = read(hb.fd, line + n, 1);
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+            if (r <= 0) return;
+            if (line[n] == '\n') {
+                done = 1;
+                break;
+            }
+            n++;
+        }
+        line[n] = 0;
+        if (done && !strcmp(line, want)) return;
+    }
+}
+
 int hb_connect_from_env(void) {
     const char *addr = getenv("MYRIAD_HB_ADDR");
     if (!addr || !*addr) return 0;
+    parse_holds(getenv("MYRIAD_HB_HOLD"));
     const char *hex = getenv("MYRIAD_HB_SECRET");
     uint8_t secret[HB_SECRET_BYTES];
     if (!hex || hex_decode(hex, secret, HB_SECRET_BYTES) != 0)
@@ -225,7 +266,13 @@ int hb_step(long long step, double loss) {
     char line[HB_LINE_MAX], lossbuf[32] = "-";
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
     snprintf(line, sizeof line, "STEP %lld %lld %s %lld", ++hb.seq, step, lossbuf, now_us());
-    return send_signed(line, sizeof line);
+    int rc = send_signed(line, sizeof line);
+    for (int i = 0; i < hb.nhold && rc == 0; i++)
+        if (hb.hold[i] == step) {
+            wait_go(step);
+            break;
+        }
+    return rc;
 }
 
 int hb_start(long long step) {

@@ -25,7 +25,9 @@ int hb_connect_from_env(void);
 int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int attempt, int rank);
 int hb_active(void);
 /* Report that `step` completed (loss: NAN when unknown). Errors are recorded but never fatal:
- * training must not stop because the launcher went away. */
+ * training must not stop because the launcher went away. At a step listed in MYRIAD_HB_HOLD
+ * (where `myriad run --inject` fires a fault) it then waits for the launcher's "GO <step>", so
+ * the fault lands exactly after that step, however short the steps are. */
 int hb_step(long long step, double loss);
 /* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
  * launcher knows a resumed rank's position before its first new step completes. */

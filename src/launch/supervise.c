@@ -47,6 +47,8 @@ typedef struct {
     long long best_step;     /* highest step ever reported (all attempts) */
     long long best_step_before; /* best_step when this attempt began */
     double last_progress;    /* monotonic seconds of the last HELLO or new step */
+    long long held;          /* waiting for GO after reporting this hold step; -1 none */
+    int fd;                  /* its heartbeat connection */
 } RankState;
 
 typedef struct {
@@ -181,7 +183,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         if (hostfile) a[k++] = strdup("--hostfile"), a[k++] = strdup(hostfile);
         /* remote daemons do not inherit the launcher's environment: export ours by name
          * (values travel inside Open MPI's launch message, never on a command line) */
-        static const char *vars[] = {"MYRIAD_HB_ADDR", "MYRIAD_HB_SECRET", "MYRIAD_HB_ATTEMPT", "MYRIAD_CKPT_DIR",
+        static const char *vars[] = {"MYRIAD_HB_ADDR", "MYRIAD_HB_SECRET", "MYRIAD_HB_ATTEMPT", "MYRIAD_HB_HOLD", "MYRIAD_CKPT_DIR",
                                      "MYRIAD_SHM_DIR", "MYRIAD_JOB_ID", "OMP_NUM_THREADS"};
         for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
             if (getenv(vars[i])) a[k++] = strdup("-x"), a[k++] = strdup(vars[i]);
@@ -283,6 +285,8 @@ typedef struct {
     long long job_step;      /* min step over ranks in this attempt */
     Timeline *tl;            /* per attempt */
     int fault_fired_this_attempt;
+    long long *holds; /* steps every rank waits at for GO this attempt (fault steps) */
+    int nholds;
     int lost_host_this_attempt; /* index into hosts, -1 */
     Host *hosts;
     int nhosts;
@@ -502,6 +506,51 @@ static void update_job_step(Sup *s) {
     maybe_inject(s, -1, mn); /* job-level (random) faults */
 }
 
+/* Fault steps of this attempt: every rank waits after reporting one until the launcher says GO,
+ * which it does once every rank still running has reported it and the faults due have fired;
+ * so kill@6:1 finds rank 1 right after step 6 and corrupt@7 finds the checkpoints of step 7. */
+static int is_hold_step(const Sup *s, long long step) {
+    for (int i = 0; i < s->nholds; i++)
+        if (s->holds[i] == step) return 1;
+    return 0;
+}
+
+/* The hold steps of a new attempt: those of the faults not fired yet (MYRIAD_HB_HOLD). */
+static void set_holds(Sup *s) {
+    const FaultPlan *p = &s->o->plan;
+    s->nholds = 0;
+    char *env = malloc((size_t)p->n * 21 + 1);
+    size_t len = 0;
+    env[0] = 0;
+    for (int i = 0; i < p->n; i++) {
+        if (p->faults[i].fired || is_hold_step(s, p->faults[i].step)) continue;
+        s->holds = realloc(s->holds, ((size_t)s->nholds + 1) * sizeof *s->holds);
+        s->holds[s->nholds++] = p->faults[i].step;
+        len += (size_t)sprintf(env + len, "%s%lld", len ? "," : "", p->faults[i].step);
+    }
+    setenv("MYRIAD_HB_HOLD", env, 1);
+    free(env);
+}
+
+static void release_holds(Sup *s) {
+    long long h = -1;
+    for (int r = 0; r < s->o->nranks; r++)
+        if (s->ranks[r].held >= 0) h = s->ranks[r].held;
+    if (h < 0) return;
+    for (int r = 0; r < s->o->nranks; r++) {
+        const RankState *rs = &s->ranks[r];
+        int running = rs->connected && !rs->done && !rs->closed && s->stop_time[r] == 0;
+        if (running && rs->step < h) return; /* someone has yet to get there */
+    }
+    char go[40];
+    snprintf(go, sizeof go, "GO %lld\n", h);
+    for (int r = 0; r < s->o->nranks; r++)
+        if (s->ranks[r].held == h) {
+            if (!s->ranks[r].closed) send_line(s->ranks[r].fd, go);
+            s->ranks[r].held = -1;
+        }
+}
+
 static void handle_line(Sup *s, int ci, char *line) {
     Conn *c = &s->conns[ci];
     struct sockaddr_in peer;
@@ -541,6 +590,7 @@ static void handle_line(Sup *s, int ci, char *line) {
         RankState *rs = &s->ranks[m.rank];
         c->rank = m.rank;
         rs->connected = 1;
+        rs->fd = c->fd;
         rs->pid = m.pid;
         snprintf(rs->host, sizeof rs->host, "%s", m.host);
         rs->last_progress = now_s();
@@ -598,8 +648,10 @@ static void handle_line(Sup *s, int ci, char *line) {
         rs->last_progress = now_s();
     }
     if (m.step > rs->best_step) rs->best_step = m.step;
+    if (is_hold_step(s, m.step)) rs->held = m.step;
     update_job_step(s);
     maybe_inject(s, c->rank, m.step);
+    release_holds(s);
 }
 
 static void read_conn(Sup *s, int ci) {
@@ -623,6 +675,7 @@ static void read_conn(Sup *s, int ci) {
             }
         }
         close_conn(s, ci);
+        release_holds(s);
         return;
     }
     for (ssize_t i = 0; i < r; i++) {
@@ -861,13 +914,14 @@ int supervise(SuperviseOpts *o) {
             RankState *rs = &s->ranks[r];
             long long best = rs->best_step;
             memset(rs, 0, sizeof *rs);
-            rs->step = rs->first_step = -1;
+            rs->step = rs->first_step = rs->held = -1;
             rs->best_step = rs->best_step_before = best;
             s->stop_time[r] = 0;
         }
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
         s->source[0] = 0, s->copy_rejected = 0;
+        set_holds(s);
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
@@ -1026,7 +1080,7 @@ done:;
     if (hostfile[0]) unlink(hostfile);
     if (events_file) fclose(events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
-    free(s->tl), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
+    free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
     if (lfd >= 0) close(lfd);
     return exit_code;
 }
