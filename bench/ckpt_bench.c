@@ -17,6 +17,21 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* One save of the tensor as step `step`: *call = until the commit call returns, *done = until
+ * the save is complete (async: after ckpt_async_wait). */
+static int save_one(const char *dir, int step, const int64_t *sh, const CkptSlice *whole, const float *buf, int async,
+                    double *call, double *done) {
+    CkptWriter *w;
+    double t0 = now();
+    if (ckpt_writer_begin(dir, step, 0, 1, NULL, &w) || ckpt_add_piece(w, "w", CKPT_F32, 2, sh, whole, buf) ||
+        (async ? ckpt_writer_commit_async(w, NULL, "{}") : ckpt_writer_commit(w, NULL, "{}")))
+        return -1;
+    *call = now() - t0;
+    if (async && ckpt_async_wait()) return -1;
+    if (done) *done = now() - t0;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "/tmp/myriad-ckpt-bench";
     int64_t mib = argc > 2 ? atoll(argv[2]) : 256;
@@ -53,26 +68,12 @@ int main(int argc, char **argv) {
     unlink(path);
 
     CkptSlice whole = ckpt_whole(2, sh);
-    CkptWriter *w;
-    t0 = now();
-    if (ckpt_writer_begin(dir, 1, 0, 1, NULL, &w) || ckpt_add_piece(w, "w", CKPT_F32, 2, sh, &whole, buf) ||
-        ckpt_writer_commit(w, NULL, "{}"))
+    double t_save, t_async_call, t_async_total, t_async_call2, t_async_total2;
+    /* step 1 sync; steps 2 and 3 async (the second reuses the first one's snapshot memory) */
+    if (save_one(dir, 1, sh, &whole, buf, 0, &t_save, NULL) ||
+        save_one(dir, 2, sh, &whole, buf, 1, &t_async_call, &t_async_total) ||
+        save_one(dir, 3, sh, &whole, buf, 1, &t_async_call2, &t_async_total2))
         return 1;
-    double t_save = now() - t0;
-    t0 = now();
-    if (ckpt_writer_begin(dir, 2, 0, 1, NULL, &w) || ckpt_add_piece(w, "w", CKPT_F32, 2, sh, &whole, buf) ||
-        ckpt_writer_commit_async(w, NULL, "{}"))
-        return 1;
-    double t_async_call = now() - t0;
-    if (ckpt_async_wait()) return 1;
-    double t_async_total = now() - t0;
-    t0 = now(); /* the second async save reuses the first one's snapshot memory */
-    if (ckpt_writer_begin(dir, 3, 0, 1, NULL, &w) || ckpt_add_piece(w, "w", CKPT_F32, 2, sh, &whole, buf) ||
-        ckpt_writer_commit_async(w, NULL, "{}"))
-        return 1;
-    double t_async_call2 = now() - t0;
-    if (ckpt_async_wait()) return 1;
-    double t_async_total2 = now() - t0;
     Ckpt *ck;
     t0 = now();
     char step1[600]; /* the sync save: written through the page cache, so the load reads it warm as the pread did
