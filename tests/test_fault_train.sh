@@ -53,6 +53,9 @@ fault() { # NAME SPEC SOURCE MAX-RECOMPUTED EXTRA-RUN-FLAGS... -- EXTRA-TRAIN-FL
 }
 # memory copies every step (the default under `myriad run` with --save), disk every 4 steps
 fault kill_rank_recovers_from_memory_bitidentical kill@6:1 memory 1 --hang-timeout 30 -- --save-every 4
+# the restarted ranks write their next copies over their earlier ones (no new shared memory)
+if grep -q "rank 0 writes its next copies over 2 of its earlier ones" "$T/out"; then pass restart_reuses_copy_memory
+else fail restart_reuses_copy_memory "$(grep 'in-memory' "$T/out" | head -2)"; fi
 # the fault lands exactly after the step asked for (the ranks wait for the launcher's GO there)
 if grep -q '"event":"exit","rank":1,.*"step":6,' "$T/events.jsonl"; then pass kill_lands_exactly_after_its_step
 else fail kill_lands_exactly_after_its_step "$(grep '"event":"exit"' "$T/events.jsonl" | head -1)"; fi

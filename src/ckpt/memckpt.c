@@ -88,9 +88,11 @@ int memckpt_recycle(MemFile *f, const char *dir, int rank, int64_t step) {
     char tmp[4096], path[4096];
     name_of(tmp, sizeof tmp, dir, rank, step, 1);
     name_of(path, sizeof path, dir, rank, step, 0);
-    if (!f->map || f->tmp[0]) return myr_error("in-memory checkpoint: %s is not a committed copy", f->path);
-    /* out of sight first: from here a crash leaves only a temporary file, never a torn copy */
-    if (rename(f->path, tmp)) return myr_error("in-memory checkpoint: cannot rename %s: %s", f->path, strerror(errno));
+    if (!f->map) return myr_error("in-memory checkpoint: %s is not mapped", f->path);
+    /* out of sight first (a committed copy): from here a crash leaves only a temporary file,
+     * never a torn copy; a temporary file (a leftover taken back) just takes the new name */
+    const char *from = f->tmp[0] ? f->tmp : f->path;
+    if (rename(from, tmp)) return myr_error("in-memory checkpoint: cannot rename %s: %s", from, strerror(errno));
     memset(f->map, 0, MEMCKPT_HEADER);
     snprintf(f->tmp, sizeof f->tmp, "%s", tmp);
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -152,10 +154,12 @@ void memckpt_close(MemFile *f) {
     f->tmp[0] = 0;
 }
 
-int memckpt_open(MemFile *f, const char *dir, int rank, int64_t step) {
+int memckpt_open(MemFile *f, const char *dir, int rank, int64_t step) { return memckpt_open_mode(f, dir, rank, step, 0); }
+
+int memckpt_open_mode(MemFile *f, const char *dir, int rank, int64_t step, int writable) {
     memset(f, 0, sizeof *f);
     name_of(f->path, sizeof f->path, dir, rank, step, 0);
-    f->fd = open(f->path, O_RDONLY);
+    f->fd = open(f->path, writable ? O_RDWR : O_RDONLY);
     struct stat st;
     if (f->fd < 0 || fstat(f->fd, &st) || st.st_size < MEMCKPT_HEADER) {
         const char *why = f->fd < 0 ? strerror(errno) : "too short";
@@ -164,7 +168,7 @@ int memckpt_open(MemFile *f, const char *dir, int rank, int64_t step) {
         return myr_error("in-memory checkpoint %s: %s", f->path, why);
     }
     f->bytes = (size_t)st.st_size;
-    f->map = mmap(NULL, f->bytes, PROT_READ, MAP_SHARED, f->fd, 0);
+    f->map = mmap(NULL, f->bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, f->fd, 0);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
         memckpt_close(f);
@@ -244,6 +248,39 @@ void memckpt_prune(const char *dir, int rank, int keep) {
             unlink(path);
         }
     }
+}
+
+int memckpt_open_leftover(MemFile *f, const char *dir, int rank, size_t bytes) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    int found = -1;
+    while (found && (e = readdir(d))) {
+        int r, len = 0;
+        long long s;
+        if (sscanf(e->d_name, ".r%d-s%lld.tmp%n", &r, &s, &len) != 2 || e->d_name[len] || r != rank) continue;
+        snprintf(f->tmp, sizeof f->tmp, "%s/%s", dir, e->d_name);
+        struct stat st;
+        f->fd = open(f->tmp, O_RDWR);
+        if (f->fd >= 0 && !fstat(f->fd, &st) && (size_t)st.st_size == bytes &&
+            (f->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0)) != MAP_FAILED) {
+            f->bytes = bytes;
+            found = 0;
+        } else {
+            if (f->fd >= 0) close(f->fd);
+            f->fd = -1, f->map = NULL, f->tmp[0] = 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+void memckpt_delete(const char *dir, int rank, int64_t step) {
+    char path[4096];
+    name_of(path, sizeof path, dir, rank, step, 0);
+    unlink(path);
 }
 
 void memckpt_remove(const char *dir, int rank) {

@@ -35,8 +35,9 @@ int memckpt_dir(char *out, size_t n, uint64_t job, const char *host);
 /* Create the hidden temporary file of (rank, step) in dir, sized for `payload` bytes, mapped
  * read-write; the payload goes to f->map + MEMCKPT_HEADER. */
 int memckpt_create(MemFile *f, const char *dir, int rank, int64_t step, uint64_t payload);
-/* Reuse a committed copy for (rank, step): renamed to that step's temporary name (so scans no
- * longer list it), still mapped; then write the payload and commit as after memckpt_create. */
+/* Reuse a mapped file for (rank, step): a committed copy, or a leftover temporary file taken back
+ * (memckpt_open_leftover), renamed to that step's temporary name (so scans no longer list it),
+ * still mapped; then write the payload and commit as after memckpt_create. */
 int memckpt_recycle(MemFile *f, const char *dir, int rank, int64_t step);
 /* Write the header (h) and rename the file into place: from now on it is a valid copy. */
 int memckpt_commit(MemFile *f, const MemHeader *h);
@@ -47,6 +48,8 @@ int memckpt_commit_received(MemFile *f, int rank, int64_t step);
 void memckpt_close(MemFile *f);
 /* Map the committed copy of (rank, step) read-only. */
 int memckpt_open(MemFile *f, const char *dir, int rank, int64_t step);
+/* The same, mapped writable: a committed copy taken back as a slot to recycle (memckpt_recycle). */
+int memckpt_open_mode(MemFile *f, const char *dir, int rank, int64_t step, int writable);
 /* Check a whole copy (header fields against the expectations, header CRC, payload CRC):
  * 0, or -1 with the reason. */
 int memckpt_verify(const unsigned char *file, size_t bytes, int rank, int world, int64_t step, uint64_t layout);
@@ -61,6 +64,11 @@ typedef struct {
 int memckpt_scan(const char *dir, int world, uint64_t layout, MemEntry *out, int max);
 /* Delete rank's copies older than its `keep` newest. */
 void memckpt_prune(const char *dir, int rank, int keep);
+/* Map a temporary file rank left behind (a copy a killed process was writing) of exactly `bytes`,
+ * writable, to be recycled: 0, or -1 when there is none. */
+int memckpt_open_leftover(MemFile *f, const char *dir, int rank, size_t bytes);
+/* Delete the committed copy of (rank, step). */
+void memckpt_delete(const char *dir, int rank, int64_t step);
 /* Delete every copy (committed or temporary) of rank in dir; rank < 0: of every rank. */
 void memckpt_remove(const char *dir, int rank);
 

@@ -174,11 +174,11 @@ static MemFile *take_slot(MemCkpt *m, Slot *pool, int rank, long step) {
     Slot *s = &pool[0];
     for (int k = 1; k < KEEP; k++)
         if (!pool[k].used ? s->used : (s->used && pool[k].step < s->step)) s = &pool[k];
-    if (s->used && memckpt_recycle(&s->f, m->dir, rank, step)) {
+    if ((s->used || s->f.map) && memckpt_recycle(&s->f, m->dir, rank, step)) { /* a copy or a spare */
         memckpt_close(&s->f);
         s->used = 0;
     }
-    if (!s->used && memckpt_create(&s->f, m->dir, rank, step, m->payload[rank])) return NULL;
+    if (!s->f.map && memckpt_create(&s->f, m->dir, rank, step, m->payload[rank])) return NULL;
     s->used = 1;
     s->step = step;
     return &s->f;
@@ -427,6 +427,31 @@ out:
     return result;
 }
 
+int mem_ckpt_adopt(MemCkpt *m, long step) {
+    MemEntry ent[MAX_ENTRIES];
+    int ne = memckpt_scan(m->dir, m->size, m->layout, ent, MAX_ENTRIES), k = 0; /* newest first */
+    for (int e = 0; e < ne; e++) {
+        if (ent[e].rank != m->rank) continue;
+        if (ent[e].step > step) { /* beyond the restored step: incomplete elsewhere, rewritten soon */
+            memckpt_delete(m->dir, m->rank, ent[e].step);
+            continue;
+        }
+        Slot *sl = &m->own[k];
+        if (k == KEEP || sl->used || memckpt_open_mode(&sl->f, m->dir, m->rank, ent[e].step, 1)) continue;
+        if (sl->f.bytes != MEMCKPT_HEADER + m->payload[m->rank]) {
+            memckpt_close(&sl->f);
+            continue;
+        }
+        sl->used = 1, sl->step = ent[e].step, k++;
+    }
+    /* the copy a killed process was writing (a temporary file) serves as a spare slot */
+    for (int j = k; j < KEEP; j++)
+        if (!m->own[j].used && !m->own[j].f.map &&
+            !memckpt_open_leftover(&m->own[j].f, m->dir, m->rank, MEMCKPT_HEADER + m->payload[m->rank]))
+            k++;
+    return k;
+}
+
 int mem_ckpt_finish(MemCkpt *m, int job_done) {
     int rc = mem_ckpt_sync(m);
     rc |= mem_ckpt_confirm(m);
@@ -441,7 +466,7 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
         if (slash) *slash = 0, rmdir(m->dir);
     }
     for (int k = 0; k < KEEP; k++) {
-        if (m->own[k].used) memckpt_close(&m->own[k].f);
+        if (m->own[k].used || m->own[k].f.map) memckpt_close(&m->own[k].f);
         for (int i = 0; i < m->nfrom; i++)
             if (m->rx[i][k].used) memckpt_close(&m->rx[i][k].f);
     }

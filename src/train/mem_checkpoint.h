@@ -37,6 +37,12 @@ int mem_ckpt_confirm(MemCkpt *m);
  * desc: e.g. "memory (own copies 3, replicas 1; rejected 1 corrupt copy)". used_replica: a
  * rank's state came from another rank's replica; rejected: copies that failed verification. */
 int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, int *rejected, char *desc, size_t n);
+/* After a restart resumed at `step` (from memory or disk): take this rank's committed copies of
+ * steps <= step back as the slots the next copies are written over (their memory is already
+ * there: no new shared memory to create and touch, seconds per GB on some machines) and delete
+ * its copies of later steps (not complete on every rank; rewritten as training passes them).
+ * Returns the number of copies taken back. Call before the first mem_ckpt_save. */
+int mem_ckpt_adopt(MemCkpt *m, long step);
 /* Finish the exchange in flight; job_done: the run completed, delete this job's copies. Frees m. */
 int mem_ckpt_finish(MemCkpt *m, int job_done);
 /* Seconds spent in mem_ckpt_save (packing, checksums, commits, waiting for replicas). */

@@ -439,6 +439,10 @@ int cmd_train(int argc, char **argv) {
             myr_die_last();
         if (restored && ck) ckpt_close(ck);
         if (rank0) fprintf(stderr, "restore took %.3f s (%s)\n", now_s() - tr, restored ? "memory" : "disk");
+        int reused = mem ? mem_ckpt_adopt(mem, first_step) : 0;
+        if (rank0 && reused)
+            fprintf(stderr, "myriad train: in-memory checkpoints: rank 0 writes its next copies over %d of its earlier "
+                    "ones (no new shared memory)\n", reused);
         t.step = first_step;
         for (int c = 0; dp && c < vpp; c++) dp_release_gathered(&dp[c]);
     }
