@@ -3,7 +3,8 @@
 # case is a failure-free run: the final weights must be bit-identical.
 #  - kill a rank / hang a rank (tp 2 x dp 2, disk checkpoints every 4 steps, in-memory copies
 #    every step by default): restored from memory, at most one step recomputed (event log);
-#    also killed under ZeRO 1 and 2 (copies of the own parameter pieces only);
+#    also killed under ZeRO 1 and 2 (the copies hold only each rank's own ZeRO pieces of what data
+#    parallelism replicates, also at the default ZeRO 0);
 #  - corrupt@ (memory copies off): a bit flipped in the newest disk checkpoint is detected on
 #    load and the job falls back to the previous checkpoint, saying so;
 #  - a bit flipped in an in-memory copy: rejected, the previous in-memory step used, said so;
@@ -60,8 +61,8 @@ else fail restart_reuses_copy_memory "$(grep 'in-memory' "$T/out" | head -2)"; f
 if grep -q '"event":"exit","rank":1,.*"step":6,' "$T/events.jsonl"; then pass kill_lands_exactly_after_its_step
 else fail kill_lands_exactly_after_its_step "$(grep '"event":"exit"' "$T/events.jsonl" | head -1)"; fi
 fault hang_rank_recovers_from_memory_bitidentical hang@5:2 memory 1 --hang-timeout 3 -- --save-every 4
-# ZeRO 1 and 2: the copies keep only each rank's own pieces of the parameters (the rest is
-# all-gathered on restore); the oracle is a failure-free run of the same stage
+# ZeRO 1 and 2 (ZeRO 0 above): the copies keep only each rank's own pieces of what data parallelism
+# replicates (all-gathered on restore); the oracle is a failure-free run of the same stage
 for z in 1 2; do
     $M run -n 4 -- train $common --zero $z --save "$T/ref$z" >/dev/null 2>&1
     REF=$T/ref$z fault kill_rank_zero${z}_recovers_from_memory_bitidentical kill@6:1 memory 1 --hang-timeout 30 -- \

@@ -386,15 +386,26 @@ int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr) {
     return dp->o.zero <= 2 ? dp_gather_params(dp) : 0;
 }
 
-int dp_gather_params(DataParallel *dp) {
-    Model *m = dp->m;
-    if (dp->o.zero == 0 || dp->o.zero >= 3) return 0;
+/* Each bucket's own piece of buf (laid out like the parameters) all-gathered into the bucket. */
+static void gather_buckets(DataParallel *dp, real *buf) {
     CommRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
     for (int i = 0; i < dp->nbuckets; i++)
-        must(comm_iall_gather(dp->b[i].group, m->params + own_lo(dp, &dp->b[i]), m->params + dp->b[i].lo,
-                              dp->b[i].piece, COMM_F32, &reqs[i]));
+        must(comm_iall_gather(dp->b[i].group, buf + own_lo(dp, &dp->b[i]), buf + dp->b[i].lo, dp->b[i].piece,
+                              COMM_F32, &reqs[i]));
     for (int i = 0; i < dp->nbuckets; i++) must(comm_wait(&reqs[i]));
     free(reqs);
+}
+
+int dp_gather_replicated(DataParallel *dp) {
+    if (dp->o.zero >= 3) return 0;
+    gather_buckets(dp, dp->m->params);
+    if (dp->o.zero == 0) gather_buckets(dp, dp->opt[0].m), gather_buckets(dp, dp->opt[0].v);
+    return 0;
+}
+
+int dp_gather_params(DataParallel *dp) {
+    if (dp->o.zero == 0 || dp->o.zero >= 3) return 0;
+    gather_buckets(dp, dp->m->params);
     return 0;
 }
 

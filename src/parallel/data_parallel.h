@@ -97,8 +97,12 @@ void dp_scale_grads(DataParallel *dp, real s);
 /* AdamW on the own shard, then (zero 1/2) all-gather parameters. */
 int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr);
 /* Zero 1/2: every rank's own parameter pieces all-gathered into the full parameters (the end of
- * an optimizer step; also after restoring only the own pieces). No-op for other stages. Collective. */
+ * an optimizer step). No-op for other stages. Collective. */
 int dp_gather_params(DataParallel *dp);
+/* Everything the group replicates rebuilt from every rank's own pieces: the parameters (zero
+ * 0-2) and, at zero 0, the AdamW moments (after restoring only the own pieces of an in-memory
+ * checkpoint). No-op at zero 3. Collective. */
+int dp_gather_replicated(DataParallel *dp);
 /* Mean of one double per rank, summed in rank order (identical on every rank). */
 double dp_mean(DataParallel *dp, double x);
 /* Free parameters gathered for a forward outside training (evaluation). */

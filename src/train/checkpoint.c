@@ -76,8 +76,9 @@ static int for_each_box(const Model *m, const ParamInfo *p, const char *prefix, 
 }
 
 /* Which pieces a walk visits: those this rank writes to a checkpoint (replicas once), those it
- * holds (what a load fills), or those it owns (as HOLDS, but parameters that ZeRO 1/2 replicates
- * over data parallelism only in this rank's ZeRO pieces: the rest is all-gathered back). */
+ * holds (what a load fills), or those it owns (as HOLDS, but of everything data parallelism
+ * replicates, i.e. parameters below ZeRO 3 and AdamW moments at ZeRO 0, only this rank's ZeRO
+ * pieces: the rest is all-gathered back, dp_gather_replicated). */
 enum { HOLDS = 0, WRITES = 1, OWNS = 2 };
 
 /* Every piece of kind `what` (0 params, 1 adam m, 2 adam v) that this rank writes, holds or
@@ -90,7 +91,7 @@ static int for_each_piece(const TrainState *st, int what, int mode, PieceFn fn, 
         DataParallel *dp = st->dp ? &st->dp[c] : NULL;
         int zero = dp ? dp->o.zero : 0;
         /* whole local ranges (replicated over dp) or this rank's ZeRO pieces */
-        int full = what == 0 && mode != OWNS ? zero < 3 : zero == 0;
+        int full = mode == OWNS ? 0 : what == 0 ? zero < 3 : zero == 0;
         int nb = dp ? dp->nbuckets : 1;
         for (int b = 0; b < nb; b++) {
             /* a bucket's place in its group: routed experts are replicated over the expert group only */
@@ -227,9 +228,9 @@ double train_ckpt_own_bytes(const TrainState *st) {
 }
 
 /* The in-memory copy holds the pieces the rank owns back to back: everything it holds, except
- * that parameters ZeRO 1/2 replicates over data parallelism are kept only in the rank's ZeRO
- * pieces (a quarter less to copy every step at zero 1, dp 2). Unpacking into the same layout and
- * all-gathering those parameters restores every bit a load would. The copy is made from
+ * that what data parallelism replicates is kept only in the rank's ZeRO pieces (at dp 2: a
+ * quarter less to copy every step at zero 1, half at zero 0). Unpacking into the same layout and
+ * all-gathering those pieces restores every bit a load would. The copy is made from
  * train_state_runs (see mem_checkpoint.c); unpacking walks the pieces. */
 static int unpack_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
     const unsigned char **p = ctx;
@@ -283,7 +284,7 @@ int train_state_unpack(const TrainState *st, const void *src, long step) {
     const unsigned char *p = src;
     for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, unpack_piece, &p);
     for (int c = 0; st->dp && c < st->nchunks; c++)
-        if (st->dp[c].o.zero >= 1 && st->dp[c].o.zero <= 2 && dp_gather_params(&st->dp[c])) return -1;
+        if (dp_gather_replicated(&st->dp[c])) return -1;
     set_opt_step(st, step);
     return 0;
 }
