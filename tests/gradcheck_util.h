@@ -7,6 +7,17 @@
 #include <math.h>
 
 #include "model/model.h"
+#include "util/rng.h"
+
+/* Move every parameter off its init by 0.3 N(0, 1) (norm weights at 1 and zero biases would leave
+ * paths untested) and draw n input and target tokens, all from rng. */
+static inline void gradcheck_perturb_and_draw(Model *m, Rng *rng, int32_t *x, int32_t *y, int n) {
+    for (size_t i = 0; i < m->table.total; i++) m->params[i] += 0.3 * rng_normal(rng);
+    for (int i = 0; i < n; i++) {
+        x[i] = (int32_t)rng_below(rng, m->cfg.vocab);
+        y[i] = (int32_t)rng_below(rng, m->cfg.vocab);
+    }
+}
 
 /* m->grads must hold the gradient of the loss over (x, y) already. Checks each tensor's relative
  * error (< 1e-4, and a gradient that is not all zero) under `label`; returns the worst error and

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "mpi_test.h"
 #include "test.h"
 #include "util/error.h"
 
@@ -82,16 +83,13 @@ static const char *algo_label = "mpi";
 static CommAlgo algo = COMM_ALGO_MPI;
 static int rounds_bf16 = 1; /* bf16 roundings per all-reduce result: 1 flat, 2 hierarchical */
 
-#define MRUN(fn)                                                                        \
-    do {                                                                                \
-        test_failures_in_case = 0;                                                      \
-        fn();                                                                           \
-        int f_ = test_failures_in_case, g_ = 0;                                         \
-        MPI_Allreduce(&f_, &g_, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                   \
-        if (g_) tests_failed++; else tests_passed++;                                    \
-        if (me == 0) printf("%s %s_np%d_%s\n", g_ ? "FAIL" : "ok", #fn, np, algo_label); \
-        fflush(stdout);                                                                 \
-    } while (0)
+/* the case's name carries the rank count and the algorithm under test */
+static const char *case_suffix(void) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "_np%d_%s", np, algo_label);
+    return buf;
+}
+#define MRUN(fn) MPI_RUN(fn, case_suffix())
 
 /* Inputs. fp32: multiples of 1/8 below 13, so every sum of them is exact in fp32 and the
  * reference is exact. bf16: irregular values (already bf16), so results really round. */

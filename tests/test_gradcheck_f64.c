@@ -29,15 +29,10 @@ static void check_model(ModelArch arch, int tied) {
     Model m;
     CHECK(model_create(&m, &c) == 0, "create");
     model_init_weights(&m, 7);
-    /* move every parameter off its init (norm weights 1, biases 0) so all paths are exercised */
     Rng rng = {99};
-    for (size_t i = 0; i < m.table.total; i++) m.params[i] += 0.3 * rng_normal(&rng);
     enum { B = 2, T = 7 };
     int32_t x[B * T], y[B * T];
-    for (int i = 0; i < B * T; i++) {
-        x[i] = (int32_t)rng_below(&rng, c.vocab);
-        y[i] = (int32_t)rng_below(&rng, c.vocab);
-    }
+    gradcheck_perturb_and_draw(&m, &rng, x, y, B * T);
     model_zero_grad(&m);
     model_forward(&m, x, y, B, T, 1.0);
     model_backward(&m);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "parallel/mesh.h"
+#include "mpi_test.h"
 #include "test.h"
 #include "util/error.h"
 
@@ -120,16 +121,7 @@ static void test_bad_layouts(void) {
 
 static int me;
 
-#define MRUN(fn)                                                                      \
-    do {                                                                              \
-        test_failures_in_case = 0;                                                    \
-        fn();                                                                         \
-        int f_ = test_failures_in_case, g_ = 0;                                       \
-        MPI_Allreduce(&f_, &g_, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                 \
-        if (g_) tests_failed++; else tests_passed++;                                  \
-        if (me == 0) printf("%s %s_np8\n", g_ ? "FAIL" : "ok", #fn);                 \
-        fflush(stdout);                                                               \
-    } while (0)
+#define MRUN(fn) MPI_RUN(fn, "_np8")
 
 /* The members of my group, as the group itself reports them: every member contributes its world
  * rank to an all-gather. */

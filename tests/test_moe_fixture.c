@@ -60,14 +60,8 @@ static void check_case(const char *name) {
     /* logits as the fused loss left them are gradients; a second forward without targets keeps logits */
     model_backward(&m);
     char tmp[] = "/tmp/myriad-moefix-XXXXXX";
-    CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
-    real *saved = m.params;
-    m.params = m.grads;
-    CHECK(hf_save(tmp, &m) == 0, "%s", myr_last_error());
-    m.params = saved;
-    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     StFile ours;
-    CHECK(st_open(path, &ours) == 0, "%s", myr_last_error());
+    CHECK(open_grads_as_hf(&m, tmp, path, sizeof path, &ours) == 0, "our gradients as HF tensors: %s", myr_last_error());
     double worst = 0;
     int compared = 0, expected_grads = 0;
     for (int i = 0; i < ex.n; i++) {

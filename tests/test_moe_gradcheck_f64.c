@@ -35,13 +35,9 @@ static void check_moe(ModelArch arch, int experts, int top_k, int shared, float 
     CHECK(model_create(&m, &c) == 0, "create");
     model_init_weights(&m, 7);
     Rng rng = {seed};
-    for (size_t i = 0; i < m.table.total; i++) m.params[i] += 0.3 * rng_normal(&rng);
     enum { B = 2, T = 7 };
     int32_t x[B * T], y[B * T];
-    for (int i = 0; i < B * T; i++) {
-        x[i] = (int32_t)rng_below(&rng, c.vocab);
-        y[i] = (int32_t)rng_below(&rng, c.vocab);
-    }
+    gradcheck_perturb_and_draw(&m, &rng, x, y, B * T);
     model_zero_grad(&m);
     memset(m.moe_stats.tokens, 0, sizeof(int64_t) * c.layers * c.experts);
     m.moe_stats.dropped = 0;

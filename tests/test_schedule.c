@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "parallel/schedule.h"
+#include "mpi_test.h"
 #include "test.h"
 #include "util/error.h"
 
@@ -418,16 +419,7 @@ static void test_interleaved_nonblocking_np4(void) {
     schedule_free(&sc);
 }
 
-#define MRUN(fn)                                                                      \
-    do {                                                                              \
-        test_failures_in_case = 0;                                                    \
-        fn();                                                                         \
-        int f_ = test_failures_in_case, g_ = 0;                                       \
-        MPI_Allreduce(&f_, &g_, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);                 \
-        if (g_) tests_failed++; else tests_passed++;                                  \
-        if (me == 0) printf("%s %s\n", g_ ? "FAIL" : "ok", #fn);                     \
-        fflush(stdout);                                                               \
-    } while (0)
+#define MRUN(fn) MPI_RUN(fn, "")
 
 int main(int argc, char **argv) {
     if (getenv("OMPI_COMM_WORLD_SIZE")) {
