@@ -66,8 +66,7 @@ class Mixtral(Llama):
         cfg, p = self.cfg, self.p
         q = f"model.layers.{i}."
         if not self.is_moe(i):
-            g, u = a @ p[q + "mlp.gate_proj.weight"].t(), a @ p[q + "mlp.up_proj.weight"].t()
-            return (F.silu(g) * u) @ p[q + "mlp.down_proj.weight"].t()
+            return super().mlp(a, i)
         m = q + "block_sparse_moe."
         E, k, cf = cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg.get("myriad_capacity_factor", 0)
         Bn, Tn, _ = a.shape
@@ -105,28 +104,8 @@ class Mixtral(Llama):
         return out
 
     def forward(self, x):
-        cfg, p = self.cfg, self.p
-        C, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        hd = C // H
-        Bn, Tn = x.shape
         self.aux, self.dropped, self.probs = torch.zeros(()), 0, {}
-        h = p["model.embed_tokens.weight"][x]
-        for i in range(cfg["num_hidden_layers"]):
-            q = f"model.layers.{i}."
-            a = self.rms(h, p[q + "input_layernorm.weight"])
-            qq = (a @ p[q + "self_attn.q_proj.weight"].t()).view(Bn, Tn, H, hd).transpose(1, 2)
-            kk = (a @ p[q + "self_attn.k_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
-            vv = (a @ p[q + "self_attn.v_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
-            qq, kk = self.rope(qq, Tn), self.rope(kk, Tn)
-            kk = kk.repeat_interleave(H // KV, dim=1)
-            vv = vv.repeat_interleave(H // KV, dim=1)
-            att = (qq @ kk.transpose(-1, -2)) / math.sqrt(hd)
-            att = att.masked_fill(~torch.ones(Tn, Tn, dtype=torch.bool).tril(), float("-inf"))
-            y = (F.softmax(att, dim=-1) @ vv).transpose(1, 2).reshape(Bn, Tn, C)
-            h = h + y @ p[q + "self_attn.o_proj.weight"].t()
-            h = h + self.mlp(self.rms(h, p[q + "post_attention_layernorm.weight"]), i)
-        h = self.rms(h, p["model.norm.weight"])
-        return h @ p["lm_head.weight"].t()
+        return super().forward(x)
 
 
 def make(outdir, name, cfg, gen):

@@ -131,27 +131,34 @@ class Llama:
         x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
         return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
-    def forward(self, x):
+    def attention(self, a, i):
         cfg, p = self.cfg, self.p
         C, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
         hd = C // H
-        Bn, Tn = x.shape
+        Bn, Tn, _ = a.shape
+        q = f"model.layers.{i}."
+        qq = (a @ p[q + "self_attn.q_proj.weight"].t()).view(Bn, Tn, H, hd).transpose(1, 2)
+        kk = (a @ p[q + "self_attn.k_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
+        vv = (a @ p[q + "self_attn.v_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
+        qq, kk = self.rope(qq, Tn), self.rope(kk, Tn)
+        kk = kk.repeat_interleave(H // KV, dim=1)
+        vv = vv.repeat_interleave(H // KV, dim=1)
+        y = causal_attention(qq, kk, vv).transpose(1, 2).reshape(Bn, Tn, C)
+        return y @ p[q + "self_attn.o_proj.weight"].t()
+
+    def mlp(self, a, i):
+        p, q = self.p, f"model.layers.{i}."
+        g = a @ p[q + "mlp.gate_proj.weight"].t()
+        u = a @ p[q + "mlp.up_proj.weight"].t()
+        return (F.silu(g) * u) @ p[q + "mlp.down_proj.weight"].t()
+
+    def forward(self, x):
+        p = self.p
         h = p["model.embed_tokens.weight"][x]
-        for i in range(cfg["num_hidden_layers"]):
+        for i in range(self.cfg["num_hidden_layers"]):
             q = f"model.layers.{i}."
-            a = self.rms(h, p[q + "input_layernorm.weight"])
-            qq = (a @ p[q + "self_attn.q_proj.weight"].t()).view(Bn, Tn, H, hd).transpose(1, 2)
-            kk = (a @ p[q + "self_attn.k_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
-            vv = (a @ p[q + "self_attn.v_proj.weight"].t()).view(Bn, Tn, KV, hd).transpose(1, 2)
-            qq, kk = self.rope(qq, Tn), self.rope(kk, Tn)
-            kk = kk.repeat_interleave(H // KV, dim=1)
-            vv = vv.repeat_interleave(H // KV, dim=1)
-            y = causal_attention(qq, kk, vv).transpose(1, 2).reshape(Bn, Tn, C)
-            h = h + y @ p[q + "self_attn.o_proj.weight"].t()
-            a = self.rms(h, p[q + "post_attention_layernorm.weight"])
-            g = a @ p[q + "mlp.gate_proj.weight"].t()
-            u = a @ p[q + "mlp.up_proj.weight"].t()
-            h = h + (F.silu(g) * u) @ p[q + "mlp.down_proj.weight"].t()
+            h = h + self.attention(self.rms(h, p[q + "input_layernorm.weight"]), i)
+            h = h + self.mlp(self.rms(h, p[q + "post_attention_layernorm.weight"]), i)
         h = self.rms(h, p["model.norm.weight"])
         return h @ p["lm_head.weight"].t()
 
