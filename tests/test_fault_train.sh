@@ -61,6 +61,10 @@ else fail restart_reuses_copy_memory "$(grep 'in-memory' "$T/out" | head -2)"; f
 if grep -q '"event":"exit","rank":1,.*"step":6,' "$T/events.jsonl"; then pass kill_lands_exactly_after_its_step
 else fail kill_lands_exactly_after_its_step "$(grep '"event":"exit"' "$T/events.jsonl" | head -1)"; fi
 fault hang_rank_recovers_from_memory_bitidentical hang@5:2 memory 1 --hang-timeout 3 -- --save-every 4
+# the stopped rank is the one declared dead (the others waited for it at the fault step, then in
+# its collectives: they are not the ones that went silent first)
+if grep -q '"event":"heartbeat-timeout","rank":2,' "$T/events.jsonl"; then pass hang_blames_the_stopped_rank
+else fail hang_blames_the_stopped_rank "$(grep heartbeat-timeout "$T/events.jsonl" | head -1)"; fi
 # ZeRO 1 and 2 (ZeRO 0 above): the copies keep only each rank's own pieces of what data parallelism
 # replicates (all-gathered on restore); the oracle is a failure-free run of the same stage
 for z in 1 2; do

@@ -509,25 +509,34 @@ static void update_job_step(Sup *s) {
 /* Fault steps of this attempt: every rank waits after reporting one until the launcher says GO,
  * which it does once every rank still running has reported it and the faults due have fired;
  * so kill@6:1 finds rank 1 right after step 6 and corrupt@7 finds the checkpoints of step 7. */
-static int is_hold_step(const Sup *s, long long step) {
-    for (int i = 0; i < s->nholds; i++)
-        if (s->holds[i] == step) return 1;
-    return 0;
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
 }
 
-/* The hold steps of a new attempt: those of the faults not fired yet (MYRIAD_HB_HOLD). */
+static int is_hold_step(const Sup *s, long long step) { /* holds: ascending */
+    return s->nholds && bsearch(&step, s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll) != NULL;
+}
+
+/* The hold steps of a new attempt: those of the faults not fired yet (MYRIAD_HB_HOLD), distinct,
+ * ascending, at most HOLD_MAX (the earliest: faults fire in step order, and the next attempt lists
+ * the rest), so the variable stays far below the kernel's limit on one environment string. */
+enum { HOLD_MAX = 4096 };
 static void set_holds(Sup *s) {
     const FaultPlan *p = &s->o->plan;
+    s->holds = realloc(s->holds, ((size_t)p->n + 1) * sizeof *s->holds);
     s->nholds = 0;
-    char *env = malloc((size_t)p->n * 21 + 1);
+    for (int i = 0; i < p->n; i++)
+        if (!p->faults[i].fired) s->holds[s->nholds++] = p->faults[i].step;
+    qsort(s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll);
+    int n = 0;
+    for (int i = 0; i < s->nholds && n < HOLD_MAX; i++)
+        if (!n || s->holds[i] != s->holds[n - 1]) s->holds[n++] = s->holds[i];
+    s->nholds = n;
+    char *env = malloc((size_t)n * 21 + 1);
     size_t len = 0;
     env[0] = 0;
-    for (int i = 0; i < p->n; i++) {
-        if (p->faults[i].fired || is_hold_step(s, p->faults[i].step)) continue;
-        s->holds = realloc(s->holds, ((size_t)s->nholds + 1) * sizeof *s->holds);
-        s->holds[s->nholds++] = p->faults[i].step;
-        len += (size_t)sprintf(env + len, "%s%lld", len ? "," : "", p->faults[i].step);
-    }
+    for (int i = 0; i < n; i++) len += (size_t)sprintf(env + len, "%s%lld", i ? "," : "", s->holds[i]);
     setenv("MYRIAD_HB_HOLD", env, 1);
     free(env);
 }
@@ -547,6 +556,8 @@ static void release_holds(Sup *s) {
     for (int r = 0; r < s->o->nranks; r++)
         if (s->ranks[r].held == h) {
             if (!s->ranks[r].closed) send_line(s->ranks[r].fd, go);
+            /* released now: a rank that waited for the others is not the one that went silent */
+            if (s->stop_time[r] == 0) s->ranks[r].last_progress = now_s();
             s->ranks[r].held = -1;
         }
 }
