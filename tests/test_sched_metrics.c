@@ -18,6 +18,16 @@ static Job *add(JobSet *js, double t, int g, int milli, double dur) {
     return j;
 }
 
+/* Every job validated, then the whole trace under FIFO with the default configuration. */
+static int run_fifo(Cluster *c, JobSet *js, Metrics *m) {
+    for (int i = 0; i < js->n; i++) CHECK(job_validate(&js->jobs[i], c, 0) == 0, "valid job %d", i);
+    Policy p;
+    policy_builtin(&p, "fifo");
+    SimConfig cfg;
+    sim_config_default(&cfg);
+    return sim_run(c, js, &p, &cfg, m);
+}
+
 /* One node with 2 GPUs. A (0.5 GPU, 0-100 s) arrives at 0, B (1 GPU, 100 s) at 50, so the window is
  * [0, 50]. The workload is half 0.5-GPU, half 1-GPU tasks. First fit puts A on device 0, leaving 500
  * milli there and device 1 whole: a 0.5 task can use everything (0 unusable), a 1-GPU task cannot use
@@ -30,13 +40,8 @@ static void test_window_alloc_and_fgd_fragmentation(void) {
     JobSet js = {0};
     add(&js, 0, 1, 500, 100);
     add(&js, 50, 1, 1000, 100);
-    for (int i = 0; i < js.n; i++) CHECK(job_validate(&js.jobs[i], &c, 0) == 0, "valid job %d", i);
-    Policy p;
-    policy_builtin(&p, "fifo");
-    SimConfig cfg;
-    sim_config_default(&cfg);
     Metrics m;
-    CHECK(sim_run(&c, &js, &p, &cfg, &m) == 0, "sim");
+    CHECK(run_fifo(&c, &js, &m) == 0, "sim");
     CHECK(js.jobs[0].slots[0].dev == 0 && js.jobs[1].slots[0].mask == 0x2, "A on dev0, B on dev1");
     CHECK_CLOSE(m.window_s, 50, 0, 1e-9, "window");
     CHECK_CLOSE(m.gpu_alloc_rate, 0.25, 0, 1e-12, "allocation over the window");
@@ -55,13 +60,8 @@ static void test_window_is_the_run_when_all_arrive_at_once(void) {
     cluster_generate(&c, 1, 2, "T4", 64000, 262144, 32, 8);
     JobSet js = {0};
     add(&js, 5, 1, 1000, 10);
-    job_validate(&js.jobs[0], &c, 0);
-    Policy p;
-    policy_builtin(&p, "fifo");
-    SimConfig cfg;
-    sim_config_default(&cfg);
     Metrics m;
-    sim_run(&c, &js, &p, &cfg, &m);
+    CHECK(run_fifo(&c, &js, &m) == 0, "sim");
     CHECK_CLOSE(m.window_s, 10, 0, 1e-9, "window = makespan");
     CHECK_CLOSE(m.gpu_alloc_rate, 0.5, 0, 1e-12, "allocation");
     CHECK_CLOSE(m.fragmentation, 0, 0, 1e-12, "fragmentation");
