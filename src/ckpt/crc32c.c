@@ -44,25 +44,48 @@ uint32_t crc32c_update_sw(uint32_t crc, const void *data, size_t n) {
     return ~c;
 }
 
+/* a * b modulo the polynomial, reflected (bit 31 holds x^0): b is multiplied by x once per
+ * coefficient of a, and the product collects b * x^i for each x^i present in a */
+static uint32_t mul_mod(uint32_t a, uint32_t b) {
+    uint32_t prod = 0;
+    for (int i = 0; i < 32; i++, a <<= 1) {
+        if (a & 0x80000000u) prod ^= b;
+        b = (b >> 1) ^ (CRC32C_POLY_REFLECTED & (0u - (b & 1u)));
+    }
+    return prod;
+}
+
+/* x^(8 * 2^k) mod P for k = 0..63: appending 2^k zero bytes multiplies a CRC state by it */
+static uint32_t zero_bytes_pow[64];
+static pthread_once_t pow_once = PTHREAD_ONCE_INIT;
+
+static void build_pow(void) {
+    uint32_t x8 = 0x80000000u >> 8; /* x^8 */
+    for (int k = 0; k < 64; k++) zero_bytes_pow[k] = x8, x8 = mul_mod(x8, x8);
+}
+
+/* A raw CRC state after n zero bytes follow it: the state times x^(8n), by squaring. */
+static uint32_t zeros_after(uint32_t c, uint64_t n) {
+    pthread_once(&pow_once, build_pow);
+    for (int k = 0; n; k++, n >>= 1)
+        if (n & 1) c = mul_mod(c, zero_bytes_pow[k]);
+    return c;
+}
+
 #if defined(__SSE4_2__) && defined(__x86_64__)
 #include <nmmintrin.h>
 
 /* Raw CRC state (no pre/post inversion) after LANE zero bytes follow it, as 4 byte-indexed
  * tables: appending zeros is linear over GF(2), so the image of a 32-bit state is the XOR of the
  * images of its bytes. Lets independent lanes be computed side by side and joined:
- * state(A B) = zeros_after(state(A), |B|) ^ state_from_0(B). */
+ * state(A B) = zeros_after(state(A), |B|) ^ state_from_0(B); the tables make that one step cheap. */
 enum { LANE = 4096 };
 static uint32_t lane_shift[4][256];
 static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
 
-static uint32_t zero_bits(uint32_t c, size_t nbits) {
-    while (nbits--) c = (c >> 1) ^ (CRC32C_POLY_REFLECTED & (0u - (c & 1u)));
-    return c;
-}
-
 static void build_shift(void) {
     uint32_t basis[32];
-    for (int i = 0; i < 32; i++) basis[i] = zero_bits(1u << i, 8 * (size_t)LANE);
+    for (int i = 0; i < 32; i++) basis[i] = zeros_after(1u << i, LANE);
     for (int k = 0; k < 4; k++)
         for (int b = 0; b < 256; b++) {
             uint32_t v = 0;
@@ -116,33 +139,8 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) { return crc32c
 
 uint32_t crc32c(const void *data, size_t n) { return crc32c_update(0, data, n); }
 
-/* a * b modulo the polynomial, reflected (bit 31 holds x^0): b is multiplied by x once per
- * coefficient of a, and the product collects b * x^i for each x^i present in a */
-static uint32_t mul_mod(uint32_t a, uint32_t b) {
-    uint32_t prod = 0;
-    for (int i = 0; i < 32; i++, a <<= 1) {
-        if (a & 0x80000000u) prod ^= b;
-        b = (b >> 1) ^ (CRC32C_POLY_REFLECTED & (0u - (b & 1u)));
-    }
-    return prod;
-}
-
-/* x^(8 * 2^k) mod P for k = 0..63: appending 2^k zero bytes multiplies a CRC state by it */
-static uint32_t zero_bytes_pow[64];
-static pthread_once_t pow_once = PTHREAD_ONCE_INIT;
-
-static void build_pow(void) {
-    uint32_t x8 = 0x80000000u >> 8; /* x^8 */
-    for (int k = 0; k < 64; k++) zero_bytes_pow[k] = x8, x8 = mul_mod(x8, x8);
-}
-
 /* With standard CRCs the initial and final inversions cancel: crc(A B) = crc(A) * x^(8|B|) ^ crc(B). */
-uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
-    pthread_once(&pow_once, build_pow);
-    for (int k = 0; len_b; k++, len_b >>= 1)
-        if (len_b & 1) crc_a = mul_mod(crc_a, zero_bytes_pow[k]);
-    return crc_a ^ crc_b;
-}
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) { return zeros_after(crc_a, len_b) ^ crc_b; }
 
 /* Copy in blocks of a few lanes: the CRC reads a block from the source (into cache), the copy
  * then reads it again from cache and writes with non-temporal stores where the CPU has them, so
