@@ -118,10 +118,13 @@ int hb_parse(const char *line, HbMsg *m) {
 }
 
 /* Read one '\n'-terminated line (blocking, bounded by the socket's receive timeout). */
-static int read_line(int fd, char *buf, size_t cap) {
+/* One line without its newline; -1 on EOF, error or a line longer than cap. patient: receive
+ * timeouts (SO_RCVTIMEO) and signals are waited through instead of failing. */
+static int read_line(int fd, char *buf, size_t cap, int patient) {
     size_t n = 0;
     while (n + 1 < cap) {
         ssize_t r = read(fd, buf + n, 1);
+        if (r < 0 && patient && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (r <= 0) return -1;
         if (buf[n] == '\n') {
             buf[n] = 0;
@@ -172,7 +175,7 @@ int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int atte
     freeaddrinfo(res);
     if (fd < 0) return myr_error("heartbeat: cannot connect to the launcher at %s: %s", addr, strerror(errno));
     char line[HB_LINE_MAX];
-    if (read_line(fd, line, sizeof line) != 0 || strncmp(line, "MYRHB1 ", 7) ||
+    if (read_line(fd, line, sizeof line, 0) != 0 || strncmp(line, "MYRHB1 ", 7) ||
         strlen(line + 7) != 2 * HB_NONCE_BYTES) {
         close(fd);
         return myr_error("heartbeat: no greeting from the launcher at %s", addr);
@@ -190,7 +193,7 @@ int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int atte
     snprintf(line, sizeof line, "HELLO %d %d %lld %s", attempt, rank, (long long)getpid(), me);
     int sent = send_signed(line, sizeof line) == 0;
     line[0] = 0;
-    if (!sent || read_line(fd, line, sizeof line) != 0 || strcmp(line, "OK")) {
+    if (!sent || read_line(fd, line, sizeof line, 0) != 0 || strcmp(line, "OK")) {
         char why[128];
         snprintf(why, sizeof why, "%.100s", line[0] ? line : "connection closed");
         close(fd);
@@ -229,22 +232,8 @@ static void parse_holds(const char *list) {
 static void wait_go(long long step) {
     char line[64], want[40];
     snprintf(want, sizeof want, "GO %lld", step);
-    for (;;) {
-        size_t n = 0;
-        int done = 0;
-        while (n + 1 < sizeof line) {
-            ssize_t r = read(hb.fd, line + n, 1);
-            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-            if (r <= 0) return;
-            if (line[n] == '\n') {
-                done = 1;
-                break;
-            }
-            n++;
-        }
-        line[n] = 0;
-        if (done && !strcmp(line, want)) return;
-    }
+    while (read_line(hb.fd, line, sizeof line, 1) == 0)
+        if (!strcmp(line, want)) return;
 }
 
 int hb_connect_from_env(void) {
