@@ -444,11 +444,9 @@ int mem_ckpt_adopt(MemCkpt *m, long step) {
         }
         sl->used = 1, sl->step = ent[e].step, k++;
     }
-    /* the copy a killed process was writing (a temporary file) serves as a spare slot */
-    for (int j = k; j < KEEP; j++)
-        if (!m->own[j].used && !m->own[j].f.map &&
-            !memckpt_open_leftover(&m->own[j].f, m->dir, m->rank, MEMCKPT_HEADER + m->payload[m->rank]))
-            k++;
+    /* the copy the killed process was writing (a temporary file) serves as a spare slot: one at
+     * most (a process writes one copy at a time; taking a second would map the same file twice) */
+    if (k < KEEP && !memckpt_open_leftover(&m->own[k].f, m->dir, m->rank, MEMCKPT_HEADER + m->payload[m->rank])) k++;
     return k;
 }
 
