@@ -205,27 +205,28 @@ int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
     return 0;
 }
 
+typedef struct {
+    double bytes, per_piece; /* per_piece: extra bytes for each piece (a shard file's alignment) */
+} ByteCount;
+
 static int count_piece(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
-    *(double *)ctx += (double)ckpt_slice_numel(box, ndim) * sizeof(float);
+    ByteCount *c = ctx;
+    c->bytes += (double)ckpt_slice_numel(box, ndim) * sizeof(float) + c->per_piece;
     return 0;
 }
 
-static int count_written(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data) {
-    *(double *)ctx += (double)ckpt_slice_numel(box, ndim) * sizeof(float) + 64; /* + alignment padding */
-    return 0;
+/* Bytes of the pieces a walk of `mode` visits, plus per_piece for each. */
+static double walk_bytes(const TrainState *st, int mode, double per_piece) {
+    ByteCount c = {0, per_piece};
+    for (int what = 0; what < 3; what++) for_each_piece(st, what, mode, count_piece, &c);
+    return c.bytes;
 }
 
 void train_ckpt_reserve_async(const TrainState *st) {
-    double bytes = 4096;
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, WRITES, count_written, &bytes);
-    ckpt_async_reserve((uint64_t)bytes);
+    ckpt_async_reserve((uint64_t)(4096 + walk_bytes(st, WRITES, 64))); /* + 64-byte piece alignment */
 }
 
-double train_ckpt_own_bytes(const TrainState *st) {
-    double bytes = 0;
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, HOLDS, count_piece, &bytes);
-    return bytes;
-}
+double train_ckpt_own_bytes(const TrainState *st) { return walk_bytes(st, HOLDS, 0); }
 
 /* The in-memory copy holds the pieces the rank owns back to back: everything it holds, except
  * that what data parallelism replicates is kept only in the rank's ZeRO pieces (at dp 2: a
@@ -240,11 +241,7 @@ static int unpack_piece(void *ctx, const char *name, int ndim, const int64_t *sh
     return 0;
 }
 
-size_t train_state_bytes(const TrainState *st) {
-    double bytes = 0;
-    for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, count_piece, &bytes);
-    return (size_t)bytes;
-}
+size_t train_state_bytes(const TrainState *st) { return (size_t)walk_bytes(st, OWNS, 0); }
 
 typedef struct {
     StateRun *r;
