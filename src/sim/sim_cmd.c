@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "sim/sim_opts.h"
+#include "sim/validate.h"
 #include "util/args.h"
 #include "util/error.h"
 
@@ -32,23 +33,52 @@ static void usage(FILE *o) {
             "X accepts 300e9, 300B, 2T, 15T. See docs/SIMULATOR.md.\n");
 }
 
+static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel, const ReliabilityResult *alt);
+
+/* `sim validate FILE --case NAME`: the whole simulation of one published run. */
+static int validate_one(const char *file, const char *name) {
+    ValCase vc;
+    if (sim_validate_find(file, name, &vc)) return -1;
+    if (vc.why[0]) return myr_error("%s: not simulated: %s", name, vc.why);
+    SimOpts o;
+    memset(&o, 0, sizeof o);
+    SimResult r;
+    if (sim_validate_case(&vc, &r, &o.gpu)) return -1;
+    o.model = vc.m;
+    o.layout = vc.l;
+    o.gpus = vc.gpus;
+    if (vc.cluster_name[0] ? sim_load_cluster(vc.cluster_name, &o.cluster) : sim_load_default_cluster(vc.gpu_name, &o.cluster))
+        return -1;
+    printf("%s: software %s; published %s %g = %.4f s per step; predicted %.4f s (%+.1f%%)\n\n", name, vc.software,
+           vc.metric, vc.value, vc.measured_s, r.step_time, 100 * (r.step_time - vc.measured_s) / vc.measured_s);
+    print_text(&o, &r, NULL, NULL);
+    return 0;
+}
+
 static int validate_main(int argc, char **argv) {
-    const char *file = NULL;
+    const char *file = NULL, *one = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc) one = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (argv[i][0] == '-') myr_die("sim validate: unknown option %s", argv[i]);
         else if (!file) file = argv[i];
         else myr_die("sim validate: one file at a time (got %s and %s)", file, argv[i]);
     }
     if (!file) myr_die("sim validate needs a FILE.csv (e.g. ../shared/validation/published_a100.csv)");
+    if (one) {
+        if (validate_one(file, one)) myr_die_last();
+        return 0;
+    }
     double med, mx;
     if (sim_validate_file(file, json, stdout, &med, &mx)) myr_die_last();
     return 0;
 }
 
 static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel, const ReliabilityResult *alt) {
+    double GIBv = GIB;
+    (void)GIBv;
     const SimModel *m = &o->model;
     const Layout *l = &o->layout;
     printf("model %s: %.1f B parameters (%.1f B active), %d layers, hidden %d, heads %d/%d, ffn %d, vocab %d\n",
@@ -78,7 +108,7 @@ static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityRe
            "        buffers/workspace %.1f; total %.1f GiB of %g GiB\n",
            mm->stage, mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->activations / GIB,
            mm->comm_buffers / GIB, mm->total / GIB, o->gpu.hbm_gib);
-    if (o->tokens > 0) {
+    if (o->tokens > 0 && rel) {
         double days = o->tokens / r->tokens_per_s / 86400;
         double n = sim_model_active_params(m);
         printf("\ntraining %.4g tokens: compute 6ND = %.0f ZFLOPs, 8ND (with full recompute) = %.0f ZFLOPs\n",

@@ -78,6 +78,7 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         if (sim_load_model(model, &o->model)) return -1;
     } else {
         snprintf(o->model.name, sizeof o->model.name, "custom");
+        sim_model_set_arch(&o->model, ARCH_GPT);
         o->model.top_k = 1;
         o->model.seq = 2048;
     }
@@ -138,18 +139,19 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
             else if (!strcmp(v, "gpipe")) l->schedule = SCHED_GPIPE;
             else rc = myr_error("--schedule expects 1f1b, interleaved or gpipe, got '%s'", v);
         } else if (!strcmp(a, "--attention")) {
-            if (!strcmp(v, "flash")) l->flash = 1;
-            else if (!strcmp(v, "unfused")) l->flash = 0;
-            else rc = myr_error("--attention expects flash or unfused, got '%s'", v);
+            if (!strcmp(v, "flash") || !strcmp(v, "fused")) l->flash = ATTN_FUSED;
+            else if (!strcmp(v, "fa2")) l->flash = ATTN_FA2;
+            else if (!strcmp(v, "unfused")) l->flash = ATTN_UNFUSED;
+            else rc = myr_error("--attention expects fused, fa2 or unfused, got '%s'", v);
         } else if (!strcmp(a, "--grad-bytes")) {
             rc = flag_int(a, v, 2, &l->grad_bytes);
             if (!rc && l->grad_bytes != 2 && l->grad_bytes != 4) rc = myr_error("--grad-bytes expects 2 or 4");
         } else if (!strcmp(a, "--hot-spares")) rc = flag_int(a, v, 0, &o->hot_spares);
         else if (!strcmp(a, "--top")) rc = flag_int(a, v, 1, &o->top_k);
         else if (!strcmp(a, "--arch")) {
-            if (!strcmp(v, "llama")) m->llama = 1;
-            else if (!strcmp(v, "gpt2") || !strcmp(v, "gpt")) m->llama = 0;
-            else rc = myr_error("--arch expects gpt2 or llama, got '%s'", v);
+            SimArch ar;
+            rc = sim_arch_parse(v, &ar);
+            if (!rc) sim_model_set_arch(m, ar);
         } else if (!strcmp(a, "--layers")) { rc = flag_int(a, v, 1, &m->layers); }
         else if (!strcmp(a, "--hidden")) { rc = flag_int(a, v, 1, &m->hidden); }
         else if (!strcmp(a, "--heads")) { rc = flag_int(a, v, 1, &m->heads); }
