@@ -80,9 +80,11 @@ int sim_step_search_ex(const SimModel *m, const ClusterSpec *c, const GpuSpec *g
     if (so->search_recompute) { rcs[0] = RECOMPUTE_NONE; nrc = 3; }
     if (l->micro_batch > 0 && !so->search_mb) { bs[0] = l->micro_batch; nb = 1; }
     else nb = divisors_upto(per_dp > 0 ? per_dp : 1, so->max_mb > 0 ? so->max_mb : 16, bs, 64);
-    if (so->search_vpp && l->pp > 1 && !sim_uneven(l)) {
-        /* interleaving depths up to 8, or the smallest above when only 1 divides the stage's layers */
+    if (so->search_vpp && l->pp > 1 && l->n_stage_layers == 0) {
+        /* interleaving depths up to 8, or the smallest above when only 1 divides the stage's layers;
+         * with fewer layers on the first/last stage, the middle stages' count must split */
         int per = m->layers / l->pp > 0 ? m->layers / l->pp : 1;
+        if (sim_uneven(l)) per = sim_stage_layer_count(m, l, l->pp > 2 ? 1 : 0);
         nv = divisors_upto(per, 8, vs, 16);
         if (nv == 1)
             for (int d = 9; d <= per && d <= 32; d++)

@@ -113,6 +113,7 @@ void sim_vstage_params_split(const SimModel *m, const Layout *l, int k, const in
     double emb = (double)m->vocab * m->hidden / l->tp;
     if (k == 0) *dense += emb + (m->learned_pos ? (double)m->seq * m->hidden : 0);
     if (k == V - 1 && (!m->tied || l->pp > 1)) *dense += emb; /* output layer (or tied copy) */
+    if (k == V - 1) *dense += (m->rmsnorm ? 1.0 : 2.0) * m->hidden; /* final norm */
 }
 
 /* Parameters per GPU of stage `stage`, split into dense (replicated over dp) and expert parts. */

@@ -362,6 +362,8 @@ typedef struct {
     double p_spare_available;
 } ReliabilityResult;
 void sim_reliability(const FailureRates *f, const ReliabilityInput *in, ReliabilityResult *out);
+/* Default hot-spare nodes: a free spare at a hardware fault with probability >= 99% (4 h repairs). */
+int sim_default_hot_spares(int gpus, int gpus_per_node);
 
 /* ---------- cost (cost.c) ---------- */
 typedef struct {
@@ -377,20 +379,35 @@ void sim_cost(const ClusterSpec *c, const GpuSpec *g, int gpus, ClusterCost *out
 typedef struct {
     Layout layout;
     SimResult res;
-    double days;
+    double days; /* without failures */
 } PlanEntry;
+/* Why layouts were turned down, by binding constraint. */
+typedef enum {
+    PLAN_TP = 0, PLAN_CP, PLAN_LAYERS, PLAN_GPUS, PLAN_EXPERTS, PLAN_DTYPE, PLAN_BATCH, PLAN_MEMORY, PLAN_OTHER,
+    PLAN_NREASONS
+} PlanReason;
+const char *sim_plan_reason_name(PlanReason r);
+/* Dimensions the caller fixed (taken from base as they are) and the memory a layout may use. */
+typedef struct {
+    int tp, cp, pp, vpp, ep, etp, micro_batch, recompute, sp, stages;
+    double mem_cap; /* bytes: HBM less the headroom */
+} PlanFixed;
 typedef struct {
     PlanEntry *best; int nbest, cap;
-    int considered, invalid, no_fit;
-    char why_no_fit[256]; /* one example of a layout rejected for memory */
-    char (*rejected)[192]; /* every rejected layout and why (`plan --why`) */
+    int considered;
+    int count[PLAN_NREASONS];        /* layouts turned down, by binding constraint */
+    char example[PLAN_NREASONS][192];
+    double least_mem;                /* smallest memory among layouts above the headroom */
+    char (*rejected)[192];           /* every rejected layout and why (`plan --why`) */
     int nrejected;
 } PlanResult;
 /* Enumerate layouts for `gpus` GPUs, keep the top k by time to train `tokens`. base supplies seq,
- * global batch, dtype and flags that are not searched. */
+ * global batch, dtype, software and the fixed dimensions. */
 int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus, const Layout *base,
-             double tokens, int k, PlanResult *out);
+             const PlanFixed *fx, double tokens, int k, PlanResult *out);
 void sim_plan_free(PlanResult *r);
+/* "no layout fits: N considered; 12: pp does not split the layers (e.g. ...); ..." */
+void sim_plan_why_none(const PlanResult *r, char *buf, size_t cap);
 
 /* ---------- validation (validate.c) ---------- */
 int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err);
