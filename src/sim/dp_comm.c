@@ -20,7 +20,6 @@
 
 #include "sim/sim.h"
 
-#define BUCKET 40e6
 
 static Group grp(int size, int stride) { Group g = {size, stride}; return g; }
 
@@ -85,7 +84,7 @@ double sim_dp_exposed(const SimModel *m, const GpuSpec *g, const Network *net, c
         double red = reduce_time(net, l, d, dense, expert);
         if (!l->overlap_dp) { t = fmax(t, finish) + red; continue; }
         double params = dense + expert;
-        double first = fmin(1.0, BUCKET / (params > 0 ? params : 1)); /* one bucket's share */
+        double first = fmin(1.0, l->bucket / (params > 0 ? params : 1)); /* one bucket's share */
         double start = done[k] - bwd[k] * (1 - first);                 /* first bucket ready */
         t = fmax(fmax(t, start) + red, done[k] + red * first);
     }
@@ -100,7 +99,7 @@ double sim_dp_exposed(const SimModel *m, const GpuSpec *g, const Network *net, c
             int warm = v == 1 ? p - s : 2 * (p - s - 1) + (v - 1) * p + 1;
             if (warm > M * v) warm = M * v;
             double window = warm * fwd[s];
-            ag = fmax(ag * fmin(1.0, BUCKET / (params > 0 ? params : 1)), ag - window);
+            ag = fmax(ag * fmin(1.0, l->bucket / (params > 0 ? params : 1)), ag - window);
         }
         exposed += ag;
     }

@@ -239,10 +239,10 @@ static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node
                                            "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
                                            "planes", "tiers", "net_eff", "scaleup_eff", "pue", "host_w_per_gpu",
                                            "gpu_hour_usd", "switch_usd", "optic_usd", "nic_usd", "gpu_usd", "storage_gbps",
-                                           "host_mem_gbps", "coll_alpha_us", "coll_gbps", "measured", NULL};
+                                           "host_mem_gbps", "measured", NULL};
 static const char *const tier_keys[] = {"name", "radix", "oversubscription", "latency_us", "gpus_below", NULL};
 static const char *const model_keys[] = {"name", "arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
-                                         "experts", "top_k", "expert_ffn", "tied_embeddings", NULL};
+                                         "experts", "top_k", "expert_ffn", "tied_embeddings", "dropout", NULL};
 
 void sim_gpu_defaults(GpuSpec *g) {
     memset(g, 0, sizeof *g);
@@ -386,8 +386,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     rc |= get_num(path, root, "gpu_usd", &c->gpu_usd);
     rc |= get_num(path, root, "storage_gbps", &c->storage_gbps);
     rc |= get_num(path, root, "host_mem_gbps", &c->host_mem_gbps);
-    rc |= get_num(path, root, "coll_alpha_us", &c->coll_alpha_us);
-    rc |= get_num(path, root, "coll_gbps", &c->coll_gbps);
+
     const cJSON *tiers = cJSON_GetObjectItemCaseSensitive(root, "tiers");
     if (!rc && tiers) {
         if (!cJSON_IsArray(tiers) || cJSON_GetArraySize(tiers) < 1 || cJSON_GetArraySize(tiers) > SIM_MAX_TIERS)
@@ -443,7 +442,7 @@ int sim_load_model(const char *name, SimModel *m) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     char arch[16] = "gpt2";
-    int tied = -1;
+    int tied = -1, dropout = -1;
     int rc = check_keys(path, "", root, model_keys);
     const char *req[] = {"layers", "hidden", "heads", "vocab"};
     for (int i = 0; i < 4 && !rc; i++) rc |= need(path, root, req[i]);
@@ -464,6 +463,7 @@ int sim_load_model(const char *name, SimModel *m) {
         rc |= get_int(path, root, "top_k", &m->top_k);
         rc |= get_int(path, root, "expert_ffn", &m->expert_ffn);
         rc |= get_bool(path, root, "tied_embeddings", &tied);
+        rc |= get_bool(path, root, "dropout", &dropout);
     }
     cJSON_Delete(root);
     if (rc) return -1;
@@ -471,6 +471,7 @@ int sim_load_model(const char *name, SimModel *m) {
     if (sim_arch_parse(arch, &ar)) return myr_error("%s: arch must be \"gpt2\", \"llama\" or \"nemotron\", got \"%s\"", path, arch);
     sim_model_set_arch(m, ar);
     if (tied >= 0) m->tied = tied;
+    if (dropout >= 0) m->dropout = dropout;
     if (!m->ffn) m->ffn = 4 * m->hidden;
     if (m->experts > 1 && !m->expert_ffn) m->expert_ffn = m->ffn;
     if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->kv_heads < 1 || m->vocab < 1 || m->seq < 1)

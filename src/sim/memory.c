@@ -4,7 +4,8 @@
  *     per element, sharded over dp x cp by the ZeRO stage (Rajbhandari et al. 2020). Megatron-LM
  *     keeps 16-bit weights, fp32 main gradients (grad_bytes) and fp32 master + Adam m, v (12 bytes);
  *     a torch FSDP run (optimizer_passes) keeps fp32 sharded parameters (4), gradients (4) and m, v
- *     (8). ZeRO 3 also holds gathered layers: two prefetched layers and one layer's unsharded
+ *     (8); NeMo's distributed Adam with bf16 state (optim.dtype bf16) keeps m, v in bf16 and the
+ *     master weights as 16-bit remainders of the bf16 weights: 6 (opt_bytes). ZeRO 3 also holds gathered layers: two prefetched layers and one layer's unsharded
  *     gradients without pipelining; under a pipeline the whole stage stays gathered (torchtitan
  *     turns resharding off with pp) with its unsharded gradients.
  *   fp8 copies: Transformer Engine keeps each fp8 GEMM's cast weight and its transpose for the
@@ -172,7 +173,7 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
     if (l->zero >= 3) {
         x->weights = (torch_fsdp ? 4.0 : wb) * shard;
         x->grads = l->grad_bytes * shard;
-        x->optimizer = (torch_fsdp || fp32 ? 8.0 : 12.0) * shard;
+        x->optimizer = (torch_fsdp || fp32 ? 8.0 : l->opt_bytes) * shard;
     } else if (l->dtype == DT_FP8 && l->fp8_gather) {
         /* fp8 parameters: the linears' weights held in fp8 (their transposes are the fp8 copies) */
         double f8 = 0;
@@ -180,11 +181,11 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
         if (layers > 0) f8 = fp8_layer_weights(m, l) * layers;
         x->weights = wb * (full - f8) + 1.0 * f8;
         x->grads = l->grad_bytes * (l->zero >= 2 ? shard : full);
-        x->optimizer = (fp32 ? 8.0 : 12.0) * (l->zero >= 1 ? shard : full);
+        x->optimizer = (fp32 ? 8.0 : l->opt_bytes) * (l->zero >= 1 ? shard : full);
     } else {
         x->weights = wb * full;
         x->grads = l->grad_bytes * (l->zero >= 2 ? shard : full);
-        x->optimizer = (fp32 ? 8.0 : 12.0) * (l->zero >= 1 ? shard : full);
+        x->optimizer = (fp32 ? 8.0 : l->opt_bytes) * (l->zero >= 1 ? shard : full);
     }
     double gb = l->fp8_gather && l->dtype == DT_FP8 ? 1.0 : 2.0;
     double ws = 1.0 * GIB; /* CUDA context, cuBLAS workspace, NCCL channel buffers */

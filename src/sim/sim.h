@@ -73,9 +73,6 @@ typedef struct {
     /* storage and restarts (reliability) */
     double storage_gbps;    /* aggregate checkpoint storage bandwidth, GB/s */
     double host_mem_gbps;   /* per-GPU copy bandwidth to host/peer memory (in-memory checkpoints), GB/s */
-    /* measured collectives (myriad bench calibrate on one machine): 0 = use the tiers above */
-    double coll_alpha_us;   /* per-step latency of an MPI collective between ranks here */
-    double coll_gbps;       /* bandwidth of one rank's MPI transfers here, GB/s */
 } ClusterSpec;
 
 /* ---------- model (configs/models/NAME.json or flags) ---------- */
@@ -152,6 +149,8 @@ typedef struct {
     int fp8_cache;        /* fp8 weights (and transposes) cast once per step and kept (Transformer Engine) */
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
     double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */
+    double bucket;        /* gradient-reduction bucket, elements (Megatron-LM 40 M) */
+    int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */
     /* uneven pipelines: layers of the first / last pipeline stage (0 = even), or every virtual stage */
     int first_layers, last_layers;
     int n_stage_layers;

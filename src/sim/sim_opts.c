@@ -52,7 +52,7 @@ static const char *valued[] = {"--model", "--cluster", "--gpu", "--gpus", "--tp"
                                "--vocab", "--experts", "--top-k", "--expert-ffn", "--schedule", "--attention",
                                "--grad-bytes", "--hot-spares", "--top", "--software", "--stage-layers",
                                "--first-stage-layers", "--last-stage-layers", "--capacity-factor", "--moe-imbalance",
-                               "--fp8-scaling", "--tp-overlap", "--mem-headroom", NULL};
+                               "--fp8-scaling", "--tp-overlap", "--mem-headroom", "--dropout", NULL};
 static const char *bare[] = {"--json", "--sp", "--no-sp", "--no-overlap-dp", "--in-memory-ckpt", "--ignore-memory", "--why",
                              NULL};
 /* options of myriad plan only, and of myriad sim only */
@@ -188,6 +188,11 @@ static int software_flag(SimOpts *o, const char *a, const char *v) {
 }
 
 static int model_flag(SimModel *m, const char *a, const char *v) {
+    if (!strcmp(a, "--dropout")) {
+        if (strcmp(v, "0") && strcmp(v, "1")) return myr_error("--dropout expects 0 or 1, got '%s'", v);
+        m->dropout = !strcmp(v, "1");
+        return 0;
+    }
     if (!strcmp(a, "--arch")) {
         SimArch ar;
         if (sim_arch_parse(v, &ar)) return -1;

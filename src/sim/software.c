@@ -38,10 +38,12 @@ static const Preset presets[] = {
      "(DelayedScaling, userbuffers); NeMo performance summaries; MLPerf v3.0-v4.1 GPT-3 configs",
      {ATTN_FUSED, 1, 1, 1, 1, 1, 4, 1, 1, 0, 0, FP8_DELAYED, 0, 1, 0, 0}},
     {"nemo",
-     "NeMo 1.x (24.0x) and NVIDIA's MLPerf GPT-3 (NeMo-based): as megatron-core, with 16-bit gradient buffers "
-     "(Apex/Megatron distributed Adam with bf16 gradient sync, as NeMo's performance configs run)",
-     "NeMo-Framework-Launcher conf/training (distributed_fused_adam, megatron_amp_O2, overlap_grad_sync, "
-     "overlap_param_sync); NeMo performance summary 24.07",
+     "NeMo 1.x (24.0x): as megatron-core, with 16-bit gradient buffers and optimizer state (distributed Adam with "
+     "grad_sync_dtype bf16 and optim.dtype bf16: m, v in bf16, master weights as 16-bit remainders, 6 bytes per "
+     "parameter), fused cross-entropy",
+     "NeMo-Framework-Launcher conf/training (e.g. nemotron_340b.yaml: mcore_distributed_optim, grad_sync_dtype bf16, "
+     "dtype bf16, overlap_grad_sync, overlap_param_sync, ub_tp_comm_overlap, cross_entropy_loss_fusion); NeMo docs: "
+     "distributed Adam 'dtype: optimizer state datatype'; NeMo performance summary 24.07",
      {ATTN_FUSED, 1, 1, 1, 1, 1, 2, 1, 1, 0, 0, FP8_DELAYED, 0, 1, 0, 1}},
     {"nemo-2",
      "NeMo 2.x (25.x) and Megatron-Bridge: as nemo, with fp8 parameters (fp8_param_gather: weights kept and "
@@ -50,9 +52,13 @@ static const Preset presets[] = {
      "bf16_with_fp8_mixed() sets fp8_param_gather = True; Megatron-Bridge performance summary 25.11",
      {ATTN_FUSED, 1, 1, 1, 1, 1, 2, 1, 1, 0, 0, FP8_DELAYED, 1, 1, 0, 1}},
     {"mlperf",
-     "NVIDIA's MLPerf Training GPT-3 submissions (NeMo-based, tuned): as nemo",
-     "MLPerf Training v3.0-v4.1 results and configs (mlcommons/training_results_v*)",
-     {ATTN_FUSED, 1, 1, 1, 1, 1, 2, 1, 1, 0, 0, FP8_DELAYED, 0, 1, 0, 1}},
+     "NVIDIA's MLPerf Training GPT-3 submissions (NeMo-based, tuned): as nemo, with GEMMs 1.2x as fast as the "
+     "other Megatron/NeMo runs reach (FITTED: tuned kernels, layer CUDA graphs, vboost) and the data-parallel "
+     "reduction charged in full (added after seeing validation errors: one-layer chunks leave only the pipeline "
+     "cooldown to hide it)",
+     "MLPerf Training v3.0-v4.1 results and configs (mlcommons/training_results_v*: LAYER_CUDA_GRAPH, "
+     "TP_COMM_OVERLAP, OVERLAP_GRAD_SYNC); docs/SIMULATOR.md, Validation",
+     {ATTN_FUSED, 1, 1, 1, 0, 1, 2, 1, 1, 0, 0, FP8_DELAYED, 0, 1, 0, 1}},
     {"megatron-2022",
      "Megatron-LM of Korthikanti et al. 2022: unfused attention (softmax, dropout), fused gradient accumulation, "
      "blocking pipeline p2p, no overlap of the data-parallel all-reduce, no distributed optimizer, fp32 gradients",
@@ -75,6 +81,12 @@ static const Preset presets[] = {
      "complex views, SwiGLU, residual adds) as its own PyTorch kernel",
      "torchtitan models/llama (RMSNorm, apply_rotary_emb), benchmarks (FSDP vs FSDP + torch.compile)",
      {ATTN_FA2, 0, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 0}},
+    {"myriad",
+     "myriad train on CPUs (fp32): its attention kernel and GEMMs as calibrated, fused elementwise kernels, fused "
+     "softmax cross-entropy, weight gradients accumulated by the GEMM, 25 MiB gradient buckets all-reduced during "
+     "backward (ZeRO 0 by default), nonblocking pipeline transfers, plain fp32 AdamW",
+     "src/train, src/model, src/kernels, src/parallel of this repository",
+     {ATTN_FUSED, 1, 1, 1, 1, 0, 4, 0, 0, 0, 0, FP8_DELAYED, 0, 0, 1, 1}},
 };
 #define NPRESETS (int)(sizeof presets / sizeof presets[0])
 
@@ -88,10 +100,15 @@ int sim_software_preset(Layout *l, const char *name) {
         l->selective_op = v[9]; l->reshard = v[10]; l->fp8_scaling = v[11]; l->fp8_gather = v[12];
         l->fp8_cache = v[13]; l->optimizer_passes = v[14]; l->fused_ce = v[15];
         l->sw_eff = 1.0;
+        l->bucket = 40e6;
+        l->opt_bytes = 12;
         char env[64];
         snprintf(env, sizeof env, "MYRIAD_SWEFF_%s", presets[i].name);
         for (char *q = env; *q; q++) if (*q == '-') *q = '_';
+        if (!strcmp(name, "mlperf")) l->sw_eff = 1.2; /* fitted, docs/SIMULATOR.md */
         if (getenv(env)) l->sw_eff = atof(getenv(env));
+        if (!strcmp(name, "myriad")) l->bucket = 25.0 * 1024 * 1024 / 4; /* --bucket-mb 25 of fp32 */
+        if (!strncmp(name, "nemo", 4) || !strcmp(name, "mlperf")) l->opt_bytes = 6; /* bf16 optimizer state */
         return 0;
     }
     char names[256] = "current";

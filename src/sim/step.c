@@ -102,10 +102,16 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
      * cross-entropy as eager ops on fp32 logits: cast (r2 w4), max (r4), subtract (r4 w4), exp (r4 w4),
      * sum (r4) = 30 bytes per logit forward; softmax (r4 w4), minus one-hot, times the loss
      * gradient (r4 w4), cast back (r4 w2) = 22 backward. Fused (TE/Megatron cross_entropy_loss_fusion,
-     * torch.compile): read the 16-bit logits forward (2), read them and write their gradient backward (4) */
+     * torch.compile, myriad's kernel): read the logits for the max, read them for the exponentials and
+     * write those (3 logit sizes), then scale them into the gradient (2) */
     double emb_f = sim_membound_time(g, 3.0 * T * m->hidden * e, 2), emb_b = 2 * emb_f;
+    /* vocab-parallel embedding: each tp rank fills its vocabulary's rows, then they are summed */
+    if (l->tp > 1)
+        emb_f += l->sp ? sim_coll_time(&net, COLL_REDUCE_SCATTER, ALG_AUTO, T * m->hidden * e, grp(l->tp, 1))
+                       : sim_coll_time(&net, COLL_ALLREDUCE, ALG_AUTO, T * m->hidden * e, grp(l->tp, 1));
     double vl = (double)m->vocab / l->tp;
-    double ce_f = l->fused_ce ? 2.0 : 30.0, ce_b = l->fused_ce ? 4.0 : 22.0;
+    double el = l->dtype == DT_FP32 ? 4.0 : 2.0; /* bytes of a logit */
+    double ce_f = l->fused_ce ? 3.0 * el : 30.0, ce_b = l->fused_ce ? 2.0 * el : 22.0;
     double logit_f = sim_gemm_time(g, ad, T, vl, m->hidden, 1) + sim_membound_time(g, ce_f * T * vl, l->fused_ce ? 1 : 5);
     double logit_b = sim_gemm_time(g, ad, T, m->hidden, vl, 1) + sim_gemm_time(g, ad, m->hidden, vl, T, 1) +
                      sim_membound_time(g, ce_b * T * vl, l->fused_ce ? 1 : 4);
