@@ -39,6 +39,8 @@ err=$($B sim --model gpt3-175b --gpus 1024 --tp 16 --global-batch 1536 2>&1); rc
 check sim_tp_exceeds_domain bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'tp 16 exceeds the 8-GPU scale-up domain'"
 err=$($B sim --model gpt3-175b --gpus 8 --tp 8 --global-batch 8 --zero 0 2>&1); rc=$?
 check sim_memory_overflow bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -Eq 'needs [0-9]+\.[0-9] GiB per GPU, has 80'"
+err=$($B sim --gpu h100-sxm --gpus 16384 --model llama3-70b --tp 8 --pp 8 --vpp 5 --dtype fp8 2>&1); rc=$?
+check sim_interleave_says_way_out bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'give --global-batch a multiple of dp 256 x micro-batch 1 x pp 8 = 2048, or --vpp 1'"
 err=$($B sim --model gpt3-175b --tp x 2>&1); rc=$?
 check sim_bad_number bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--tp expects an integer'"
 err=$($B sim --model gpt3-175b --frobnicate 2>&1); rc=$?

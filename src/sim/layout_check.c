@@ -57,8 +57,10 @@ int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, 
     if (l->vpp > 1 && l->pp == 1) return myr_error("vpp %d needs pipeline parallelism (pp > 1)", l->vpp);
     if (l->vpp > 1 && l->schedule == SCHED_GPIPE) return myr_error("the GPipe schedule has no interleaving (vpp 1)");
     if (l->vpp > 1 && l->micro_batch > 0 && (per_dp / l->micro_batch) % l->pp)
-        return myr_error("the interleaved schedule needs micro-batches (%d) to be a multiple of pp %d",
-                         per_dp / l->micro_batch, l->pp);
+        return myr_error("the interleaved schedule needs micro-batches (%d) to be a multiple of pp %d (give "
+                         "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1)",
+                         per_dp / l->micro_batch, l->pp, l->dp, l->micro_batch, l->pp,
+                         (long)l->dp * l->micro_batch * l->pp);
     long gpus = (long)l->tp * l->cp * l->pp * l->dp;
     if (c->gpus > 0 && gpus > c->gpus)
         return myr_error("layout needs %ld GPUs, the cluster %s has %d", gpus, c->name, c->gpus);
