@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "data/shards.h"
+#include "io/path_check.h"
 #include "util/opts.h"
 #include "util/error.h"
 
@@ -179,7 +180,7 @@ typedef struct {
 
 static int add_positional(void *ctx, const char *arg) {
     Inputs *in = ctx;
-    in->inputs[in->n++] = arg;
+    in->inputs[in->n++] = path_trim(strdup(arg));
     return 0;
 }
 
@@ -217,6 +218,7 @@ static int prepare(int argc, char **argv) {
     const char **inputs = in.inputs;
     int n_inputs = in.n;
     if (!out) myr_die("data prepare: --out DIR is required (see --help)");
+    out = path_trim(strdup(out));
     if (n_inputs == 0) myr_die("data prepare: give at least one input text file or directory (see --help)");
     if (mkdir_p(out)) myr_die_last();
 

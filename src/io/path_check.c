@@ -3,6 +3,7 @@
 #include "io/path_check.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,13 @@
 #include <unistd.h>
 
 #include "util/error.h"
+
+char *path_trim(char *p) {
+    if (!p) return p;
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    return p;
+}
 
 const char *path_join(char *buf, unsigned long n, const char *a, const char *b) {
     size_t la = strlen(a);
@@ -28,12 +36,24 @@ static void dir_of(const char *path, char *dir, size_t n) {
     else *slash = 0;
 }
 
+/* Creating (and at once removing) a file is the only test that also holds for root, read-only
+ * mounts and pseudo file systems such as /proc, where permission bits say yes. */
+static int probe(const char *dir) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/.myriad-probe-%d", dir, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return -1;
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
 static int writable_dir(const char *what, const char *dir, const char *for_path) {
     struct stat st;
     if (stat(dir, &st))
         return myr_error("%s %s: the directory %s does not exist (create it first)", what, for_path, dir);
     if (!S_ISDIR(st.st_mode)) return myr_error("%s %s: %s is not a directory", what, for_path, dir);
-    if (access(dir, W_OK | X_OK))
+    if (access(dir, W_OK | X_OK) || probe(dir))
         return myr_error("%s %s: cannot write in %s (%s)", what, for_path, dir, strerror(errno));
     return 0;
 }
@@ -43,7 +63,12 @@ int path_check_file(const char *what, const char *path) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return myr_error("%s %s is a directory; give a file path", what, path);
-        if (access(path, W_OK)) return myr_error("%s %s: cannot write it (%s)", what, path, strerror(errno));
+        if (S_ISREG(st.st_mode)) { /* opened, not truncated: nothing changes (a FIFO would block: not opened) */
+            int fd = open(path, O_WRONLY | O_APPEND);
+            if (fd < 0) return myr_error("%s %s: cannot write it (%s)", what, path, strerror(errno));
+            close(fd);
+        } else if (access(path, W_OK))
+            return myr_error("%s %s: cannot write it (%s)", what, path, strerror(errno));
     }
     char dir[PATH_MAX];
     dir_of(path, dir, sizeof dir);
@@ -58,7 +83,7 @@ int path_check_dir(const char *what, const char *dir) {
         struct stat st;
         if (stat(cur, &st) == 0) {
             if (!S_ISDIR(st.st_mode)) return myr_error("%s %s: %s exists and is not a directory", what, dir, cur);
-            if (access(cur, W_OK | X_OK))
+            if (access(cur, W_OK | X_OK) || probe(cur))
                 return myr_error("%s %s: cannot write in %s (%s)", what, dir, cur, strerror(errno));
             return 0;
         }

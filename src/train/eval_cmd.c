@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "io/path_check.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "train/evaluate.h"
@@ -33,6 +34,8 @@ int cmd_eval(int argc, char **argv) {
                       .rows = rows};
     opts_parse(&cmd, argc, argv);
     if (!init || !data) myr_die("eval: --init DIR and --data PATH are required");
+    init = path_trim(strdup(init));
+    data = path_trim(strdup(data));
     if (B <= 0 || T <= 0) myr_die("eval: --batch B and --seq T are required");
     kernels_set_threads(threads > 0 ? threads : kernels_threads());
     Model m;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io/hf_config.h"
+#include "io/path_check.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
 #include "comm/comm_opts.h"
@@ -171,7 +172,8 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
                "a step whose loss or gradient norm is not finite: stop there (default; exit\n"                       \
                "code 3, nothing saved over the last good checkpoint) or skip its update"),                           \
     OPT_GIVEN(OPT_INT("--max-nan-skips", "N", &(o)->max_nan_skips, 1, 1 << 20,                                      \
-            "with --on-nan skip: stop after N consecutive skipped steps (default 5)"), &(o)->max_nan_skips_given),   \
+            "with --on-nan skip: at most N non-finite steps in a row are skipped;\n"                                      \
+            "the next one stops the run (default 5)"), &(o)->max_nan_skips_given),   \
     OPT_CALL("--inject-nan", "STEP[:RANK]", (o), parse_inject_nan,                                                   \
              "testing: turn one gradient of RANK (default 0) to NaN at STEP (counted from 1)"),                     \
     OPT_SECTION("output and checkpoints:"),                                                                          \
@@ -280,6 +282,7 @@ static char *read_file(const char *path, size_t *len) {
  * the same rows as the command line. Strings are kept alive for the whole run (options point
  * into them). */
 static void apply_config_file(const OptCommand *cmd, TrainOptions *o, const char *path) {
+    myr_die_quietly(0); /* a file: it may be missing on one host only, so every rank reports */
     size_t len;
     char *text = read_file(path, &len);
     cJSON *root = cJSON_ParseWithLength(text, len);
@@ -375,6 +378,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) apply_config_file(&cmd, o, argv[++i]);
     opts_parse(&cmd, argc, argv);
     if (!o->data) myr_die("train: --data PATH is required (token shards; make some with `myriad data prepare`)");
+    /* paths are kept without trailing slashes (what is built from them and printed has no "//") */
+    const char **paths[] = {&o->data, &o->val_data, &o->save_dir, &o->init_dir, &o->resume};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++)
+        if (*paths[k]) *paths[k] = path_trim(strdup(*paths[k]));
     if (o->batch < 0) myr_die("train: --batch B (sequences per step, >= 1) is required");
     if (o->seq < 0) myr_die("train: --seq T (tokens per sequence, >= 1) is required");
     if (o->steps < 0) myr_die("train: --steps N is required");

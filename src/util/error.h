@@ -16,6 +16,10 @@ const char *myr_last_error(void);
 noreturn void myr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same with a va_list (for wrappers that take their own arguments). */
 noreturn void myr_vdie(const char *fmt, va_list ap);
+/* While set, myr_die prints nothing (it waits 2 s, then exits 1): for the ranks other than 0 of an
+ * MPI job while they check what every rank checks alike (the command line), so that one message,
+ * rank 0's, is printed instead of one per rank. */
+void myr_die_quietly(int quiet);
 /* Print the last recorded error and exit(1). */
 noreturn void myr_die_last(void);
 
