@@ -90,6 +90,9 @@ else fail corrupt_shard_fallback_reported "flipped in $hit; $(grep -i 'corrupt\|
 rm -rf "$T/mc" "$MYRIAD_SHM_DIR"
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader -np 4"
 $MPI $M train $common --save "$T/mc" --mem-ckpt-every 1 --stop-after 6 >/dev/null 2>&1
+# (--stop-after also writes the disk checkpoint step-6, which a resume would rightly prefer to
+# the in-memory step 5: it goes, so that the choice is between the in-memory copies)
+rm -rf "$T/mc/step-00000006" "$T/mc/latest"
 copy=$(ls "$MYRIAD_SHM_DIR"/myriad-*/*/r00001-s000000000006.mem 2>/dev/null)
 if [ -n "$copy" ]; then
     /usr/bin/python3 -c "

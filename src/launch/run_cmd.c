@@ -150,6 +150,10 @@ int cmd_run(int argc, char **argv) {
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    for (int i = 0; i < so.plan.n; i++)
+        if (so.plan.faults[i].kind == FAULT_NAN && (first + (exec_mode ? 1 : 0) >= argc ||
+                                                    strcmp(argv[first + (exec_mode ? 1 : 0)], "train")))
+            myr_die("run: --inject nan@STEP:RANK turns a gradient of `myriad train` to NaN: the command is not train");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
     if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra_v, nextra);

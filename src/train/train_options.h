@@ -9,11 +9,12 @@
 #include "comm/comm.h"
 #include "model/config.h"
 #include "train/trainer.h"
+#include "util/error.h"
 
 enum { TRAIN_ON_NAN_STOP = 0, TRAIN_ON_NAN_SKIP = 1 };
 /* The exit code of a run stopped by a non-finite value (--on-nan stop, or too many skips);
  * `myriad run` does not restart it: the same step would fail again. */
-#define TRAIN_EXIT_NONFINITE 3
+#define TRAIN_EXIT_NONFINITE MYRIAD_EXIT_NONFINITE
 
 typedef struct {
     /* model: --init DIR, else --preset NAME and/or shape flags (-1 = not given) */

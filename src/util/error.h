@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stdnoreturn.h>
 
+/* Exit codes beyond 0 (success) and 1 (an error): a run that stopped itself on a non-finite loss,
+ * gradient or weight (`myriad train`, `myriad eval`), which restarting would not cure. */
+enum { MYRIAD_EXIT_NONFINITE = 3 };
+
 /* Record the reason for the current failure (printf-style); always returns -1. */
 int myr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The last recorded reason ("" if none). Thread-local. */
