@@ -164,6 +164,6 @@ int cmd_sched(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "simulate")) return cmd_simulate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "place")) return cmd_sched_place(argc - 1, argv + 1);
-    fprintf(stderr, "myriad sched: unknown subcommand '%s'\n%s", argv[1], usage);
+    fprintf(stderr, "myriad: sched: unknown subcommand '%s'\n%s", argv[1], usage);
     return 2;
 }

@@ -98,9 +98,10 @@ static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed
     sample_tokens(m, prompt, plen, n, seed, out);
     printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
     for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    printf("\033[1m");
+    int bold = isatty(STDOUT_FILENO); /* the generated part in bold on a terminal; plain text in a file */
+    if (bold) printf("\033[1m");
     for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("\033[0m\n---\n");
+    printf("%s\n---\n", bold ? "\033[0m" : "");
     free(out);
 }
 

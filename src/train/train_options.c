@@ -412,6 +412,8 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->a2a_barrier && o->ep < 2) myr_die("train: --a2a-barrier times expert-parallel all-to-alls: it needs --ep 2 or more");
     if (o->dropless && !isnan(o->capacity_factor))
         myr_die("train: --dropless and --capacity-factor contradict each other: give one");
+    if (o->inject_nan_step > o->steps)
+        myr_die("train: --inject-nan %ld is beyond --steps %ld (no such step)", o->inject_nan_step, o->steps);
     if (o->on_nan != TRAIN_ON_NAN_SKIP && o->max_nan_skips_given)
         myr_die("train: --max-nan-skips applies to --on-nan skip");
     o->optim.schedule.steps = o->steps;

@@ -182,7 +182,9 @@ void train_job_setup(TrainJob *j) {
     build_model(j);
     open_data(j);
     attach_parallelism(j);
-    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
+    /* the MFU denominator: only rank 0 reports MFU, so only rank 0 measures (N ranks measuring at
+     * once on one host would share its cores and measure a fraction of it, N times over) */
+    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : j->rank0 ? kernels_measure_peak_flops(1024, 3) : 1e12;
     j->flops_per_step = model_flops_per_token(&j->cfg, o->seq) * o->batch * o->seq;
     if (j->rank0) print_banner(j);
 
