@@ -286,7 +286,7 @@ static int prepare(int argc, char **argv) {
 static int set_path(void *ctx, const char *arg) {
     const char **path = ctx;
     if (*path) return myr_error("give exactly one PATH (got %s and %s)", *path, arg);
-    *path = arg;
+    *path = path_trim(strdup(arg));
     return 0;
 }
 

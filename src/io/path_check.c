@@ -87,7 +87,7 @@ int path_check_dir(const char *what, const char *dir) {
                 return myr_error("%s %s: cannot write in %s (%s)", what, dir, cur, strerror(errno));
             return 0;
         }
-        if (errno != ENOENT) return myr_error("%s %s: %s (%s)", what, dir, cur, strerror(errno));
+        if (errno != ENOENT && errno != ENOTDIR) return myr_error("%s %s: %s (%s)", what, dir, cur, strerror(errno));
         size_t n = strlen(cur);
         while (n > 1 && cur[n - 1] == '/') cur[--n] = 0;
         char *slash = strrchr(cur, '/');
