@@ -86,7 +86,7 @@ make -j2 >"$scratch/build.log" 2>&1 || { echo "the clone does not build: $scratc
 
 rows=()
 killed=0 total=0 t_all=$(date +%s)
-while IFS= read -r head && IFS= read -r minus && IFS= read -r plus; do
+while IFS= read -r head <&4 && IFS= read -r minus <&4 && IFS= read -r plus <&4; do
     IFS='|' read -r name sub file filters what <<<"$head"
     [ "$only" != "  " ] && [[ "$only" != *" $name "* ]] && continue
     total=$((total + 1))
@@ -105,15 +105,17 @@ PY
     fi
     verdict="survived"
     detail=""
-    if ! make -j2 >"$scratch/m.log" 2>&1; then
+    if ! make -j2 >"$scratch/m.log" 2>&1 </dev/null; then
         verdict="killed"; detail="does not build"
     else
         for f in ${filters//,/ }; do
-            summary=$(bash tests/run.sh "$f" 2>&1 | tee "$scratch/$name-$f.log" | tail -1)
+            bash tests/run.sh "$f" >"$scratch/$name-$f.log" 2>&1 </dev/null
+            summary=$(tail -1 "$scratch/$name-$f.log")
             nfail=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
             if [ "${nfail:-0}" -gt 0 ]; then
                 verdict="killed"
-                detail="$f: $summary"
+                first=$(grep -m1 '^    FAIL ' "$scratch/$name-$f.log" | sed 's/^    FAIL //' | cut -c1-90)
+                detail="$f: $summary; first: $first"
                 break
             fi
             detail="$detail $f: $summary;"
@@ -124,7 +126,7 @@ PY
     secs=$(( $(date +%s) - start ))
     echo "$name: $verdict ($detail) ${secs}s" >&2
     rows+=("| $name | $sub | $what | \`${filters//,/ }\` | $verdict: ${detail# } | $secs |")
-done <<<"$MUTATIONS"
+done 4<<<"$MUTATIONS"
 make -j2 >/dev/null 2>&1
 
 {
