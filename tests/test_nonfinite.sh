@@ -83,13 +83,15 @@ $M train --init "$T/nan" --data "$T/tok.bin" --batch 4 --seq 16 --steps 2 >/dev/
 
 if ! command -v mpirun >/dev/null; then echo "skip distributed cases (mpirun not installed)"; exit 0; fi
 # 6. two ranks, a NaN on rank 1 only (through the launcher): both stop at that step, one
-#    message, exit 3, not restarted, the checkpoint before it intact
+#    message, exit 3, not restarted, the checkpoint before it intact; the launcher says where the
+#    job's in-memory copies remain and how to free them
 dp="$common --dp 2 --save-every 2"
 $M run -n 2 --max-restarts 2 --events "$T/ev.jsonl" --inject nan@5:1 -- train $dp --save "$T/d" --log "$T/d.jsonl" \
     >/dev/null 2>"$T/err"; rc=$?
 if [ $rc = 3 ] && [ "$(grep -c '^myriad: train: ' "$T/err")" = 1 ] && grep -q "^myriad: train: step 5: " "$T/err" &&
     grep -q "not restarting" "$T/err" && [ "$(wc -l <"$T/d.jsonl")" = 5 ] && [ -e "$T/d/step-00000004/manifest.json" ] &&
-    ! grep -q '"event": *"restart"' "$T/ev.jsonl"
+    ! grep -q '"event": *"restart"' "$T/ev.jsonl" && grep -q "in-memory copies remain in $T/shm/myriad-.* frees them" "$T/err" &&
+    ls -d "$T"/shm/myriad-* >/dev/null 2>&1
 then pass "dp2_nan_on_one_rank_stops_every_rank"
 else fail "dp2_nan_on_one_rank_stops_every_rank" "rc=$rc $(grep myriad "$T/err" | head -3)"; fi
 

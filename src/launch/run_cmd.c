@@ -150,6 +150,10 @@ int cmd_run(int argc, char **argv) {
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    int host_fault = 0;
+    for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
+    if (so.cut_link_cmd && !host_fault)
+        myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
     for (int i = 0; i < so.plan.n; i++)
         if (so.plan.faults[i].kind == FAULT_NAN && (first + (exec_mode ? 1 : 0) >= argc ||
                                                     strcmp(argv[first + (exec_mode ? 1 : 0)], "train")))

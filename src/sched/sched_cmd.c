@@ -67,7 +67,7 @@ static int cmd_simulate(int argc, char **argv) {
     if (!synthetic && !cluster_spec) return usage_error("%s", "--trace needs --cluster");
     if (!synthetic && (gpus_given || jobs_given || queues_given || frac_given || gang_given))
         myr_die("sched simulate: --gpus, --jobs, --queues, --frac and --max-gang describe the --synthetic workload");
-    if (synthetic && resample) myr_die("sched simulate: --resample draws from a --trace");
+    if (synthetic && (resample || skip_bad)) myr_die("sched simulate: --resample and --skip-bad apply to a --trace");
     if (synthetic && gpus_given && cluster_spec) myr_die("sched simulate: give --gpus N or --cluster C, not both");
     if (!load_given) load = -1;
     if (!mtbf_given) mtbf_days = -1;

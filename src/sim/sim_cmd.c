@@ -128,6 +128,8 @@ int cmd_sim(int argc, char **argv) {
     int rc = sim_opts_parse(argc, argv, &o, 0);
     if (rc == 1) return 0;
     if (rc) myr_die_last();
+    if (!o.json && o.tokens <= 0 && (o.hot_spares || o.in_memory))
+        myr_die("sim: --hot-spares and --in-memory-ckpt change the goodput of a training run: give --tokens X (or --json)");
     SimResult r;
     if (o.search_mb || o.search_vpp) {
         if (sim_step_search(&o.model, &o.cluster, &o.gpu, &o.layout, o.search_vpp, &r)) myr_die_last();

@@ -143,10 +143,6 @@ static void newest_checkpoint(const TrainJob *j, char *buf, size_t n) {
     ckpt_close(ck);
 }
 
-/* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
- * gets here at the same step (the trainer's decision is agreed). The checkpoint in flight (of an
- * earlier, finite step) is finished so that it is intact; nothing is saved; rank 0 says why and
- * what to do; all ranks exit with TRAIN_EXIT_NONFINITE. */
 static const char *num_text(char *buf, size_t n, double v) { /* "NaN", "inf", "-inf" or the number */
     if (isnan(v)) snprintf(buf, n, "NaN");
     else if (isinf(v)) snprintf(buf, n, v > 0 ? "inf" : "-inf");
@@ -161,6 +157,10 @@ static void describe_nonfinite(const StepResult *r, char *what, size_t n) {
                   num_text(b, sizeof b, r->grad_norm));
 }
 
+/* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
+ * gets here at the same step (the trainer's decision is agreed). The checkpoint in flight (of an
+ * earlier, finite step) is finished so that it is intact; nothing is saved; rank 0 says why and
+ * what to do; all ranks exit with TRAIN_EXIT_NONFINITE. */
 static _Noreturn void stop_nonfinite(TrainJob *j, Progress *progress, long s, const char *what, int skipped) {
     const TrainOptions *o = &j->o;
     int ckpt_failed = ckpt_async_wait();

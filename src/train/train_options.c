@@ -179,7 +179,8 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_SECTION("output and checkpoints:"),                                                                          \
     OPT_INT("--eval-every", "N", &(o)->eval_every, 0, BIG,                                                           \
             "validation loss every N steps and at the end (needs validation data; 0 = only at the end)"),           \
-    OPT_INT("--eval-batches", "K", &(o)->eval_batches, 1, BIG, "validation batches per evaluation (default 20)"),   \
+    OPT_GIVEN(OPT_INT("--eval-batches", "K", &(o)->eval_batches, 1, BIG, "validation batches per evaluation (default 20)"), \
+              &(o)->eval_batches_given),                                                                             \
     OPT_STR("--log", "FILE.jsonl", &(o)->log_path,                                                                   \
             "one JSON object per step: step (from 1), loss, lr, grad_norm, tokens_per_s,\n"                          \
             "mfu, ms (non-finite numbers are written as null)"),                                                    \

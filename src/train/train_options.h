@@ -38,6 +38,7 @@ typedef struct {
     OptimOptions optim;
     /* evaluation, logging, output */
     int eval_every, eval_batches, sample_tokens, print_every, threads;
+    int eval_batches_given;
     const char *log_path, *save_dir, *trace_path;
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */

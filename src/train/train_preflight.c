@@ -47,6 +47,9 @@ static int check_validation(TrainJob *j) {
         tokens_close(j->val);
         j->val = NULL;
     }
+    if (o->eval_batches_given && !j->val)
+        return myr_error("--eval-batches sets the size of the validation, but this run has no validation data "
+                         "(give --val-data PATH, or drop --eval-batches)");
     if (o->eval_every > 0 && !j->val)
         return myr_error("--eval-every needs validation data: give --val-data PATH (or a --data DIR made by "
                          "`myriad data prepare` with --val-fraction > 0)");
