@@ -57,6 +57,10 @@ expect_error inject_beyond_steps "--inject-nan 9 is beyond --steps 4" $M train $
 expect_error moe_routing_needs_experts "this model has no experts" $M train $common --steps 2 --moe-routing "$T/r"
 expect_error max_seq_with_init "drop --preset and the shape flags" $M train --init tests/fixtures/gpt2-tiny --max-seq 32 --data $T/tok.bin --batch 2 --seq 8 --steps 1
 expect_error plan_refuses_layout_flags "unknown option '--tp'" $M plan --model gpt3-175b --gpus 64 --tp 8
+expect_error sim_spares_need_tokens "give --tokens X" $M sim --model gpt3-175b --gpus 64 --hot-spares 2
+expect_error eval_batches_need_val "this run has no validation data" $M train $common --steps 2 --eval-batches 3
+expect_error cut_link_needs_host_fault "--cut-link-cmd runs when a host@ fault fires" $M run -n 2 --cut-link-cmd true -- mesh
+expect_error skip_bad_needs_trace "--resample and --skip-bad apply to a --trace" $M sched simulate --synthetic --gpus 64 --policy fifo --skip-bad
 expect_error sim_interleaved_needs_vpp "--schedule interleaved needs --vpp 2" $M sim --model gpt3-175b --gpus 64 --schedule interleaved
 
 # 3. before the first step: output paths, validation data, data size (no "step" line printed)
@@ -93,16 +97,11 @@ $M train $common --steps 3 --save "$T/sr" --resume "$T/sr/step-00000003" >/dev/n
 [ $rc = 0 ] && grep -q "nothing to train" "$T/err" && ! grep -q '^step ' "$T/err" && pass "resume_at_the_end_says_nothing_to_train" ||
     fail "resume_at_the_end_says_nothing_to_train" "rc=$rc $(tail -1 "$T/err")"
 
-# 5. a failed final export: the model goes to a fallback directory, said, exit 1. The log is a
-#    FIFO: its reader opens it only after the run has passed its checks, and replaces --save DIR
-#    by a file before it reads anything, so the export fails at the end, deterministically.
-mkdir -p "$T/fb" "$T/cwd" && mkfifo "$T/fb/log"
-(cd "$T/cwd" && $M train $common --steps 3 --save "$T/fb/out" --log "$T/fb/log" --sample 8 >"$T/fb.out" 2>"$T/fb.err"; echo $? >"$T/fb.rc") &
-exec 3<"$T/fb/log"
-rm -rf "$T/fb/out" && touch "$T/fb/out"
-cat <&3 >/dev/null
-exec 3<&-
-wait
+# 5. a failed final export: the model goes to a fallback directory, said, exit 1. The export
+#    writes DIR/model.safetensors through DIR/model.safetensors.tmp (io/atomic_file.h); a directory
+#    in that place makes it fail at the end, deterministically, while DIR itself is writable.
+mkdir -p "$T/fb/out/model.safetensors.tmp" "$T/cwd"
+(cd "$T/cwd" && $M train $common --steps 3 --save "$T/fb/out" --sample 8 >"$T/fb.out" 2>"$T/fb.err"; echo $? >"$T/fb.rc")
 rescue=$(ls -d "$T"/cwd/myriad-rescue-* 2>/dev/null | head -1)
 $M train $common --steps 3 --save "$T/fbref" >/dev/null 2>&1
 [ "$(cat "$T/fb.rc")" = 1 ] && [ -n "$rescue" ] && cmp -s "$rescue/model.safetensors" "$T/fbref/model.safetensors" &&
