@@ -39,12 +39,15 @@ gelu_constant|kernels|src/kernels/cpu_pointwise.c|test_torch_fixture,test_kernel
 attention_mask|kernels|src/kernels/cpu_attention.c|test_kernels_cpu,test_torch_fixture|causal mask leaks the next token into the attention weights
 -                    for (int s = t + 1; s < T; s++) p[s] = 0;
 +                    for (int s = t + 2; s < T; s++) p[s] = 0;
-adam_bias_correction|optimizer|src/optim/adamw.c|test_torch_fixture,test_train_cli|AdamW without the first-moment bias correction
+adam_bias_correction|optimizer|src/optim/adamw.c|test_optim,test_torch_fixture|AdamW without the first-moment bias correction
 -    real bc2_sqrt = (real)sqrt(bc2), eps = (real)c->eps, neg_step = (real)(-(lr / bc1));
 +    real bc2_sqrt = (real)sqrt(bc2), eps = (real)c->eps, neg_step = (real)(-(lr));
-clip_scales_up|optimizer|src/optim/clip.c|test_torch_fixture,test_train_cli|gradient clipping also scales small gradients up to the limit
+clip_scales_up|optimizer|src/optim/clip.c|test_optim,test_torch_fixture|gradient clipping also scales small gradients up to the limit
 -    return coef < 1.0 ? coef : 1.0;
 +    return coef;
+cosine_full_period|optimizer|src/optim/lr_schedule.c|test_optim|the cosine schedule runs a full period (back up to lr) instead of a half
+-    return s->min_lr + (s->lr - s->min_lr) * 0.5 * (1 + cos(M_PI * progress));
++    return s->min_lr + (s->lr - s->min_lr) * 0.5 * (1 + cos(2 * M_PI * progress));
 tp_sum_averaged|TP|src/parallel/tensor_parallel.c|test_tp.sh|tensor-parallel partial sums averaged instead of summed
 -    if (comm_all_reduce((Comm *)ctx, x, x, n, COMM_F32, COMM_SUM)) myr_die_last();
 +    if (comm_all_reduce((Comm *)ctx, x, x, n, COMM_F32, COMM_AVG)) myr_die_last();
