@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/train_job.h"
@@ -34,10 +35,10 @@ typedef struct {
     char now[64];      /* this run's value, as the meta writes it */
 } Setting;
 
-static void meta_value(const cJSON *v, char *buf, size_t n) {
+static void meta_value(const cJSON *v, char *buf, size_t n, int digits) {
     if (cJSON_IsString(v)) snprintf(buf, n, "%s", v->valuestring);
     else if (cJSON_IsBool(v)) snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
-    else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.17g", v->valuedouble);
+    else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.*g", digits, v->valuedouble);
     else buf[0] = 0;
 }
 
@@ -49,6 +50,15 @@ static void check_settings(TrainJob *j, const char *ckpt_meta_text, const char *
     cJSON *meta = cJSON_Parse(ckpt_meta_text ? ckpt_meta_text : "");
     if (!meta) return; /* a checkpoint without caller metadata: nothing to compare */
     cJSON *mine = cJSON_Parse(j->meta);
+    /* another model altogether: the load says which tensor differs, better than a list of settings */
+    char *a_model = cJSON_PrintUnformatted(cJSON_GetObjectItem(meta, "model"));
+    char *b_model = cJSON_PrintUnformatted(cJSON_GetObjectItem(mine, "model"));
+    int same_model = a_model && b_model && !strcmp(a_model, b_model);
+    free(a_model), free(b_model);
+    if (!same_model) {
+        cJSON_Delete(meta), cJSON_Delete(mine);
+        return;
+    }
     Setting set[] = {{"batch", "batch", ""}, {"seq", "seq", ""},          {"seed", "seed", ""},
                      {"lr", "lr", ""},       {"schedule", "lr_schedule", ""}, {"schedule", "warmup", ""},
                      {"schedule", "min_lr", ""}, {"steps", "steps", ""}, {"data", "shuffle", ""},
@@ -61,10 +71,16 @@ static void check_settings(TrainJob *j, const char *ckpt_meta_text, const char *
         /* the step count only shapes the math through a decaying schedule */
         if (!strcmp(set[k].key, "steps") && !cosine) continue;
         char a[64], b[64];
-        meta_value(old, a, sizeof a);
-        meta_value(cur, b, sizeof b);
-        if (!strcmp(a, b)) continue;
         if (cJSON_IsNumber(old) && cJSON_IsNumber(cur) && old->valuedouble == cur->valuedouble) continue;
+        meta_value(old, a, sizeof a, 17);
+        meta_value(cur, b, sizeof b, 17);
+        if (!strcmp(a, b)) continue;
+        /* shown as a person writes them, with the digits needed to tell them apart */
+        for (int d = 6; d < 17; d++) {
+            meta_value(old, a, sizeof a, d);
+            meta_value(cur, b, sizeof b, d);
+            if (strcmp(a, b)) break;
+        }
         char item[200];
         snprintf(item, sizeof item, "%s%s %s (checkpoint) -> %s (now)", "", set[k].key, a, b);
         char *dst = train_option_allows_change(o, set[k].group) ? allowed : refused;
