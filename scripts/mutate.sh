@@ -5,8 +5,13 @@
 # one at a time to a scratch clone of the committed HEAD, which is rebuilt, and the tests that
 # cover that subsystem are run (`bash tests/run.sh FILTER` for each filter listed: a subset, to keep
 # the run practical). A mutation is killed when some test fails; one that survives is a hole in
-# the suite. Not part of `make test` (it takes tens of minutes): run it by hand and record the score
-#     bash scripts/mutate.sh [OUT.md] [NAME...]    (default OUT bench/mutate_results.md; NAMEs: only those)
+# the suite. First the same filters run on the unmutated clone: they must all pass, or a "kill"
+# would prove nothing (the script stops). Not part of `make test` (it takes tens of minutes): run
+# it by hand and record the score
+#     bash scripts/mutate.sh [OUT.md] [NAME...]    (default OUT bench/mutate_results.md)
+# With NAMEs only those mutations run; their rows replace the same rows in OUT and the other rows
+# of OUT are kept (each row names its commit), so a long run can be done a few mutations at a
+# time. OUT is rewritten after every mutation, so an interrupted run keeps what it measured.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$repo/bench/mutate_results.md}
@@ -87,8 +92,73 @@ cd "$scratch/clone"
 [ -d "$repo/../shared" ] && ln -s "$repo/../shared" "$scratch/shared"
 make -j2 >"$scratch/build.log" 2>&1 || { echo "the clone does not build: $scratch/build.log" >&2; tail "$scratch/build.log"; exit 1; }
 
-rows=()
-killed=0 total=0 t_all=$(date +%s)
+commit=$(git rev-parse --short HEAD)
+t_all=$(date +%s)
+
+# the mutations to run now, and the distinct test filters they use
+names=() filters_all=()
+while IFS= read -r head <&4 && IFS= read -r _ <&4 && IFS= read -r _ <&4; do
+    IFS='|' read -r name _ _ filters _ <<<"$head"
+    [ "$only" != "  " ] && [[ "$only" != *" $name "* ]] && continue
+    names+=("$name")
+    for f in ${filters//,/ }; do [[ " ${filters_all[*]} " == *" $f "* ]] || filters_all+=("$f"); done
+done 4<<<"$MUTATIONS"
+[ ${#names[@]} -gt 0 ] || { echo "no mutation named:$only" >&2; exit 2; }
+for n in $only; do [[ " ${names[*]} " == *" $n "* ]] || { echo "unknown mutation '$n'" >&2; exit 2; }; done
+
+# baseline: the unmutated clone passes every filter used (else a "kill" proves nothing)
+t0=$(date +%s)
+for f in "${filters_all[@]}"; do
+    bash tests/run.sh "$f" >"$scratch/baseline-$f.log" 2>&1 </dev/null
+    summary=$(tail -1 "$scratch/baseline-$f.log")
+    nfail=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    if [ "${nfail:-1}" -gt 0 ]; then
+        echo "baseline: the unmutated tests fail ($f: $summary); fix that first:" >&2
+        grep '^    FAIL \|^    | ' "$scratch/baseline-$f.log" | head -20 >&2
+        exit 1
+    fi
+done
+baseline_s=$(( $(date +%s) - t0 ))
+echo "baseline: ${filters_all[*]} pass on the unmutated clone (${baseline_s}s)" >&2
+
+# rows kept from an earlier OUT (mutations not run now, still on the list)
+declare -A row_of=()
+if [ -f "$out" ]; then
+    while IFS= read -r line; do
+        n=$(echo "$line" | cut -d'|' -f2 | tr -d ' ')
+        grep -q "^$n|" <<<"$MUTATIONS" && row_of[$n]=$line
+    done < <(grep '^| [a-z0-9_]* | ' "$out" | grep -v '^| mutation |')
+fi
+
+write_out() { # the table: every mutation on the list, in list order, measured or not
+    local k=0 t=0 pending=0 line n
+    local body=()
+    while IFS= read -r line; do
+        [[ "$line" == *"|"*"|"*"|"*"|"* ]] || continue
+        n=${line%%|*}
+        if [ -n "${row_of[$n]:-}" ]; then
+            body+=("${row_of[$n]}"); t=$((t + 1))
+            [[ "${row_of[$n]}" == *"| killed"* ]] && k=$((k + 1))
+        else pending=$((pending + 1)); fi
+    done < <(grep -v '^[-+]' <<<"$MUTATIONS")
+    {
+        echo "# Mutation testing (\`bash scripts/mutate.sh\`)"
+        echo
+        echo "Each mutation is applied alone to a scratch clone of the commit in its row, rebuilt, and the"
+        echo "listed tests (\`bash tests/run.sh FILTER\`) are run; the same tests first pass unmutated (baseline)."
+        echo "Last run: $(date -u +%Y-%m-%d) at $commit ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)): ${#names[@]} mutation(s),"
+        echo "baseline ${baseline_s} s, $(( $(date +%s) - t_all )) s in all."
+        echo
+        echo "**Score: $k of $t mutations killed**$([ $pending -gt 0 ] && echo " ($pending on the list not measured yet)")."
+        echo
+        echo "| mutation | subsystem | the bug | tests run | result | s | commit |"
+        echo "|---|---|---|---|---|---|---|"
+        printf '%s\n' "${body[@]}"
+    } >"$out"
+    score="$k of $t killed$([ $pending -gt 0 ] && echo ", $pending not measured")"
+}
+
+killed=0 total=0
 while IFS= read -r head <&4 && IFS= read -r minus <&4 && IFS= read -r plus <&4; do
     IFS='|' read -r name sub file filters what <<<"$head"
     [ "$only" != "  " ] && [[ "$only" != *" $name "* ]] && continue
@@ -103,18 +173,23 @@ if text.count(old) != 1:
 open(path, "w").write(text.replace(old, new))
 PY
     then
-        rows+=("| $name | $sub | $what | - | NOT APPLIED (the code moved: update the mutation) | 0 |")
+        row_of[$name]="| $name | $sub | $what | - | NOT APPLIED (the code moved: update the mutation) | 0 | $commit |"
+        write_out
         continue
     fi
     verdict="survived"
     detail=""
     if ! make -j2 >"$scratch/m.log" 2>&1 </dev/null; then
-        verdict="killed"; detail="does not build"
+        verdict="NOT BUILT"; detail="the mutated code does not compile: fix the mutation"
     else
         for f in ${filters//,/ }; do
-            bash tests/run.sh "$f" >"$scratch/$name-$f.log" 2>&1 </dev/null
+            # a mutation that hangs a test is caught (a hang fails the suite too), after 30 min
+            timeout -k 30 1800 bash tests/run.sh "$f" >"$scratch/$name-$f.log" 2>&1 </dev/null
+            rc=$?
             summary=$(tail -1 "$scratch/$name-$f.log")
             nfail=$(echo "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+            [ $rc -eq 124 ] && nfail=1 summary="timed out after 1800 s"
+            [ $rc -ne 0 ] && [ -z "$nfail" ] && nfail=1 summary="tests/run.sh exited $rc without a summary"
             if [ "${nfail:-0}" -gt 0 ]; then
                 verdict="killed"
                 first=$(grep -m1 '^    FAIL ' "$scratch/$name-$f.log" | sed 's/^    FAIL //' | cut -c1-90)
@@ -128,21 +203,9 @@ PY
     [ "$verdict" = killed ] && killed=$((killed + 1))
     secs=$(( $(date +%s) - start ))
     echo "$name: $verdict ($detail) ${secs}s" >&2
-    rows+=("| $name | $sub | $what | \`${filters//,/ }\` | $verdict: ${detail# } | $secs |")
+    row_of[$name]="| $name | $sub | $what | \`${filters//,/ }\` | $verdict: ${detail# } | $secs | $commit |"
+    write_out
 done 4<<<"$MUTATIONS"
-make -j2 >/dev/null 2>&1
-
-{
-    echo "# Mutation testing (\`bash scripts/mutate.sh\`)"
-    echo
-    echo "Run on $(date -u +%Y-%m-%d) at commit $(git rev-parse --short HEAD) ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg));"
-    echo "each mutation applied alone to a scratch clone, rebuilt, and the listed tests run."
-    echo
-    echo "**Score: $killed of $total mutations killed** ($(( $(date +%s) - t_all )) s)."
-    echo
-    echo "| mutation | subsystem | the bug | tests run | result | s |"
-    echo "|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
-} >"$out"
-echo "score: $killed of $total killed; written to $out" >&2
+write_out
+echo "score: $score; written to $out" >&2
 [ "$killed" -eq "$total" ]
