@@ -28,7 +28,7 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 #define MAXROWS 64
@@ -55,16 +55,6 @@ typedef struct {
     const char *out, *name;
 } Opts;
 
-static void usage(FILE *o) {
-    fprintf(o, "usage: myriad bench calibrate --out PREFIX [--name NAME] [--hidden C] [--heads H] [--ffn F] [--vocab V]\n"
-               "                              [--seq T] [--tokens N[,N..]] [--tp P[,P..]] [--threads t] [--reps R]\n"
-               "                              [--window S (0.25)]\n"
-               "  Measures GEMM rates (the shapes of a GPT-2-style layer with N rows, sharded by each tp),\n"
-               "  attention, memory bandwidth and MPI collectives among the ranks it runs on; writes\n"
-               "  PREFIX.hw.json and PREFIX.cluster.json for myriad sim --gpu / --cluster. Run it under\n"
-               "  `myriad run -n R` with the ranks and --threads of the run to predict.\n");
-}
-
 static int parse_list(const char *flag, const char *v, int *out, int max) {
     int n = 0;
     const char *p = v;
@@ -77,6 +67,18 @@ static int parse_list(const char *flag, const char *v, int *out, int max) {
         if (*end && *end != ',') myr_die("%s expects positive integers separated by commas, got '%s'", flag, v);
     }
     return n;
+}
+
+static int opt_tokens_list(void *dst, const char *v) {
+    Opts *o = dst;
+    o->ntokens = parse_list("--tokens", v, o->tokens, 8);
+    return 0;
+}
+
+static int opt_tp_list(void *dst, const char *v) {
+    Opts *o = dst;
+    o->ntps = parse_list("--tp", v, o->tps, 4);
+    return 0;
 }
 
 static double g_window = 0.25;
@@ -236,23 +238,28 @@ int bench_calibrate(int argc, char **argv) {
     Opts o = {0};
     o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
     o.tokens[0] = 1024; o.ntokens = 1; o.tps[0] = 1; o.ntps = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--out")) o.out = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--name")) o.name = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--hidden")) o.hidden = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--heads")) o.heads = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--ffn")) o.ffn = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--vocab")) o.vocab = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--seq")) o.seq = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--threads")) o.threads = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--reps")) o.reps = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--window")) o.window = args_next_double(argc, argv, &i);
-        else if (!strcmp(a, "--tokens")) o.ntokens = parse_list(a, args_value(argc, argv, &i), o.tokens, 8);
-        else if (!strcmp(a, "--tp")) o.ntps = parse_list(a, args_value(argc, argv, &i), o.tps, 4);
-        else myr_die("bench calibrate: unknown option '%s' (see --help)", a);
-    }
+    const Opt opt_rows[] = {
+        OPT_STR("--out", "PREFIX", &o.out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
+        OPT_STR("--name", "NAME", &o.name, "the GPU and cluster name in the files (default cpu)"),
+        OPT_INT("--hidden", "C", &o.hidden, 1, 1 << 16, "model width of the GEMM shapes (default 768)"),
+        OPT_INT("--heads", "H", &o.heads, 1, 1 << 12, "attention heads (default 12)"),
+        OPT_INT("--ffn", "F", &o.ffn, 1, 1 << 20, "MLP width (default 4 x hidden)"),
+        OPT_INT("--vocab", "V", &o.vocab, 1, 1 << 24, "vocabulary of the lm_head shapes (default 50257)"),
+        OPT_INT("--seq", "T", &o.seq, 1, 1 << 20, "sequence length of the attention (default 256)"),
+        OPT_CALL("--tokens", "N[,N..]", &o, opt_tokens_list, "rows of the layer's GEMMs, one or more (default 1024)"),
+        OPT_CALL("--tp", "P[,P..]", &o, opt_tp_list, "tensor-parallel shardings of the shapes (default 1)"),
+        OPT_INT("--threads", "t", &o.threads, 1, 1024, "compute threads per rank (default 1)"),
+        OPT_INT("--reps", "R", &o.reps, 1, 31, "runs of each measurement; the median counts (default 5)"),
+        OPT_POSITIVE("--window", "S", &o.window, 60, "seconds each timing repeats for (default 0.25)"),
+        OPT_END};
+    OptCommand cmd = {.name = "bench calibrate",
+                      .usage = "usage: myriad bench calibrate --out PREFIX [options]\n"
+                               "  Measures GEMM rates (the shapes of a GPT-2-style layer with N rows, sharded by each tp),\n"
+                               "  attention, memory bandwidth and MPI collectives among the ranks it runs on; writes\n"
+                               "  PREFIX.hw.json and PREFIX.cluster.json for myriad sim --gpu / --cluster. Run it under\n"
+                               "  `myriad run -n R` with the ranks and --threads of the run to predict.",
+                      .rows = opt_rows};
+    opts_parse(&cmd, argc, argv);
     if (!o.out) myr_die("bench calibrate needs --out PREFIX (writes PREFIX.hw.json and PREFIX.cluster.json)");
     if (!o.ffn) o.ffn = 4 * o.hidden;
     if (o.window > 0) g_window = o.window;

@@ -14,21 +14,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void usage(FILE *o) {
-    fprintf(o,
-            "usage: myriad plan --model NAME|FILE (or shape flags as in sim) [--gpu NAME] [--cluster NAME|FILE] --gpus N\n"
-            "                   [--tokens X] [--global-batch N] [--seq N] [--dtype D] [--software NAME]\n"
-            "                   [--tp N] [--cp N] [--pp N] [--vpp N] [--ep N] [--etp N] [--micro-batch N]\n"
-            "                   [--recompute MODE] [--sp|--no-sp] [--zero N] [--first-stage-layers N] [--last-stage-layers N]\n"
-            "                   [--stage-layers a,b,..] [--mem-headroom 10%%] [--hot-spares NODES] [--in-memory-ckpt]\n"
-            "                   [--top K] [--why] [--json]\n"
-            "       myriad plan --compare A.json B.json --model NAME --gpus N [--tokens X]\n"
-            "Searches tp, cp, pp (uneven first/last stages where pp does not divide the layers), vpp, ep,\n"
-            "micro-batch and recompute; any of them given is fixed. Drops layouts above the memory headroom\n"
-            "(default 10%% of HBM). Ranks by days to train including failures (hot spares by default enough\n"
-            "for a free spare at 99%% of hardware faults). Default global batch: 2^22 tokens, as in sim.\n");
-}
-
 static void fixed_of(const SimOpts *o, PlanFixed *fx) {
     memset(fx, 0, sizeof *fx);
     fx->tp = o->set_tp; fx->cp = o->set_cp; fx->pp = o->set_pp; fx->vpp = o->set_vpp && !o->search_vpp;
@@ -184,7 +169,7 @@ static int compare(SimOpts *o) {
 int cmd_plan(int argc, char **argv) {
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 1);
-    if (rc == 1) { usage(stdout); return 0; }
+    if (rc == 1) return 0;
     if (rc == 2) { sim_software_list(stdout); return 0; }
     if (rc) myr_die_last();
     if (o.compare[0]) {

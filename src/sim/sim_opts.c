@@ -1,13 +1,15 @@
-/* sim_opts.c: parsing of the simulator's command-line options (see sim_opts.h). Two passes: the
- * first loads the model, cluster and GPU configs named on the line, the second applies the flags
- * that override them, so the order of flags does not matter. Then the layout is completed: dp from
- * --gpus, the cluster sized to the GPUs, the default global batch. */
+/* sim_opts.c: parsing of the simulator's command-line options (see sim_opts.h). Every flag is a
+ * row of an option table (util/opts.h), which gives --help and refuses unknown flags; the values
+ * are kept as given and applied in two steps: first the model, cluster, GPU and software preset
+ * they name, then the flags that override them, so the order of flags does not matter. Then the
+ * layout is completed: dp from --gpus, the cluster sized to the GPUs, the default global batch. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_opts.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 int sim_parse_count(const char *s, double *out) {
@@ -46,49 +48,94 @@ static int flag_num(const char *flag, const char *v, double lo, double hi, doubl
     return 0;
 }
 
-static const char *valued[] = {"--model", "--cluster", "--gpu", "--gpus", "--tp", "--cp", "--pp", "--vpp", "--dp", "--ep",
-                               "--etp", "--micro-batch", "--global-batch", "--seq", "--recompute", "--zero", "--dtype",
-                               "--tokens", "--trace", "--arch", "--layers", "--hidden", "--heads", "--kv-heads", "--ffn",
-                               "--vocab", "--experts", "--top-k", "--expert-ffn", "--schedule", "--attention",
-                               "--grad-bytes", "--hot-spares", "--top", "--software", "--stage-layers",
-                               "--first-stage-layers", "--last-stage-layers", "--capacity-factor", "--moe-imbalance",
-                               "--fp8-scaling", "--tp-overlap", "--mem-headroom", "--dropout", NULL};
-static const char *bare[] = {"--json", "--sp", "--no-sp", "--no-overlap-dp", "--in-memory-ckpt", "--ignore-memory", "--why",
-                             NULL};
-/* options of myriad plan only, and of myriad sim only */
-static const char *plan_only[] = {"--top", "--why", NULL};
-static const char *sim_only[] = {"--trace", "--ignore-memory", NULL};
+/* The valued flags: name, placeholder, help, and which command takes them ('b' both, 's' sim,
+ * 'p' plan). A section row has a NULL meta. Values are applied by name (apply_value below). */
+typedef struct { const char *name, *meta, *help; char scope; } FlagRow;
+static const FlagRow flag_rows[] = {
+    {"model:", NULL, NULL, 'b'},
+    {"--model", "NAME|FILE", "a model of configs/models or a .json file", 'b'},
+    {"--arch", "gpt2|llama|nemotron", "model family of the shape flags (default gpt2)", 'b'},
+    {"--layers", "N", "transformer blocks", 'b'},
+    {"--hidden", "N", "model width", 'b'},
+    {"--heads", "N", "attention heads", 'b'},
+    {"--kv-heads", "N", "key/value heads (default heads)", 'b'},
+    {"--ffn", "N", "MLP width (default 4 x hidden; gated 8/3 x hidden)", 'b'},
+    {"--vocab", "N", "vocabulary size", 'b'},
+    {"--experts", "E", "mixture of experts: routed experts per layer", 'b'},
+    {"--top-k", "K", "experts per token", 'b'},
+    {"--expert-ffn", "N", "MLP width of an expert (default --ffn)", 'b'},
+    {"--dropout", "0|1", "dropout kernels on (1) or off (0)", 'b'},
+    {"--seq", "N", "sequence length (default: the model's)", 'b'},
+    {"cluster:", NULL, NULL, 'b'},
+    {"--gpu", "NAME", "a GPU of configs/hardware (default: the cluster's)", 'b'},
+    {"--cluster", "NAME|FILE", "a cluster of configs/clusters or a .json file (default: the GPU's design)", 'b'},
+    {"--gpus", "N", "GPUs of the job; above the cluster's size the same design is built bigger", 'b'},
+    {"layout (plan: each one given is fixed, the others are searched):", NULL, NULL, 'b'},
+    {"--tp", "N", "tensor parallel", 'b'},
+    {"--cp", "N", "context parallel (ring attention)", 'b'},
+    {"--pp", "N", "pipeline stages", 'b'},
+    {"--vpp", "N|auto", "model chunks per stage (interleaved 1F1B); auto searches", 'b'},
+    {"--dp", "N", "data parallel (default: --gpus / (tp x cp x pp); plan derives it)", 'b'},
+    {"--ep", "N", "expert parallel", 'b'},
+    {"--etp", "N", "expert tensor parallel (default tp)", 'b'},
+    {"--stage-layers", "a,b,..", "layers of each pipeline stage", 'b'},
+    {"--first-stage-layers", "N", "layers of the first pipeline stage (the rest split evenly)", 'b'},
+    {"--last-stage-layers", "N", "layers of the last pipeline stage", 'b'},
+    {"--micro-batch", "N|auto", "sequences per micro-batch; auto searches", 'b'},
+    {"--global-batch", "N", "sequences per step (default 2^22 tokens, a multiple of dp)", 'b'},
+    {"--recompute", "none|selective|full", "activation recomputation", 'b'},
+    {"--zero", "0-3", "ZeRO stage (3 = FSDP)", 'b'},
+    {"software:", NULL, NULL, 'b'},
+    {"--software", "NAME|list", "software preset (list: the presets and what they switch)", 'b'},
+    {"--dtype", "fp32|tf32|bf16|fp16|fp8", "math and weights precision (default bf16)", 'b'},
+    {"--fp8-scaling", "delayed|current", "fp8 scaling recipe", 'b'},
+    {"--schedule", "1f1b|interleaved|gpipe", "pipeline schedule", 'b'},
+    {"--attention", "fused|fa2|unfused", "attention kernels (flash = fused)", 'b'},
+    {"--tp-overlap", "on|off", "TP communication overlapped with GEMMs", 'b'},
+    {"--grad-bytes", "2|4", "bytes per gradient element in the reduction", 'b'},
+    {"--capacity-factor", "X", "MoE expert capacity factor (0 = dropless)", 'b'},
+    {"--moe-imbalance", "X", "MoE routing imbalance: busiest expert / mean (>= 1)", 'b'},
+    {"--mem-headroom", "F|P%", "HBM share kept free (default 10%)", 'b'},
+    {"run and output:", NULL, NULL, 'b'},
+    {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b'},
+    {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b'},
+    {"--trace", "FILE", "Chrome trace of the simulated step (Perfetto)", 's'},
+    {"--top", "K", "layouts printed (default 5)", 'p'},
+};
+#define NFLAGS (int)(sizeof flag_rows / sizeof flag_rows[0])
 
-static int in_list(const char *a, const char **list) {
-    for (const char **v = list; *v; v++)
-        if (!strcmp(a, *v)) return 1;
+static int flag_compare(void *dst, const char *v) { /* "A\tB" */
+    SimOpts *o = dst;
+    static char both[8192];
+    snprintf(both, sizeof both, "%s", v);
+    char *tab = strchr(both, '\t');
+    if (!tab) return myr_error("--compare needs two cluster files: --compare A.json B.json");
+    *tab = 0;
+    o->compare[0] = both, o->compare[1] = tab + 1;
     return 0;
 }
 
-/* Pass 1: help, known flags with values, and the configs. */
-static int load_configs(int argc, char **argv, SimOpts *o, int plan) {
-    const char *model = NULL, *cluster = NULL, *gpu = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (plan && !strcmp(a, "--compare")) {
-            if (i + 2 >= argc) return myr_error("--compare needs two cluster files: --compare A.json B.json");
-            o->compare[0] = argv[++i];
-            o->compare[1] = argv[++i];
-            continue;
-        }
-        int v = in_list(a, valued);
-        if (!v && !in_list(a, bare)) return myr_error("unknown option '%s' (see myriad %s --help)", a, plan ? "plan" : "sim");
-        if (plan && in_list(a, sim_only)) return myr_error("%s is an option of myriad sim, not of myriad plan", a);
-        if (!plan && in_list(a, plan_only)) return myr_error("%s is an option of myriad plan", a);
-        if (!v) continue;
-        if (i + 1 >= argc) return myr_error("%s needs a value", a);
-        if (!strcmp(a, "--software") && !strcmp(argv[i + 1], "list")) return 2;
-        if (!strcmp(a, "--model")) model = argv[i + 1];
-        if (!strcmp(a, "--cluster")) cluster = argv[i + 1];
-        if (!strcmp(a, "--gpu")) gpu = argv[i + 1];
-        i++;
-    }
+static const char sim_usage[] =
+    "usage: myriad sim [--model NAME|FILE | --arch gpt2|llama|nemotron --layers N --hidden N --heads N --vocab N ...]\n"
+    "                  [--gpu NAME] [--cluster NAME|FILE] [--gpus N] [layout flags] [--tokens X] [--json] [--trace FILE]\n"
+    "       myriad sim validate FILE.csv [options] (see myriad sim validate --help)\n"
+    "Simulates one training step: time and breakdown, MFU, memory per GPU, days to train.\n"
+    "Without --cluster the GPU's default cluster design is used, sized to --gpus (the output says which).\n"
+    "Configs: configs/hardware, configs/clusters, configs/models (or a path to a .json file).\n"
+    "X accepts 300e9, 300B, 2T, 15T. See docs/SIMULATOR.md.";
+static const char plan_usage[] =
+    "usage: myriad plan --model NAME|FILE (or shape flags as in sim) [--gpu NAME] [--cluster NAME|FILE] --gpus N [options]\n"
+    "       myriad plan --compare A.json B.json --model NAME --gpus N [--tokens X]\n"
+    "Searches tp, cp, pp (uneven first/last stages where pp does not divide the layers), vpp, ep,\n"
+    "micro-batch and recompute; any of them given is fixed. Drops layouts above the memory headroom\n"
+    "(default 10% of HBM). Ranks by days to train including failures (hot spares by default enough\n"
+    "for a free spare at 99% of hardware faults). Default global batch: 2^22 tokens, as in sim.";
+
+/* The switches, applied after the valued flags. */
+typedef struct { int json, sp, no_sp, no_overlap_dp, in_memory, ignore_memory, why; } SimSwitches;
+
+/* Configs first: the cluster as given, else the GPU's default design, else Selene (A100). */
+static int load_configs(const char *model, const char *cluster, const char *gpu, const char *software, SimOpts *o) {
     if (model) {
         if (sim_load_model(model, &o->model)) return -1;
     } else {
@@ -97,7 +144,6 @@ static int load_configs(int argc, char **argv, SimOpts *o, int plan) {
         o->model.top_k = 1;
         o->model.seq = 2048;
     }
-    /* the cluster: as given, else the GPU's default design, else Selene (A100) */
     const char *gpu_for = gpu ? gpu : "a100-80g";
     if (cluster) {
         if (sim_load_cluster(cluster, &o->cluster)) return -1;
@@ -116,8 +162,7 @@ static int load_configs(int argc, char **argv, SimOpts *o, int plan) {
         snprintf(o->cluster.gpu, sizeof o->cluster.gpu, "%s", o->gpu.name);
     }
     /* the software preset first, so that explicit flags override it */
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--software") && sim_software_preset(&o->layout, argv[i + 1])) return -1;
+    if (software && sim_software_preset(&o->layout, software)) return -1;
     return 0;
 }
 
@@ -208,43 +253,32 @@ static int model_flag(SimModel *m, const char *a, const char *v) {
     return 1;
 }
 
-static int apply_flags(int argc, char **argv, SimOpts *o, int plan) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-        int rc = 0, consumed = in_list(a, valued);
-        if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--sp")) { o->layout.sp = 1; o->set_sp = 1; }
-        else if (!strcmp(a, "--no-sp")) { o->layout.sp = 0; o->set_sp = 1; }
-        else if (!strcmp(a, "--no-overlap-dp")) o->layout.overlap_dp = 0;
-        else if (!strcmp(a, "--in-memory-ckpt")) o->in_memory = 1;
-        else if (!strcmp(a, "--ignore-memory")) o->ignore_memory = 1;
-        else if (!strcmp(a, "--why")) o->why = 1;
-        else if (!strcmp(a, "--compare")) { i += 2; continue; }
-        else if (!strcmp(a, "--model") || !strcmp(a, "--cluster") || !strcmp(a, "--gpu") || !strcmp(a, "--software")) {}
-        else if (!strcmp(a, "--gpus")) rc = flag_int(a, v, 1, &o->gpus);
-        else if (!strcmp(a, "--global-batch")) rc = flag_int(a, v, 1, &o->layout.global_batch);
-        else if (!strcmp(a, "--seq")) rc = flag_int(a, v, 1, &o->layout.seq);
-        else if (!strcmp(a, "--tokens")) rc = sim_parse_count(v, &o->tokens);
-        else if (!strcmp(a, "--trace")) o->trace_path = v;
-        else if (!strcmp(a, "--hot-spares")) rc = flag_int(a, v, 0, &o->hot_spares);
-        else if (!strcmp(a, "--top")) rc = flag_int(a, v, 1, &o->top_k);
-        else if (!strcmp(a, "--mem-headroom")) {
-            double x = 0;
-            char buf[32];
-            snprintf(buf, sizeof buf, "%s", v);
-            size_t n = strlen(buf);
-            int pct = n && buf[n - 1] == '%';
-            if (pct) buf[n - 1] = 0;
-            rc = flag_num(a, buf, 0, pct ? 90 : 0.9, &x);
-            o->mem_headroom = pct ? x / 100 : x;
-        } else if ((rc = layout_flag(o, a, v)) != 1) {}
-        else if ((rc = software_flag(o, a, v)) != 1) {}
-        else if ((rc = model_flag(&o->model, a, v)) != 1) {}
-        else return myr_error("unknown option '%s' (see myriad %s --help)", a, plan ? "plan" : "sim");
-        if (rc) return -1;
-        i += consumed;
+/* One valued flag, after the configs: 0, -1 with a reason. */
+static int apply_value(SimOpts *o, const char *a, const char *v) {
+    int rc = 0;
+    if (!strcmp(a, "--model") || !strcmp(a, "--cluster") || !strcmp(a, "--gpu") || !strcmp(a, "--software")) return 0;
+    if (!strcmp(a, "--gpus")) return flag_int(a, v, 1, &o->gpus);
+    if (!strcmp(a, "--global-batch")) return flag_int(a, v, 1, &o->layout.global_batch);
+    if (!strcmp(a, "--seq")) return flag_int(a, v, 1, &o->layout.seq);
+    if (!strcmp(a, "--tokens")) return sim_parse_count(v, &o->tokens);
+    if (!strcmp(a, "--trace")) { o->trace_path = v; return 0; }
+    if (!strcmp(a, "--hot-spares")) return flag_int(a, v, 0, &o->hot_spares);
+    if (!strcmp(a, "--top")) return flag_int(a, v, 1, &o->top_k);
+    if (!strcmp(a, "--mem-headroom")) {
+        double x = 0;
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s", v);
+        size_t n = strlen(buf);
+        int pct = n && buf[n - 1] == '%';
+        if (pct) buf[n - 1] = 0;
+        rc = flag_num(a, buf, 0, pct ? 90 : 0.9, &x);
+        o->mem_headroom = pct ? x / 100 : x;
+        return rc;
     }
-    return 0;
+    if ((rc = layout_flag(o, a, v)) != 1) return rc;
+    if ((rc = software_flag(o, a, v)) != 1) return rc;
+    if ((rc = model_flag(&o->model, a, v)) != 1) return rc;
+    return myr_error("internal: flag %s has no handler", a);
 }
 
 /* Model defaults, dp from the GPU count, the cluster sized to the GPUs, the default batch. */
@@ -292,12 +326,64 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
     o->top_k = 5;
     o->hot_spares = -1;
     o->mem_headroom = SIM_DEFAULT_HEADROOM;
-    int rc = load_configs(argc, argv, o, plan);
-    if (rc) return rc;
-    int have_model_file = 0;
-    for (int i = 1; i < argc; i++) have_model_file |= !strcmp(argv[i], "--model");
-    if (apply_flags(argc, argv, o, plan)) return -1;
-    return complete(o, plan, have_model_file);
+    const char *val[NFLAGS];
+    memset(val, 0, sizeof val);
+    SimSwitches sw;
+    memset(&sw, 0, sizeof sw);
+    /* the table: the valued rows of this command, then the switches */
+    Opt rows[NFLAGS + 16];
+    int n = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        const FlagRow *r = &flag_rows[i];
+        if (r->scope != 'b' && r->scope != (plan ? 'p' : 's')) continue;
+        if (!r->meta) rows[n++] = (Opt)OPT_SECTION(r->name);
+        else rows[n++] = (Opt)OPT_STR(r->name, r->meta, &val[i], r->help);
+    }
+    rows[n++] = (Opt)OPT_SWITCH("--sp", &sw.sp, "sequence parallelism (with tp; the default)");
+    rows[n++] = (Opt)OPT_SWITCH("--no-sp", &sw.no_sp, "no sequence parallelism");
+    rows[n++] = (Opt)OPT_SWITCH("--no-overlap-dp", &sw.no_overlap_dp, "the gradient reduction waits for backward");
+    rows[n++] = (Opt)OPT_SWITCH("--in-memory-ckpt", &sw.in_memory, "checkpoints to host memory instead of storage");
+    if (plan) {
+        rows[n++] = (Opt)OPT_SWITCH("--why", &sw.why, "list every rejected layout with its reason");
+        rows[n++] = (Opt)OPT_CALL2("--compare", "A.json B.json", o, flag_compare,
+                                   "two cluster designs side by side (network capex, step time, days)");
+    } else {
+        rows[n++] = (Opt)OPT_SWITCH("--ignore-memory", &sw.ignore_memory, "simulate a layout that does not fit in HBM");
+    }
+    rows[n++] = (Opt)OPT_SWITCH("--json", &sw.json, "print one JSON object");
+    rows[n++] = (Opt)OPT_END;
+    OptCommand cmd = {.name = plan ? "plan" : "sim", .usage = plan ? plan_usage : sim_usage, .rows = rows};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            opts_help(&cmd, stdout);
+            return 1;
+        }
+    opts_parse(&cmd, argc, argv);
+    const char *model = NULL, *cluster = NULL, *gpu = NULL, *software = NULL;
+    for (int i = 0; i < NFLAGS; i++) {
+        if (!val[i]) continue;
+        const char *a = flag_rows[i].name;
+        if (!strcmp(a, "--model")) model = val[i];
+        if (!strcmp(a, "--cluster")) cluster = val[i];
+        if (!strcmp(a, "--gpu")) gpu = val[i];
+        if (!strcmp(a, "--software")) software = val[i];
+    }
+    if (software && !strcmp(software, "list")) return 2;
+    if (sw.sp && sw.no_sp) return myr_error("--sp and --no-sp contradict each other");
+    if (load_configs(model, cluster, gpu, software, o)) return -1;
+    /* --arch first: it sets the family's defaults that the shape flags then override */
+    for (int i = 0; i < NFLAGS; i++)
+        if (val[i] && !strcmp(flag_rows[i].name, "--arch") && apply_value(o, "--arch", val[i])) return -1;
+    for (int i = 0; i < NFLAGS; i++)
+        if (val[i] && strcmp(flag_rows[i].name, "--arch") && apply_value(o, flag_rows[i].name, val[i])) return -1;
+    o->json = sw.json;
+    if (sw.sp) o->layout.sp = 1, o->set_sp = 1;
+    if (sw.no_sp) o->layout.sp = 0, o->set_sp = 1;
+    if (sw.no_overlap_dp) o->layout.overlap_dp = 0;
+    o->in_memory = sw.in_memory;
+    o->ignore_memory = sw.ignore_memory;
+    o->why = sw.why;
+    return complete(o, plan, model != NULL);
 }
 
 int sim_opts_spares(const SimOpts *o) {
