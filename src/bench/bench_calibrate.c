@@ -69,6 +69,12 @@ static int parse_list(const char *flag, const char *v, int *out, int max) {
     return n;
 }
 
+static int opt_out(void *dst, const char *v) { /* a prefix that looks like a flag is a forgotten value */
+    if (!*v || v[0] == '-') return myr_error("--out expects a path prefix (e.g. --out cal), got '%s'", v);
+    *(const char **)dst = v;
+    return 0;
+}
+
 static int opt_tokens_list(void *dst, const char *v) {
     Opts *o = dst;
     o->ntokens = parse_list("--tokens", v, o->tokens, 8);
@@ -239,7 +245,7 @@ int bench_calibrate(int argc, char **argv) {
     o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
     o.tokens[0] = 1024; o.ntokens = 1; o.tps[0] = 1; o.ntps = 1;
     const Opt opt_rows[] = {
-        OPT_STR("--out", "PREFIX", &o.out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
+        OPT_CALL("--out", "PREFIX", &o.out, opt_out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
         OPT_STR("--name", "NAME", &o.name, "the GPU and cluster name in the files (default cpu)"),
         OPT_INT("--hidden", "C", &o.hidden, 1, 1 << 16, "model width of the GEMM shapes (default 768)"),
         OPT_INT("--heads", "H", &o.heads, 1, 1 << 12, "attention heads (default 12)"),
