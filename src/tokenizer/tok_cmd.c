@@ -1,0 +1,121 @@
+/* tok_cmd.c: `myriad tokenize` (text -> ids) and `myriad detokenize` (ids -> text), for
+ * scripts and for checking a tokenizer.json by hand. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "tokenizer/tokenizer.h"
+#include "util/args.h"
+#include "util/error.h"
+
+static const char tokenize_usage[] =
+    "usage: myriad tokenize --tokenizer T.json [FILE|-]\n"
+    "  Prints the token ids of the whole text of FILE (default: standard input), separated by\n"
+    "  spaces, as Hugging Face's encode(text, add_special_tokens=False): no BOS/EOS are added;\n"
+    "  added tokens written in the text (<|endoftext|>, <s>, ...) are matched as Hugging Face\n"
+    "  matches them. Invalid UTF-8 is read as U+FFFD.\n";
+static const char detokenize_usage[] =
+    "usage: myriad detokenize --tokenizer T.json [--skip-special] [IDS_FILE|-]\n"
+    "  Writes the text of the token ids in IDS_FILE (default: standard input; ids separated by\n"
+    "  spaces, commas, newlines or brackets), as Hugging Face's decode(ids). --skip-special\n"
+    "  leaves out special tokens. An id outside the vocabulary is an error.\n";
+
+static int read_all(const char *path, ByteBuf *out) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return myr_error("cannot read %s: %s", path, strerror(errno));
+    for (;;) {
+        if (bytebuf_reserve(out, 1 << 16)) return myr_error("out of memory reading %s", path);
+        size_t got = fread(out->p + out->n, 1, out->cap - out->n, f);
+        out->n += got;
+        if (!got) break;
+    }
+    int err = ferror(f);
+    if (f != stdin) fclose(f);
+    return err ? myr_error("reading %s failed", path) : 0;
+}
+
+/* Shared flag parsing: --tokenizer T, one optional input, and --skip-special for detokenize. */
+static void parse(int argc, char **argv, const char *usage, int allow_skip, const char **tok, const char **in,
+                  int *skip) {
+    *tok = NULL;
+    *in = "-";
+    *skip = 0;
+    int have_in = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (!strcmp(argv[i], "--tokenizer")) *tok = args_value(argc, argv, &i);
+        else if (allow_skip && !strcmp(argv[i], "--skip-special")) *skip = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) myr_die("%s: unknown option %s (see --help)", argv[0], argv[i]);
+        else if (have_in++) myr_die("%s: give one input file (or - for standard input)", argv[0]);
+        else *in = argv[i];
+    }
+    if (!*tok) myr_die("%s: --tokenizer T.json is required (the tokenizer.json a model ships)", argv[0]);
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *tok_path, *in;
+    int skip;
+    parse(argc, argv, tokenize_usage, 0, &tok_path, &in, &skip);
+    Tokenizer *t;
+    if (tokenizer_load(tok_path, &t)) myr_die_last();
+    ByteBuf text = {0};
+    if (read_all(in, &text)) myr_die_last();
+    TokEncoder *e = tok_encoder_new(t);
+    IdBuf ids = {0};
+    if (!e) myr_die("out of memory");
+    if (tok_encode(e, text.p, text.n, &ids)) myr_die_last();
+    /* one buffered write: ids of a large file are many */
+    ByteBuf out = {0};
+    if (bytebuf_reserve(&out, ids.n * 8 + 2)) myr_die("out of memory");
+    for (size_t i = 0; i < ids.n; i++) out.n += (size_t)sprintf((char *)out.p + out.n, i ? " %d" : "%d", ids.p[i]);
+    out.p[out.n++] = '\n';
+    if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) myr_die("writing the ids failed: %s", strerror(errno));
+    bytebuf_free(&out);
+    idbuf_free(&ids);
+    bytebuf_free(&text);
+    tok_encoder_free(e);
+    tokenizer_free(t);
+    return 0;
+}
+
+int cmd_detokenize(int argc, char **argv) {
+    const char *tok_path, *in;
+    int skip;
+    parse(argc, argv, detokenize_usage, 1, &tok_path, &in, &skip);
+    Tokenizer *t;
+    if (tokenizer_load(tok_path, &t)) myr_die_last();
+    ByteBuf text = {0};
+    if (read_all(in, &text)) myr_die_last();
+    IdBuf ids = {0};
+    for (size_t i = 0; i < text.n;) {
+        unsigned char c = text.p[i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ',' || c == '[' || c == ']') {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        long long v = 0;
+        while (j < text.n && text.p[j] >= '0' && text.p[j] <= '9' && v <= INT32_MAX) v = v * 10 + (text.p[j++] - '0');
+        int sep = j == text.n || strchr(" \n\r\t,[]", text.p[j]);
+        if (j == i || !sep || v > INT32_MAX) {
+            size_t e = i;
+            while (e < text.n && e - i < 20 && !strchr(" \n\r\t,[]", text.p[e])) e++;
+            myr_die("%s: \"%.*s\" (byte %zu) is not a token id (expected non-negative integers)", in, (int)(e - i),
+                    (const char *)text.p + i, i);
+        }
+        if (idbuf_push(&ids, (int32_t)v)) myr_die("out of memory");
+        i = j;
+    }
+    ByteBuf out = {0};
+    if (tok_decode(t, ids.p, ids.n, skip ? TOK_DECODE_SKIP_SPECIAL : 0, &out)) myr_die_last();
+    if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) myr_die("writing the text failed: %s", strerror(errno));
+    bytebuf_free(&out);
+    idbuf_free(&ids);
+    bytebuf_free(&text);
+    tokenizer_free(t);
+    return 0;
+}
