@@ -57,7 +57,72 @@ int bpe_add_merge(BpeModel *m, int32_t a, int32_t b, uint32_t rank, int32_t merg
     return 0;
 }
 
+/* ---------- independent parts of a word ---------- */
+
+static inline uint64_t join_slot(uint64_t key, size_t mask) { return (key * 0x9E3779B97F4A7C15ULL >> 17) & mask; }
+
+static int join_add(BpeModel *m, uint64_t key, size_t *n) {
+    for (size_t s = join_slot(key, m->join_mask);; s = (s + 1) & m->join_mask) {
+        if (m->join_key[s] == key) return 0;
+        if (m->join_key[s] == MERGE_EMPTY) {
+            m->join_key[s] = key;
+            ++*n;
+            return 0;
+        }
+    }
+}
+
+static inline int joins(const BpeModel *m, uint32_t c1, uint32_t c2) {
+    uint64_t key = (uint64_t)c1 << 21 | c2;
+    for (size_t s = join_slot(key, m->join_mask);; s = (s + 1) & m->join_mask) {
+        if (m->join_key[s] == key) return 1;
+        if (m->join_key[s] == MERGE_EMPTY) return 0;
+    }
+}
+
+int bpe_build_joins(BpeModel *m) {
+    m->can_segment = 0;
+    if (m->byte_level || !m->merge_key) return 0;
+    int full_fallback = m->byte_fallback;
+    for (int b = 0; b < 256; b++) full_fallback &= m->fallback_id[b] >= 0;
+    if (m->unk_id >= 0 && !full_fallback) return 0; /* unknown characters fuse: keep words whole */
+    size_t cap = 1024;
+    while (cap < 4 * m->n_merges) cap *= 2;
+    if (!(m->join_key = malloc(cap * sizeof *m->join_key))) return -1;
+    memset(m->join_key, 0xFF, cap * sizeof *m->join_key);
+    m->join_mask = cap - 1;
+    size_t n = 0;
+    for (size_t s = 0; s <= m->merge_mask; s++) {
+        if (m->merge_key[s] == MERGE_EMPTY) continue;
+        int32_t a = (int32_t)(m->merge_key[s] >> 32), b = (int32_t)(uint32_t)m->merge_key[s];
+        size_t la = 0, lb = 0;
+        const uint8_t *ta = bpe_id_text(m, a, &la), *tb = bpe_id_text(m, b, &lb);
+        for (int k = 0; k < 256; k++)
+            if (a == m->fallback_id[k] || b == m->fallback_id[k]) return 0; /* merges on raw bytes */
+        if (a == m->unk_id || b == m->unk_id || !ta || !tb || !la || !lb) return 0;
+        uint32_t c1, c2;
+        utf8_decode_last(ta, la, &c1);
+        utf8_decode(tb, lb, &c2);
+        join_add(m, (uint64_t)c1 << 21 | c2, &n);
+    }
+    m->can_segment = 1;
+    return 0;
+}
+
+size_t bpe_segment_end(const BpeModel *m, const uint8_t *w, size_t n, size_t start) {
+    uint32_t c1, c2;
+    size_t i = start + (size_t)utf8_decode(w + start, n - start, &c1);
+    while (i < n) {
+        int l = utf8_decode(w + i, n - i, &c2);
+        if (!joins(m, c1, c2)) return i;
+        c1 = c2;
+        i += (size_t)l;
+    }
+    return n;
+}
+
 void bpe_free(BpeModel *m) {
+    free(m->join_key);
     strmap_free(&m->vocab);
     free(m->id_entry);
     free(m->merge_key);

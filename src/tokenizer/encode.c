@@ -32,10 +32,7 @@ void tok_encoder_free(TokEncoder *e) {
     bytebuf_free(&e->clean);
     bytebuf_free(&e->normed);
     bytebuf_free(&e->ntmp);
-    for (int i = 0; i < MAX_STAGES; i++) {
-        bytebuf_free(&e->stage[i]);
-        free(e->spans[i].p);
-    }
+    for (int i = 0; i < MAX_STAGES; i++) bytebuf_free(&e->stage[i]);
     free(e);
 }
 

@@ -28,11 +28,6 @@ typedef struct {
     int match;
 } Span;
 
-typedef struct {
-    Span *p;
-    size_t n, cap;
-} SpanList;
-
 /* Where the current text stops being this piece's to encode (data prepare's cuts). */
 typedef struct {
     size_t at;   /* position in the current text; SIZE_MAX: no cut */
@@ -49,7 +44,6 @@ struct TokEncoder {
     ByteBuf clean;              /* the input with invalid UTF-8 replaced */
     ByteBuf normed, ntmp;       /* a normalized piece */
     ByteBuf stage[MAX_STAGES];  /* text rewritten by a stage (Metaspace, ByteLevel's prefix space) */
-    SpanList spans[MAX_STAGES]; /* the splits of each stage */
 };
 
 /* pretokenize.c: run pre-tokenizer stages [stage, n_pt) on s[0, n), then BPE on each word.

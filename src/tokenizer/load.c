@@ -383,6 +383,9 @@ int tokenizer_load(const char *path, Tokenizer **out) {
     }
     if (!rc) {
         build_symbol_tables(t);
+        if (bpe_build_joins(&t->bpe)) rc = oom();
+    }
+    if (!rc) {
         decide_cuts(t);
         describe(t);
     }

@@ -7,6 +7,7 @@
  *              before each replacement character
  * Each piece of a stage is fed to the next; the last stage's pieces are words, encoded through
  * the per-thread word cache into BPE ids. Hugging Face drops empty pieces; so does this. */
+#define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <string.h>
 
@@ -54,7 +55,25 @@ static void cache_insert(WordCache *c, uint64_t h, const uint8_t *w, size_t n, c
     c->used++;
 }
 
+static int encode_part(TokEncoder *e, const uint8_t *w, size_t n, IdBuf *out);
+
 static int encode_word(TokEncoder *e, const uint8_t *w, size_t n, IdBuf *out) {
+    const BpeModel *m = &e->t->bpe;
+    if (!m->can_segment || n <= 16) return encode_part(e, w, n, out);
+    if (m->ignore_merges) { /* the whole word first, as BPE::tokenize_with_cache */
+        int32_t id = strmap_get(&m->vocab, w, n);
+        if (id >= 0) return idbuf_push(out, id) ? myr_error("out of memory") : 0;
+    }
+    for (size_t a = 0; a < n;) {
+        size_t b = bpe_segment_end(m, w, n, a);
+        if (encode_part(e, w + a, b - a, out)) return -1;
+        a = b;
+    }
+    return 0;
+}
+
+/* One independently merging part of a word, through the cache. */
+static int encode_part(TokEncoder *e, const uint8_t *w, size_t n, IdBuf *out) {
     if (n == 0) return 0;
     const BpeModel *m = &e->t->bpe;
     if (n > CACHE_MAX_WORD) return bpe_word(m, &e->bpe, w, n, out);
@@ -79,82 +98,73 @@ static int encode_word(TokEncoder *e, const uint8_t *w, size_t n, IdBuf *out) {
 
 /* ---------- splits ---------- */
 
-static int push_span(SpanList *l, size_t a, size_t b, int match) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        Span *p = realloc(l->p, cap * sizeof *p);
-        if (!p) return myr_error("out of memory");
-        l->p = p;
-        l->cap = cap;
-    }
-    l->p[l->n++] = (Span){a, b, match};
-    return 0;
+/* NormalizedString::split's behaviors, applied as matches and gaps stream by: each behavior
+ * needs at most one span held back. */
+typedef struct {
+    TokEncoder *e;
+    int stage;           /* pieces go to stage + 1 */
+    const uint8_t *s;
+    int behavior, invert;
+    int starts_piece, at_origin;
+    IdBuf *out;
+    int have, last_match; /* a held span, and the flag of the last span seen */
+    Span held;
+} Combiner;
+
+static int emit(Combiner *c, Span sp) {
+    if (sp.b == sp.a) return 0; /* Hugging Face drops empty splits */
+    int first = sp.a == 0;
+    return pretokenize_run(c->e, c->stage + 1, c->s + sp.a, sp.b - sp.a, first ? c->starts_piece : 1,
+                           first && c->at_origin, NO_CUT, c->out);
 }
 
-/* Regex matches and gaps over s[0, n) (Hugging Face's Pattern::find_matches). With `partial`,
- * stops where the answer would need text past n; *covered is how far the list is final. */
-static int regex_spans(TokEncoder *e, const TokRegex *re, const uint8_t *s, size_t n, int partial, SpanList *l,
-                       size_t *covered) {
-    l->n = 0;
-    RegexIter it;
-    regex_iter_init(&it, re, e->rx, s, n, 0, partial);
-    size_t prev = 0, ms, me;
-    int rc;
-    while ((rc = regex_iter_next(&it, &ms, &me)) == 1) {
-        if (ms > prev && push_span(l, prev, ms, 0)) return -1;
-        if (push_span(l, ms, me, 1)) return -1;
-        prev = me;
+static int combine(Combiner *c, Span sp) {
+    if (c->invert) sp.match = !sp.match;
+    int rc = 0;
+    switch (c->behavior) {
+    case SPLIT_ISOLATED: return emit(c, sp);
+    case SPLIT_REMOVED: return sp.match ? 0 : emit(c, sp);
+    case SPLIT_CONTIGUOUS: /* runs of the same flag become one piece */
+        if (c->have && sp.match == c->last_match) c->held.b = sp.b;
+        else {
+            if (c->have) rc = emit(c, c->held);
+            c->held = sp;
+            c->have = 1;
+        }
+        break;
+    case SPLIT_MERGED_PREV: /* a match joins the piece before it */
+        if (c->have && sp.match && !c->last_match) c->held.b = sp.b;
+        else {
+            if (c->have) rc = emit(c, c->held);
+            c->held = sp;
+            c->have = 1;
+        }
+        break;
+    case SPLIT_MERGED_NEXT: /* a match joins the piece after it, unless that is a match too */
+        if (c->have && !sp.match) {
+            c->held.b = sp.b;
+            rc = emit(c, c->held);
+            c->have = 0;
+        } else {
+            if (c->have) rc = emit(c, c->held);
+            c->have = 0;
+            if (sp.match) {
+                c->held = sp;
+                c->have = 1;
+            } else {
+                rc = rc ? rc : emit(c, sp);
+            }
+        }
+        break;
     }
-    if (rc < 0) return -1;
-    if (rc == 2) {
-        *covered = prev;
-        return 0;
-    }
-    if (prev < n && push_span(l, prev, n, 0)) return -1;
-    *covered = n;
-    return 0;
+    c->last_match = sp.match;
+    return rc;
 }
 
-/* NormalizedString::split: combine matches and gaps by `behavior` (in place). */
-static void apply_behavior(SpanList *l, int behavior, int invert) {
-    if (invert)
-        for (size_t i = 0; i < l->n; i++) l->p[i].match = !l->p[i].match;
-    size_t k = 0;
-    int prev_match = 0;
-    switch (behavior) {
-    case SPLIT_ISOLATED: return;
-    case SPLIT_REMOVED:
-        for (size_t i = 0; i < l->n; i++)
-            if (!l->p[i].match) l->p[k++] = l->p[i];
-        break;
-    case SPLIT_CONTIGUOUS:
-        for (size_t i = 0; i < l->n; i++) {
-            if (l->p[i].match == prev_match && k > 0) l->p[k - 1].b = l->p[i].b;
-            else l->p[k++] = l->p[i];
-            prev_match = l->p[i].match;
-        }
-        break;
-    case SPLIT_MERGED_PREV:
-        for (size_t i = 0; i < l->n; i++) {
-            if (l->p[i].match && !prev_match && k > 0) l->p[k - 1].b = l->p[i].b;
-            else l->p[k++] = l->p[i];
-            prev_match = l->p[i].match;
-        }
-        break;
-    case SPLIT_MERGED_NEXT: {
-        /* folded from the right, then put back in order */
-        size_t w = l->n;
-        for (size_t i = l->n; i-- > 0;) {
-            if (l->p[i].match && !prev_match && w < l->n) l->p[w].a = l->p[i].a;
-            else l->p[--w] = l->p[i];
-            prev_match = l->p[i].match;
-        }
-        memmove(l->p, l->p + w, (l->n - w) * sizeof *l->p);
-        k = l->n - w;
-        break;
-    }
-    }
-    l->n = k;
+static int combine_end(Combiner *c) {
+    int rc = c->have ? emit(c, c->held) : 0;
+    c->have = 0;
+    return rc;
 }
 
 static int cut_failed(void) {
@@ -162,44 +172,36 @@ static int cut_failed(void) {
                      "line breaks)");
 }
 
-/* Feed the pieces of `l` to the next stage. With a cut: the raw match/gap list must have a
- * boundary exactly at cut.at (checked before combining), and only pieces before it are fed. */
-static int feed_spans(TokEncoder *e, int stage, const uint8_t *s, SpanList *l, size_t covered, int behavior,
-                      int invert, int starts_piece, int at_origin, Cut cut, IdBuf *out) {
-    if (cut.at != SIZE_MAX) {
-        size_t keep = 0;
-        int ok = covered == cut.at;
-        for (; keep < l->n; keep++) {
-            const Span *sp = &l->p[keep];
-            if (sp->a >= cut.at) {
-                ok = 1;
-                break;
-            }
-            if (sp->b > cut.at) return cut_failed();
-            if (sp->b == cut.at) ok = 1;
-        }
-        if (!ok) return cut_failed();
-        l->n = keep;
-    }
-    apply_behavior(l, behavior, invert);
-    /* the next stage reuses no list of this stage, but copy the count: recursion below may
-     * run this stage's sibling stages only at deeper indices */
-    for (size_t i = 0; i < l->n; i++) {
-        Span sp = l->p[i];
-        if (sp.b == sp.a) continue;
-        int first = sp.a == 0;
-        if (pretokenize_run(e, stage + 1, s + sp.a, sp.b - sp.a, first ? starts_piece : 1, first && at_origin, NO_CUT, out))
-            return -1;
-    }
-    return 0;
-}
-
+/* Regex matches and the gaps between them over s[0, n) (Hugging Face's Pattern::find_matches),
+ * combined and fed to the next stage as they are found. With a cut (Isolated or Removed only,
+ * see load.c): the match/gap sequence must have a boundary exactly at cut.at, found without
+ * looking past n when the text may go on (partial matching); only what precedes it is fed. */
 static int regex_stage(TokEncoder *e, int stage, const TokRegex *re, int behavior, int invert, const uint8_t *s,
                        size_t n, int starts_piece, int at_origin, Cut cut, IdBuf *out) {
-    SpanList *l = &e->spans[stage];
-    size_t covered;
-    if (regex_spans(e, re, s, n, cut.at != SIZE_MAX && cut.partial, l, &covered)) return -1;
-    return feed_spans(e, stage, s, l, covered, behavior, invert, starts_piece, at_origin, cut, out);
+    Combiner c = {e, stage, s, behavior, invert, starts_piece, at_origin, out, 0, 0, {0, 0, 0}};
+    int cutting = cut.at != SIZE_MAX;
+    RegexIter it;
+    regex_iter_init(&it, re, e->rx, s, n, 0, cutting && cut.partial);
+    size_t prev = 0, ms, me;
+    int rc;
+    while ((rc = regex_iter_next(&it, &ms, &me)) == 1) {
+        if (cutting) {
+            if (prev == cut.at) return 0;                            /* boundary reached */
+            if ((ms > cut.at && prev < cut.at) || (me > cut.at && ms < cut.at)) return cut_failed();
+        }
+        if (ms > prev && combine(&c, (Span){prev, ms, 0})) return -1;
+        if (cutting && ms == cut.at) return 0;
+        if (combine(&c, (Span){ms, me, 1})) return -1;
+        prev = me;
+        if (cutting && prev == cut.at) return 0;
+    }
+    if (rc < 0) return -1;
+    if (cutting) { /* no more matches (or the rest needs more text): the cut must be where we are */
+        if (prev == cut.at) return 0;
+        if (rc == 2 || prev < cut.at) return cut_failed();
+    }
+    if (prev < n && combine(&c, (Span){prev, n, 0})) return -1;
+    return combine_end(&c);
 }
 
 static int metaspace_stage(TokEncoder *e, int stage, const PtStage *p, const uint8_t *s, size_t n, int starts_piece,
@@ -226,30 +228,17 @@ static int metaspace_stage(TokEncoder *e, int stage, const PtStage *p, const uin
     if (cut.at == n) cut_at = b->n;
     Cut c2 = {cut.at == SIZE_MAX ? SIZE_MAX : cut_at, cut.partial};
     if (!p->split) return pretokenize_run(e, stage + 1, b->p, b->n, starts_piece, at_origin, c2, out);
-    /* split before every replacement character (MergedWithNext) */
-    SpanList *l = &e->spans[stage];
-    l->n = 0;
-    size_t prev = 0;
-    for (size_t i = 0; i + p->rep_len <= b->n;) {
-        if (!memcmp(b->p + i, p->rep, p->rep_len)) {
-            if (i > prev && push_span(l, prev, i, 0)) return -1;
-            if (push_span(l, i, i + p->rep_len, 1)) return -1;
-            i += p->rep_len;
-            prev = i;
-        } else {
-            i++;
-        }
-    }
-    if (prev < b->n && push_span(l, prev, b->n, 0)) return -1;
-    apply_behavior(l, SPLIT_MERGED_NEXT, 0);
-    for (size_t i = 0; i < l->n; i++) {
-        Span sp = l->p[i];
-        if (sp.b == sp.a) continue;
-        if (c2.at != SIZE_MAX && sp.a >= c2.at) break;
-        Cut inner = c2.at != SIZE_MAX && sp.b > c2.at ? (Cut){c2.at - sp.a, c2.partial} : NO_CUT;
-        int first = sp.a == 0;
-        if (pretokenize_run(e, stage + 1, b->p + sp.a, sp.b - sp.a, first ? starts_piece : 1, first && at_origin, inner, out))
+    /* split before every replacement character (MergedWithNext on it) */
+    for (size_t a = 0; a < b->n;) {
+        size_t k = a + (b->n - a >= (size_t)p->rep_len && !memcmp(b->p + a, p->rep, p->rep_len) ? (size_t)p->rep_len : 0);
+        const uint8_t *next = k < b->n ? memmem(b->p + k, b->n - k, p->rep, p->rep_len) : NULL;
+        k = next ? (size_t)(next - b->p) : b->n;
+        if (c2.at != SIZE_MAX && a >= c2.at) break;
+        Cut inner = c2.at != SIZE_MAX && k > c2.at ? (Cut){c2.at - a, c2.partial} : NO_CUT;
+        int first = a == 0;
+        if (pretokenize_run(e, stage + 1, b->p + a, k - a, first ? starts_piece : 1, first && at_origin, inner, out))
             return -1;
+        a = k;
     }
     return 0;
 }

@@ -71,7 +71,13 @@ int cmd_tokenize(int argc, char **argv) {
     /* one buffered write: ids of a large file are many */
     ByteBuf out = {0};
     if (bytebuf_reserve(&out, ids.n * 8 + 2)) myr_die("out of memory");
-    for (size_t i = 0; i < ids.n; i++) out.n += (size_t)sprintf((char *)out.p + out.n, i ? " %d" : "%d", ids.p[i]);
+    for (size_t i = 0; i < ids.n; i++) {
+        char digits[12];
+        int k = 0;
+        for (uint32_t v = (uint32_t)ids.p[i]; k == 0 || v; v /= 10) digits[k++] = (char)('0' + v % 10);
+        if (i) out.p[out.n++] = ' ';
+        while (k) out.p[out.n++] = (uint8_t)digits[--k];
+    }
     out.p[out.n++] = '\n';
     if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) myr_die("writing the ids failed: %s", strerror(errno));
     bytebuf_free(&out);

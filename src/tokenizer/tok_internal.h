@@ -28,6 +28,14 @@ typedef struct {
     int byte_level;           /* words arrive as raw bytes; the vocabulary is in GPT-2's byte alphabet */
     int32_t byte_id[256];     /* byte-level: id of each byte's character (-1: not in the vocabulary) */
     int32_t ascii_id[128];    /* otherwise: id of each ASCII character (-1: not in the vocabulary) */
+    /* Which adjacent characters some merge can ever join: (last character of its left token,
+     * first of its right). Between two characters that no merge joins, a word splits into
+     * parts that merge independently, so a whole line (Llama 2 has no pre-tokenizer) is
+     * encoded as short, cacheable parts. Only when no character can become unk_token and no
+     * merge involves a byte-fallback token (else the parts would not be independent). */
+    uint64_t *join_key;
+    size_t join_mask;
+    int can_segment;
 } BpeModel;
 
 #define MERGE_EMPTY UINT64_MAX
@@ -57,6 +65,10 @@ static inline const uint8_t *bpe_id_text(const BpeModel *m, int32_t id, size_t *
 
 int bpe_add_merge(BpeModel *m, int32_t a, int32_t b, uint32_t rank, int32_t merged);
 void bpe_free(BpeModel *m);
+/* Build the join table (after all merges); -1 on OOM. */
+int bpe_build_joins(BpeModel *m);
+/* End of the independently merging part of w[0, n) that starts at `start` (see join_key). */
+size_t bpe_segment_end(const BpeModel *m, const uint8_t *w, size_t n, size_t start);
 
 /* Scratch of one encoding thread for bpe_word (symbol arrays and the merge heap). */
 typedef struct {
