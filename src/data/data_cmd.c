@@ -1,4 +1,6 @@
-/* data_cmd.c: `myriad data prepare` (text -> byte-level token shards) and `myriad data info`. */
+/* data_cmd.c: `myriad data prepare` and `myriad data info`. Prepare lists the inputs; with
+ * --tokenizer it hands them to prepare_tok.c (a model's tokenizer, documents, threads),
+ * without it it writes byte-level shards (token = byte) right here. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -10,19 +12,32 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "data/prepare_tok.h"
+#include "data/shard_stream.h"
 #include "data/shards.h"
 #include "util/args.h"
 #include "util/error.h"
 
 static const char prepare_usage[] =
-    "usage: myriad data prepare INPUT... --out DIR [--val-fraction F] [--version 1|7] [--shard-tokens N]\n"
-    "  Tokenizes text with a byte-level tokenizer (vocab 256: token = byte value) and writes llm.c\n"
-    "  shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a file or a directory\n"
-    "  (read recursively, sorted, hidden entries skipped); inputs are concatenated in order.\n"
-    "  --val-fraction F  the last F of the bytes become the validation split (default 0.1, 0 <= F < 1)\n"
-    "  --version 1|7     1: uint16 tokens (default), 7: uint32 tokens\n"
-    "  --shard-tokens N  at most N tokens per shard (default 100000000)\n"
-    "  Train on the result with --data 'DIR/train_*.bin' (a directory spec would also read val).\n";
+    "usage: myriad data prepare [--tokenizer T.json] INPUT... --out DIR [options]\n"
+    "  Writes llm.c token shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a\n"
+    "  file or a directory (read recursively, sorted, hidden entries skipped).\n"
+    "  With --tokenizer (a Hugging Face tokenizer.json: GPT-2, Llama 2, Llama 3, ...): every file is\n"
+    "  one document, or with --jsonl-field every line of every file is one (that field's text);\n"
+    "  files may be gzip-compressed. Each document gets the family's separator (GPT-2: <|endoftext|>\n"
+    "  before it; Llama: BOS) and goes whole to train or val. Tokens are uint16 when the vocabulary\n"
+    "  fits, else uint32 (version 7). The output is the same for any --threads; the tokenizer.json is\n"
+    "  copied to DIR. Shards appear only when all input is encoded (an error leaves none).\n"
+    "  --jsonl-field NAME  read JSON lines, the document text in field NAME\n"
+    "  --val-fraction F    the share of documents for validation (default 0.1; 0 <= F < 1)\n"
+    "  --seed N            which documents are validation (default 1337)\n"
+    "  --threads N         encoding threads (default: all cores)\n"
+    "  --doc-prefix TOKEN|none, --doc-suffix TOKEN|none   override the document separators\n"
+    "  --shard-tokens N    at most N tokens per shard (default 100000000)\n"
+    "  --version 1|7       force uint16 (1) or uint32 (7) tokens\n"
+    "  Without --tokenizer: a byte-level tokenizer (vocab 256: token = byte value); inputs are\n"
+    "  concatenated in order and the last --val-fraction of the bytes become validation.\n"
+    "  Train on the result with --data DIR.\n";
 static const char info_usage[] =
     "usage: myriad data info PATH\n"
     "  Validates the shards PATH names (a file, a directory of *.bin or a glob) and prints each\n"
@@ -155,19 +170,6 @@ static int split_finish(SplitWriter *s) {
     return 0;
 }
 
-/* Remove <split>_NNNNNN.bin files numbered >= keep, left by an earlier, larger run; otherwise
- * a later `--data DIR/train_*.bin` would silently read stale shards. Returns how many. */
-static int remove_stale(const char *dir, const char *split, int keep) {
-    int removed = 0;
-    for (int i = keep;; i++) {
-        char path[PATH_MAX];
-        shard_name(path, sizeof path, dir, split, i);
-        if (unlink(path)) break;
-        removed++;
-    }
-    return removed;
-}
-
 static int mkdir_p(const char *dir) {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return myr_error("--out path too long");
@@ -189,8 +191,9 @@ static int mkdir_p(const char *dir) {
 static int prepare(int argc, char **argv) {
     const char *out = NULL;
     double val_fraction = 0.1;
-    int version = 1;
+    int version = 0;
     long long shard_tokens = 100000000;
+    PrepareTokOptions to = {.seed = 1337};
     const char **inputs = calloc(argc, sizeof *inputs);
     int n_inputs = 0;
     if (!inputs) myr_die("out of memory");
@@ -203,13 +206,22 @@ static int prepare(int argc, char **argv) {
         else if (!strcmp(argv[i], "--val-fraction")) val_fraction = args_next_double(argc, argv, &i);
         else if (!strcmp(argv[i], "--version")) version = args_next_int(argc, argv, &i);
         else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = args_next_i64(argc, argv, &i);
+        else if (!strcmp(argv[i], "--tokenizer")) to.tokenizer = args_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--jsonl-field")) to.jsonl_field = args_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--seed")) to.seed = (uint64_t)args_next_i64(argc, argv, &i);
+        else if (!strcmp(argv[i], "--threads")) to.threads = args_next_int(argc, argv, &i);
+        else if (!strcmp(argv[i], "--doc-prefix")) to.doc_prefix = args_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--doc-suffix")) to.doc_suffix = args_value(argc, argv, &i);
         else if (argv[i][0] == '-' && argv[i][1]) myr_die("data prepare: unknown option %s (see --help)", argv[i]);
         else inputs[n_inputs++] = argv[i];
     }
     if (!out) myr_die("data prepare: --out DIR is required (see --help)");
     if (n_inputs == 0) myr_die("data prepare: give at least one input text file or directory (see --help)");
     if (!(val_fraction >= 0 && val_fraction < 1)) myr_die("--val-fraction must be in [0, 1), got %g", val_fraction);
-    if (version != 1 && version != 7) myr_die("--version must be 1 (uint16 tokens) or 7 (uint32 tokens)");
+    if (version != 0 && version != 1 && version != 7) myr_die("--version must be 1 (uint16 tokens) or 7 (uint32 tokens)");
+    if (!to.tokenizer && (to.jsonl_field || to.doc_prefix || to.doc_suffix || to.threads))
+        myr_die("data prepare: --jsonl-field, --threads and --doc-prefix/--doc-suffix need --tokenizer T.json");
+    if (to.threads < 0) myr_die("--threads must be >= 1");
     if (shard_tokens < 1 || shard_tokens > INT32_MAX) myr_die("--shard-tokens must be in [1, %d]", INT32_MAX);
     if (mkdir_p(out)) myr_die_last();
 
@@ -219,6 +231,26 @@ static int prepare(int argc, char **argv) {
     for (int i = 0; i < n_inputs; i++)
         if (add_input(&files, inputs[i], skip)) myr_die_last();
     if (files.n == 0) myr_die("data prepare: the inputs contain no files");
+    for (int i = 0; i < files.n && !to.jsonl_field; i++) {
+        const char *p = files.paths[i];
+        size_t len = strlen(p);
+        if ((len > 6 && !strcmp(p + len - 6, ".jsonl")) || (len > 9 && !strcmp(p + len - 9, ".jsonl.gz")))
+            myr_die("data prepare: %s looks like JSON lines; give --jsonl-field NAME (the field holding the text)%s", p,
+                    to.tokenizer ? "" : " and --tokenizer T.json");
+    }
+    if (to.tokenizer) {
+        to.out = out;
+        to.val_fraction = val_fraction;
+        to.shard_tokens = shard_tokens;
+        to.version = version;
+        int rc = prepare_tokenized(&to, files.paths, files.sizes, files.n);
+        for (int i = 0; i < files.n; i++) free(files.paths[i]);
+        free(files.paths);
+        free(files.sizes);
+        free(inputs);
+        return rc;
+    }
+    if (!version) version = 1;
     uint64_t total = 0;
     for (int i = 0; i < files.n; i++) total += files.sizes[i];
     uint64_t n_val = (uint64_t)((long double)total * val_fraction);
@@ -259,7 +291,7 @@ static int prepare(int argc, char **argv) {
         if (val.open) shard_writer_abort(&val.w);
         myr_die_last();
     }
-    int stale = remove_stale(out, "train", train.shard) + remove_stale(out, "val", val.shard);
+    int stale = shards_remove_stale(out, "train", train.shard) + shards_remove_stale(out, "val", val.shard);
     printf("data prepare: %d input file%s, %" PRIu64 " bytes -> train %" PRIu64 " tokens in %d shard%s (%s/train_*.bin), "
            "val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); byte-level vocab 256, version %d",
            files.n, files.n == 1 ? "" : "s", total, train.total, train.shard, train.shard == 1 ? "" : "s", out,

@@ -62,6 +62,7 @@ typedef struct {
     size_t n_mems, cap_mems;
     int depth;
     int failed;
+    int lenient; /* lone surrogates -> U+FFFD */
 } Parser;
 
 static void where_of(const unsigned char *s, size_t pos, size_t *line, size_t *col) {
@@ -218,6 +219,17 @@ static int parse_string(Parser *p, const char **out, size_t *out_len) {
             if (read_hex4(p, i + 2, &cp)) return -1;
             size_t esc = i;
             i += 6;
+            int has_low = i + 1 < p->len && p->s[i] == '\\' && p->s[i + 1] == 'u';
+            unsigned peek = 0;
+            if (p->lenient && cp >= 0xD800 && cp <= 0xDFFF) {
+                /* a high surrogate without its low half, or a low one alone: U+FFFD */
+                int paired = cp <= 0xDBFF && has_low && read_hex4(p, i + 2, &peek) == 0 && peek >= 0xDC00 && peek <= 0xDFFF;
+                if (p->failed) return -1;
+                if (!paired) {
+                    n += put_utf8(o + n, 0xFFFD);
+                    continue;
+                }
+            }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo = 0;
                 if (i + 1 >= p->len || p->s[i] != '\\' || p->s[i + 1] != 'u')
@@ -383,10 +395,10 @@ static int parse_value(Parser *p, JsonValue *v) {
     return fail_at(p, p->i, "expected a JSON value");
 }
 
-int json_parse(const char *text, size_t len, const char *name, JsonDoc *doc) {
+static int parse_doc(const char *text, size_t len, const char *name, JsonDoc *doc, int lenient) {
     memset(doc, 0, sizeof *doc);
-    if (len >= UINT32_MAX) return myr_error("%s: %zu bytes is too large for a tokenizer.json (limit 4 GiB)", name, len);
-    Parser p = {.s = (const unsigned char *)text, .len = len, .name = name};
+    if (len >= UINT32_MAX) return myr_error("%s: %zu bytes is too large for a JSON file here (limit 4 GiB)", name, len);
+    Parser p = {.s = (const unsigned char *)text, .len = len, .name = name, .lenient = lenient};
     if (!(p.arena = calloc(1, sizeof *p.arena))) return myr_error("%s: out of memory", name);
     JsonValue *root = arena_alloc(p.arena, sizeof *root);
     int rc = root ? 0 : oom(&p);
@@ -411,6 +423,14 @@ int json_parse(const char *text, size_t len, const char *name, JsonDoc *doc) {
     doc->len = len;
     doc->name = name;
     return 0;
+}
+
+int json_parse(const char *text, size_t len, const char *name, JsonDoc *doc) {
+    return parse_doc(text, len, name, doc, 0);
+}
+
+int json_parse_lenient(const char *text, size_t len, const char *name, JsonDoc *doc) {
+    return parse_doc(text, len, name, doc, 1);
 }
 
 void json_free(JsonDoc *doc) {

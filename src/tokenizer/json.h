@@ -44,6 +44,9 @@ typedef struct {
 
 /* Parse text[0, len). On failure: -1 + myr_error("NAME:LINE:COL: expected ..."). */
 int json_parse(const char *text, size_t len, const char *name, JsonDoc *doc);
+/* The same, but a lone surrogate escape becomes U+FFFD instead of an error (JSON lines of
+ * scraped text have them; Python's json reads them). */
+int json_parse_lenient(const char *text, size_t len, const char *name, JsonDoc *doc);
 void json_free(JsonDoc *doc);
 
 /* Object member by key (the last one if repeated, as serde_json keeps), or NULL. */
