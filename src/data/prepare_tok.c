@@ -290,25 +290,7 @@ static int affix(const Tokenizer *t, const char *spec, IdBuf *out) {
 static int copy_tokenizer(const char *from, const char *dir) {
     char to[4200];
     snprintf(to, sizeof to, "%s/tokenizer.json", dir);
-    char rf[4200], rt[4200];
-    if (realpath(from, rf) && realpath(to, rt) && !strcmp(rf, rt)) return 0;
-    FILE *f = fopen(from, "rb");
-    if (!f) return myr_error("cannot read %s: %s", from, strerror(errno));
-    AtomicFile a;
-    if (atomic_open(&a, to)) {
-        fclose(f);
-        return -1;
-    }
-    char buf[1 << 16];
-    size_t n;
-    int rc = 0;
-    while (!rc && (n = fread(buf, 1, sizeof buf, f)) > 0) rc = atomic_write(&a, buf, n);
-    fclose(f);
-    if (rc) {
-        atomic_abort(&a);
-        return -1;
-    }
-    return atomic_commit(&a);
+    return atomic_copy(from, to);
 }
 
 static size_t env_size(const char *name, size_t dflt) {
@@ -447,10 +429,10 @@ int prepare_tokenized(const PrepareTokOptions *o, char *const *paths, const uint
     }
     int stale = shards_remove_stale(o->out, "train", train.committed) + shards_remove_stale(o->out, "val", val.committed);
     double dt = now_s() - t0;
-    printf("data prepare: %d input file%s, %" PRIu64 " documents (%" PRIu64 " val), %.1f MB -> train %" PRIu64
+    printf("data prepare: %d input file%s, %" PRIu64 " document%s (%" PRIu64 " val), %.1f MB -> train %" PRIu64
            " tokens in %d shard%s (%s/train_*.bin), val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); %s (%s), "
            "version %d; %.1f MB/s on %d thread%s",
-           n, n == 1 ? "" : "s", docs, val_docs, bytes / 1e6, train.total, train.committed,
+           n, n == 1 ? "" : "s", docs, docs == 1 ? "" : "s", val_docs, bytes / 1e6, train.total, train.committed,
            train.committed == 1 ? "" : "s", o->out, val.total, val.committed, val.committed == 1 ? "" : "s", o->out,
            o->tokenizer, tokenizer_describe(tok), version, dt > 0 ? bytes / 1e6 / dt : 0.0, threads,
            threads == 1 ? "" : "s");

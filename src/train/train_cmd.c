@@ -28,6 +28,7 @@
 #include "train/mem_checkpoint.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
+#include "train/samples.h"
 #include "train/train_options.h"
 #include "util/error.h"
 
@@ -82,24 +83,6 @@ static void resolve_data(const TrainOptions *o, char *train, char *val, size_t n
     snprintf(train, n, "%s", pattern);
     snprintf(pattern, sizeof pattern, "%s/val_*.bin", o->data);
     if (!o->val_data && glob_matches(pattern)) snprintf(val, n, "%s", pattern);
-}
-
-static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed) {
-    if (m->cfg.vocab != 256) {
-        fprintf(stderr, "(--sample prints text for the byte-level vocabulary (256) only)\n");
-        return;
-    }
-    int32_t prompt[64];
-    int plen = tokens_count(source) < 64 ? (int)tokens_count(source) : 64;
-    if (tokens_read(source, 0, (uint64_t)plen, prompt)) return;
-    int32_t *out = malloc((size_t)n * sizeof(int32_t));
-    sample_tokens(m, prompt, plen, n, seed, out);
-    printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
-    for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    printf("\033[1m");
-    for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("\033[0m\n---\n");
-    free(out);
 }
 
 /* A bad layout is found by every rank alike: rank 0 says so (one line), the others stay until it
@@ -324,6 +307,10 @@ int cmd_train(int argc, char **argv) {
     free(count);
     ModelConfig cfg = whole.cfg;
     model_destroy(&whole);
+    /* the tokenizer: its ids must fit the embedding (every rank checks; rank 0 says so) */
+    const char *tok_path = samples_find_tokenizer(o.tokenizer, o.init_dir, o.data);
+    Tokenizer *tok = NULL;
+    if (samples_load_tokenizer(tok_path, cfg.vocab, &tok)) layout_error(rank, "%s", myr_last_error());
     if (cfg.experts && o.sp) layout_error(rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     Model *m = &chunks[0];
     if (o.seq > cfg.max_seq)
@@ -566,11 +553,14 @@ int cmd_train(int argc, char **argv) {
         final = &whole;
     }
     int sample = o.sample_tokens >= 0 ? o.sample_tokens : 0;
-    if (sample > 0 && rank0) print_sample(final, val ? val : train, sample, o.seed);
+    if (sample > 0 && rank0) samples_print(final, val ? val : train, sample, o.seed, tok);
     if (o.save_dir && rank0) {
         if (hf_save(o.save_dir, final)) myr_die_last();
-        printf("saved %s/config.json and %s/model.safetensors\n", o.save_dir, o.save_dir);
+        if (tok_path && samples_save_tokenizer(tok_path, o.save_dir)) myr_die_last();
+        printf("saved %s/config.json and %s/model.safetensors%s%s%s\n", o.save_dir, o.save_dir,
+               tok_path ? " and " : "", tok_path ? o.save_dir : "", tok_path ? "/tokenizer.json" : "");
     }
+    tokenizer_free(tok);
     if (final != m) model_destroy(&whole);
     free(x);
     free(y);

@@ -49,7 +49,9 @@ void train_usage(void) {
         "                          continue later with --resume\n"
         "  --resume DIR|auto       continue from a checkpoint (auto: the newest valid one in --save DIR),\n"
         "                          in this or any other parallel layout\n"
-        "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
+        "  --sample N              print N sampled tokens as text at the end, decoded by the tokenizer\n"
+        "  --tokenizer T.json      the model's tokenizer (default: tokenizer.json in --init DIR or --data DIR);\n"
+        "                          checked against --vocab, used by --sample, copied into --save DIR\n"
         "  --threads N             compute threads (default: all cores); results do not depend on it\n"
         "  --print-every N         progress lines when stderr is not a terminal\n"
         "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
@@ -166,6 +168,7 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--stop-after")) o->stop_after = args_next_i64(argc, argv, i);
     else if (IS("--resume")) o->resume = args_value(argc, argv, i);
     else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
+    else if (IS("--tokenizer")) o->tokenizer = args_value(argc, argv, i);
     else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
     else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
