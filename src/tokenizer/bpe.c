@@ -17,8 +17,17 @@ typedef struct BpeHeapItem {
     int32_t pos, merged;
 } BpeHeapItem;
 
-static int grow_merges(BpeModel *m) {
-    size_t cap = m->merge_key ? 2 * (m->merge_mask + 1) : 1 << 16;
+static int resize_merges(BpeModel *m, size_t cap);
+
+static int grow_merges(BpeModel *m) { return resize_merges(m, m->merge_key ? 2 * (m->merge_mask + 1) : 1 << 16); }
+
+int bpe_reserve_merges(BpeModel *m, size_t n) {
+    size_t cap = 1 << 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    return cap > (m->merge_key ? m->merge_mask + 1 : 0) ? resize_merges(m, cap) : 0;
+}
+
+static int resize_merges(BpeModel *m, size_t cap) {
     int bits = 0;
     while (((size_t)1 << bits) < cap) bits++;
     uint64_t *keys = malloc(cap * sizeof *keys), *vals = malloc(cap * sizeof *vals);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tokenizer/load_util.h"
 #include "tokenizer/utf8.h"
@@ -20,6 +21,11 @@ static int read_file(const char *path, char **text, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return myr_error("cannot read tokenizer %s: %s (give the tokenizer.json file a model ships)", path, strerror(errno));
     ByteBuf b = {0};
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && st.st_size > 0 && bytebuf_reserve(&b, (size_t)st.st_size + 1)) {
+        fclose(f);
+        return oom();
+    }
     for (;;) {
         if (bytebuf_reserve(&b, 1 << 20)) {
             fclose(f);
@@ -51,6 +57,9 @@ static int model_vocab(LoadCtx *c, const JsonValue *vocab) {
     BpeModel *m = &c->t->bpe;
     if (!vocab || vocab->type != JSON_OBJECT) return load_bad(c, vocab, "model.vocab", "expected an object {token: id}");
     int32_t max_id = -1;
+    size_t key_bytes = 0;
+    for (size_t i = 0; i < vocab->u.obj.n; i++) key_bytes += vocab->u.obj.members[i].key_len + 1;
+    if (strmap_reserve(&m->vocab, vocab->u.obj.n, key_bytes)) return oom();
     for (size_t i = 0; i < vocab->u.obj.n; i++) {
         const JsonMember *e = &vocab->u.obj.members[i];
         double d = e->value.type == JSON_NUMBER ? e->value.u.number : -1;
@@ -91,7 +100,7 @@ static int model_merges(LoadCtx *c, const JsonValue *merges) {
         return load_bad(c, merges, "model.merges", "expected an array of \"a b\" strings or [a, b] pairs");
     ByteBuf tmp = {0};
     uint32_t rank = 0;
-    int rc = 0;
+    int rc = bpe_reserve_merges(&c->t->bpe, merges->u.arr.n) ? oom() : 0;
     for (size_t i = 0; i < merges->u.arr.n && !rc; i++) {
         const JsonValue *e = &merges->u.arr.items[i];
         if (e->type == JSON_STRING) {

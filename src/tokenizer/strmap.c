@@ -10,8 +10,30 @@ void strmap_free(StrMap *m) {
     memset(m, 0, sizeof *m);
 }
 
-static int grow_slots(StrMap *m) {
-    size_t cap = m->mask ? 2 * (m->mask + 1) : 1024;
+static int rehash(StrMap *m, size_t cap);
+
+static int grow_slots(StrMap *m) { return rehash(m, m->mask ? 2 * (m->mask + 1) : 1024); }
+
+int strmap_reserve(StrMap *m, size_t n, size_t key_bytes) {
+    size_t cap = 1024;
+    while (cap < 2 * n + 2) cap *= 2;
+    if (cap > (m->mask ? m->mask + 1 : 0) && rehash(m, cap)) return -1;
+    if (n > m->cap) {
+        StrMapEntry *en = realloc(m->entries, n * sizeof *en);
+        if (!en) return -1;
+        m->entries = en;
+        m->cap = n;
+    }
+    if (key_bytes > m->arena_cap) {
+        uint8_t *a = realloc(m->arena, key_bytes);
+        if (!a) return -1;
+        m->arena = a;
+        m->arena_cap = key_bytes;
+    }
+    return 0;
+}
+
+static int rehash(StrMap *m, size_t cap) {
     uint32_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (size_t i = 0; i < m->n; i++) {

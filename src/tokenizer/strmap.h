@@ -43,6 +43,8 @@ static inline uint64_t tok_hash(const uint8_t *p, size_t n) {
 }
 
 void strmap_free(StrMap *m);
+/* Size for n keys of about key_bytes in all (fewer rehashes while loading a vocabulary). */
+int strmap_reserve(StrMap *m, size_t n, size_t key_bytes);
 /* Insert or overwrite (the later value wins, as a JSON object read into a map). -1 on OOM. */
 int strmap_put(StrMap *m, const void *key, size_t len, int32_t value);
 /* The value, or -1 if absent (values are non-negative ids). */

@@ -11,16 +11,17 @@
 #include "util/error.h"
 
 static const char tokenize_usage[] =
-    "usage: myriad tokenize --tokenizer T.json [FILE|-]\n"
-    "  Prints the token ids of the whole text of FILE (default: standard input), separated by\n"
-    "  spaces, as Hugging Face's encode(text, add_special_tokens=False): no BOS/EOS are added;\n"
+    "usage: myriad tokenize --tokenizer T.json [FILE|-]...\n"
+    "  Prints the token ids of the whole text of each FILE (default: standard input) on one line,\n"
+    "  separated by spaces, as Hugging Face's encode(text, add_special_tokens=False): no BOS/EOS;\n"
     "  added tokens written in the text (<|endoftext|>, <s>, ...) are matched as Hugging Face\n"
     "  matches them. Invalid UTF-8 is read as U+FFFD.\n";
 static const char detokenize_usage[] =
-    "usage: myriad detokenize --tokenizer T.json [--skip-special] [IDS_FILE|-]\n"
+    "usage: myriad detokenize --tokenizer T.json [--skip-special] [--lines] [IDS_FILE|-]\n"
     "  Writes the text of the token ids in IDS_FILE (default: standard input; ids separated by\n"
     "  spaces, commas, newlines or brackets), as Hugging Face's decode(ids). --skip-special\n"
-    "  leaves out special tokens. An id outside the vocabulary is an error.\n";
+    "  leaves out special tokens; --lines decodes each line on its own (as `tokenize FILE...`\n"
+    "  writes them) and writes the texts one after another. An id outside the vocabulary is an error.\n";
 
 static int read_all(const char *path, ByteBuf *out) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
@@ -36,69 +37,86 @@ static int read_all(const char *path, ByteBuf *out) {
     return err ? myr_error("reading %s failed", path) : 0;
 }
 
-/* Shared flag parsing: --tokenizer T, one optional input, and --skip-special for detokenize. */
-static void parse(int argc, char **argv, const char *usage, int allow_skip, const char **tok, const char **in,
-                  int *skip) {
+/* Shared flag parsing: --tokenizer T, inputs (at most one for detokenize), --skip-special. */
+static int parse(int argc, char **argv, const char *usage, int detok, const char **tok, const char **in, int *skip) {
     *tok = NULL;
-    *in = "-";
     *skip = 0;
-    int have_in = 0;
+    int n_in = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             exit(0);
         } else if (!strcmp(argv[i], "--tokenizer")) *tok = args_value(argc, argv, &i);
-        else if (allow_skip && !strcmp(argv[i], "--skip-special")) *skip = 1;
+        else if (detok && !strcmp(argv[i], "--skip-special")) *skip |= TOK_DECODE_SKIP_SPECIAL;
+        else if (detok && !strcmp(argv[i], "--lines")) *skip |= 256; /* one sequence per line */
         else if (argv[i][0] == '-' && argv[i][1]) myr_die("%s: unknown option %s (see --help)", argv[0], argv[i]);
-        else if (have_in++) myr_die("%s: give one input file (or - for standard input)", argv[0]);
-        else *in = argv[i];
+        else if (detok && n_in) myr_die("%s: give one input file (or - for standard input)", argv[0]);
+        else in[n_in++] = argv[i];
     }
     if (!*tok) myr_die("%s: --tokenizer T.json is required (the tokenizer.json a model ships)", argv[0]);
+    if (!n_in) in[n_in++] = "-";
+    return n_in;
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *tok_path, *in;
+    const char *tok_path, **in = calloc((size_t)argc + 1, sizeof *in);
     int skip;
-    parse(argc, argv, tokenize_usage, 0, &tok_path, &in, &skip);
+    if (!in) myr_die("out of memory");
+    int n_in = parse(argc, argv, tokenize_usage, 0, &tok_path, in, &skip);
     Tokenizer *t;
     if (tokenizer_load(tok_path, &t)) myr_die_last();
-    ByteBuf text = {0};
-    if (read_all(in, &text)) myr_die_last();
     TokEncoder *e = tok_encoder_new(t);
-    IdBuf ids = {0};
     if (!e) myr_die("out of memory");
-    if (tok_encode(e, text.p, text.n, &ids)) myr_die_last();
-    /* one buffered write: ids of a large file are many */
-    ByteBuf out = {0};
-    if (bytebuf_reserve(&out, ids.n * 8 + 2)) myr_die("out of memory");
-    for (size_t i = 0; i < ids.n; i++) {
-        char digits[12];
-        int k = 0;
-        for (uint32_t v = (uint32_t)ids.p[i]; k == 0 || v; v /= 10) digits[k++] = (char)('0' + v % 10);
-        if (i) out.p[out.n++] = ' ';
-        while (k) out.p[out.n++] = (uint8_t)digits[--k];
+    ByteBuf text = {0}, out = {0};
+    IdBuf ids = {0};
+    for (int f = 0; f < n_in; f++) {
+        text.n = ids.n = out.n = 0;
+        if (read_all(in[f], &text)) myr_die_last();
+        if (tok_encode(e, text.p, text.n, &ids)) myr_die_last();
+        /* one buffered write: ids of a large file are many */
+        if (bytebuf_reserve(&out, ids.n * 12 + 2)) myr_die("out of memory");
+        for (size_t i = 0; i < ids.n; i++) {
+            char digits[12];
+            int k = 0;
+            for (uint32_t v = (uint32_t)ids.p[i]; k == 0 || v; v /= 10) digits[k++] = (char)('0' + v % 10);
+            if (i) out.p[out.n++] = ' ';
+            while (k) out.p[out.n++] = (uint8_t)digits[--k];
+        }
+        out.p[out.n++] = '\n';
+        if (fwrite(out.p, 1, out.n, stdout) != out.n) myr_die("writing the ids failed: %s", strerror(errno));
     }
-    out.p[out.n++] = '\n';
-    if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) myr_die("writing the ids failed: %s", strerror(errno));
+    if (fflush(stdout)) myr_die("writing the ids failed: %s", strerror(errno));
     bytebuf_free(&out);
     idbuf_free(&ids);
     bytebuf_free(&text);
     tok_encoder_free(e);
     tokenizer_free(t);
+    free(in);
     return 0;
 }
 
 int cmd_detokenize(int argc, char **argv) {
-    const char *tok_path, *in;
+    const char *tok_path, *ins[2];
     int skip;
-    parse(argc, argv, detokenize_usage, 1, &tok_path, &in, &skip);
+    parse(argc, argv, detokenize_usage, 1, &tok_path, ins, &skip);
+    const char *in = ins[0];
     Tokenizer *t;
     if (tokenizer_load(tok_path, &t)) myr_die_last();
     ByteBuf text = {0};
     if (read_all(in, &text)) myr_die_last();
     IdBuf ids = {0};
-    for (size_t i = 0; i < text.n;) {
-        unsigned char c = text.p[i];
+    ByteBuf out = {0};
+    int lines = skip & 256;
+    for (size_t i = 0; i <= text.n;) {
+        unsigned char c = i < text.n ? text.p[i] : '\n';
+        if (c == '\n' && (lines || i == text.n)) { /* the end of a sequence */
+            if ((ids.n || !lines || i < text.n) && tok_decode(t, ids.p, ids.n, skip & TOK_DECODE_SKIP_SPECIAL, &out))
+                myr_die_last();
+            ids.n = 0;
+            if (i == text.n) break;
+            i++;
+            continue;
+        }
         if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == ',' || c == '[' || c == ']') {
             i++;
             continue;
@@ -116,8 +134,6 @@ int cmd_detokenize(int argc, char **argv) {
         if (idbuf_push(&ids, (int32_t)v)) myr_die("out of memory");
         i = j;
     }
-    ByteBuf out = {0};
-    if (tok_decode(t, ids.p, ids.n, skip ? TOK_DECODE_SKIP_SPECIAL : 0, &out)) myr_die_last();
     if (fwrite(out.p, 1, out.n, stdout) != out.n || fflush(stdout)) myr_die("writing the text failed: %s", strerror(errno));
     bytebuf_free(&out);
     idbuf_free(&ids);

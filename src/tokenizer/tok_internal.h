@@ -64,6 +64,7 @@ static inline const uint8_t *bpe_id_text(const BpeModel *m, int32_t id, size_t *
 }
 
 int bpe_add_merge(BpeModel *m, int32_t a, int32_t b, uint32_t rank, int32_t merged);
+int bpe_reserve_merges(BpeModel *m, size_t n); /* size the table for n merges up front */
 void bpe_free(BpeModel *m);
 /* Build the join table (after all merges); -1 on OOM. */
 int bpe_build_joins(BpeModel *m);

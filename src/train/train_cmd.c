@@ -323,6 +323,14 @@ int cmd_train(int argc, char **argv) {
     TokenData *train = NULL, *val = NULL;
     if (tokens_open(train_spec, &train)) myr_die_last();
     if (val_spec[0] && tokens_open(val_spec, &val)) myr_die_last();
+    if (val && !o.val_data && tokens_count(val) < (uint64_t)o.batch * o.seq + 1) {
+        /* a prepared directory's val split can be empty (--val-fraction 0) or smaller than a batch */
+        if (rank0)
+            fprintf(stderr, "note: %s holds %llu tokens, less than one batch: no validation\n", val_spec,
+                    (unsigned long long)tokens_count(val));
+        tokens_close(val);
+        val = NULL;
+    }
     BatchLoader loader;
     if (loader_init(&loader, train, o.batch, o.seq, o.shuffle, o.seed)) myr_die_last();
     if (o.eval_every > 0 && !val) myr_die("--eval-every needs validation data: give --val-data PATH");

@@ -3,6 +3,7 @@
 //   stress.txt     CJK, emoji (ZWJ sequences, flags, skin tones), combining marks, RTL, NBSP
 //                  and the other Unicode spaces, CRLF, tabs, long runs of spaces and digits,
 //                  contractions, punctuation runs, added tokens written in the text
+//   plain.txt      stress.txt without added tokens or U+2581 (for round trips)
 //   invalid.txt    the same kind of text with invalid UTF-8 mixed in (stray continuation
 //                  bytes, truncated sequences, overlongs, surrogates, bytes F5-FF)
 //   random.bin     random bytes
@@ -47,6 +48,11 @@ while (Buffer.byteLength(text) < 120000) {
   text += r === 0 ? spaces() : r === 1 ? digits() : r === 2 ? '\n'.repeat(1 + (rnd() % 5)) : pick(fragments);
 }
 fs.writeFileSync(path.join(out, 'stress.txt'), text);
+
+// the same without added tokens and U+2581 (Llama 2 decodes U+2581 as a space, and HF's decoders
+// do not give back the spaces around special tokens): the round-trip file for every tokenizer
+const special = /<\|[a-z_]+\|>|<\/?s>|<unk>|<pad>|<mask>|<sep>|<\|im|cat|dog|\u2581/g;
+fs.writeFileSync(path.join(out, 'plain.txt'), text.replace(special, 'x'));
 
 const invalid = [[0x80], [0xBF], [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xF0, 0x80],
   [0xF4, 0x90, 0x80, 0x80], [0xF5], [0xFF], [0xFE], [0xE2, 0x82], [0xF0, 0x9F, 0x98], [0xC3], [0xE6, 0x97]];

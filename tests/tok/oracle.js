@@ -1,11 +1,11 @@
 // oracle.js: Hugging Face `tokenizers` (npm) as the reference for myriad's tokenizer tests
 // and benchmark. Run with NODE_PATH=$CACHE/node/node_modules (npm_setup.sh).
-//   encode TOK.json FILE...       one line per FILE: its ids, space-separated (the file read as
-//                                 UTF-8, invalid bytes replaced by U+FFFD; no BOS/EOS added)
-//   decode TOK.json IDS_FILE      the text of the ids in IDS_FILE (whitespace-separated)
-//   shards TOK.json DIR PRE SUF FILE...   compare DIR/train_*.bin (then val_*.bin) with, per
-//                                 FILE in order: PRE ids, FILE's ids, SUF ids (PRE/SUF: comma
-//                                 lists or "-"); --split DIR/split.txt? no: every doc to train
+//   encode TOK.json OUT FILE...   OUT.ids: one line per FILE, its ids separated by spaces (the
+//                                 file read as UTF-8, invalid bytes replaced by U+FFFD; no
+//                                 BOS/EOS: add_special_tokens=False); OUT.dec: decode() of each
+//                                 line, one after another (myriad tokenize FILE... | detokenize --lines)
+//   shards TOK.json DIR PRE SUF FILE...   compare DIR/train_*.bin with, per FILE in order: PRE
+//                                 ids, FILE's ids, SUF ids (PRE/SUF: comma lists or "-")
 //   bench TOK.json FILE...        encode every FILE (one document each) in one encodeBatch call
 //                                 per ~1 MB, print MB/s (the benchmark's baseline)
 'use strict';
@@ -36,10 +36,15 @@ function readShards(dir, split) {
 
 (async () => {
   if (cmd === 'encode') {
-    for (const f of rest) process.stdout.write((await ids(text(f))).join(' ') + '\n');
-  } else if (cmd === 'decode') {
-    const list = fs.readFileSync(rest[0], 'utf8').split(/\s+/).filter((x) => x).map(Number);
-    process.stdout.write(await tok.decode(list, false));
+    const [out, ...files] = rest;
+    const lines = [], texts = [];
+    for (const f of files) {
+      const list = await ids(text(f));
+      lines.push(list.join(' ') + '\n');
+      texts.push(await tok.decode(Array.from(list), false));
+    }
+    fs.writeFileSync(out + '.ids', lines.join(''));
+    fs.writeFileSync(out + '.dec', texts.join(''));
   } else if (cmd === 'shards') {
     const [dir, pre, suf, ...files] = rest;
     const list = (s) => (s === '-' ? [] : s.split(',').map(Number));
@@ -68,7 +73,7 @@ function readShards(dir, split) {
     const s = Number(process.hrtime.bigint() - t0) / 1e9;
     console.log(JSON.stringify({ bytes, tokens, seconds: s, mb_per_s: bytes / 1e6 / s }));
   } else {
-    console.error('usage: oracle.js encode|decode|shards|bench TOK.json ...');
+    console.error('usage: oracle.js encode|shards|bench TOK.json ...');
     process.exitCode = 2;
   }
 })().catch((e) => { console.error('oracle.js: ' + (e && e.message || e)); process.exitCode = 1; });
