@@ -19,10 +19,10 @@ typedef struct BpeHeapItem {
 
 static int resize_merges(BpeModel *m, size_t cap);
 
-static int grow_merges(BpeModel *m) { return resize_merges(m, m->merge_key ? 2 * (m->merge_mask + 1) : 1 << 16); }
+static int grow_merges(BpeModel *m) { return resize_merges(m, m->merge_key ? 2 * (m->merge_mask + 1) : 64); }
 
 int bpe_reserve_merges(BpeModel *m, size_t n) {
-    size_t cap = 1 << 16;
+    size_t cap = 64;
     while (cap < 2 * n + 2) cap *= 2;
     return cap > (m->merge_key ? m->merge_mask + 1 : 0) ? resize_merges(m, cap) : 0;
 }
@@ -91,7 +91,7 @@ static inline int joins(const BpeModel *m, uint32_t c1, uint32_t c2) {
 
 int bpe_build_joins(BpeModel *m) {
     m->can_segment = 0;
-    if (m->byte_level || !m->merge_key) return 0;
+    if (m->byte_level || !m->merge_key || m->shared_ids) return 0; /* joins are read from token texts */
     int full_fallback = m->byte_fallback;
     for (int b = 0; b < 256; b++) full_fallback &= m->fallback_id[b] >= 0;
     if (m->unk_id >= 0 && !full_fallback) return 0; /* unknown characters fuse: keep words whole */
@@ -377,6 +377,7 @@ int bpe_word(const BpeModel *m, BpeScratch *s, const uint8_t *w, size_t n, IdBuf
     size_t k = init_symbols(m, s, w, n);
     if (k <= SMALL_WORD) k = merge_small(m, s, k);
     else if (merge_large(m, s, &k)) return -1;
+    if (!k) return 0;
     if (idbuf_reserve(out, k)) return -1;
     memcpy(out->p + out->n, s->ids, k * sizeof *s->ids);
     out->n += k;

@@ -21,13 +21,15 @@ typedef struct Block {
 
 struct JsonArena {
     Block *head;
+    size_t block; /* size of the next block: small documents (JSON lines) take small ones */
 };
 
 static void *arena_alloc(JsonArena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     Block *b = a->head;
     if (!b || b->cap - b->used < n) {
-        size_t cap = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+        size_t cap = n > a->block ? n : a->block;
+        if (a->block < ARENA_BLOCK) a->block *= 2;
         Block *nb = malloc(sizeof *nb + cap);
         if (!nb) return NULL;
         nb->used = 0;
@@ -400,6 +402,7 @@ static int parse_doc(const char *text, size_t len, const char *name, JsonDoc *do
     if (len >= UINT32_MAX) return myr_error("%s: %zu bytes is too large for a JSON file here (limit 4 GiB)", name, len);
     Parser p = {.s = (const unsigned char *)text, .len = len, .name = name, .lenient = lenient};
     if (!(p.arena = calloc(1, sizeof *p.arena))) return myr_error("%s: out of memory", name);
+    p.arena->block = len < ARENA_BLOCK / 8 ? 8 * len + 256 : ARENA_BLOCK;
     JsonValue *root = arena_alloc(p.arena, sizeof *root);
     int rc = root ? 0 : oom(&p);
     if (!rc) {

@@ -72,7 +72,11 @@ static int model_vocab(LoadCtx *c, const JsonValue *vocab) {
     m->n_ids = max_id + 1;
     if (!(m->id_entry = malloc((size_t)(m->n_ids ? m->n_ids : 1) * sizeof *m->id_entry))) return oom();
     for (int32_t i = 0; i < m->n_ids; i++) m->id_entry[i] = -1;
-    for (size_t i = 0; i < m->vocab.n; i++) m->id_entry[m->vocab.entries[i].value] = (int32_t)i;
+    for (size_t i = 0; i < m->vocab.n; i++) {
+        int32_t id = m->vocab.entries[i].value;
+        if (m->id_entry[id] >= 0) m->shared_ids = 1;
+        m->id_entry[id] = (int32_t)i;
+    }
     return 0;
 }
 
@@ -298,14 +302,19 @@ static void decide_cuts(Tokenizer *t) {
             set_cut(t, "the first pre-tokenizer splits with merged delimiters or a non-regex rule");
         }
     }
+    if (word_crosses && t->bpe.shared_ids) set_cut(t, "two vocabulary tokens share an id");
     if (word_crosses && t->can_cut) {
         /* a merge whose left token ends with '\n' could join across the cut */
         const BpeModel *m = &t->bpe;
         int32_t nl_ids[3] = {m->fallback_id['\n'], m->byte_level ? m->byte_id['\n'] : m->ascii_id['\n'], -1};
-        if (!m->byte_level && m->ascii_id['\n'] < 0 && !(m->byte_fallback && m->fallback_id['\n'] >= 0)) {
-            if (m->fuse_unk && m->unk_id >= 0) set_cut(t, "'\\n' is unknown to the model and unknowns are fused");
+        int full_fallback = m->byte_fallback;
+        for (int b = 0; b < 256; b++) full_fallback &= m->fallback_id[b] >= 0;
+        /* an unknown character before the cut stays pending through byte-fallback tokens and
+         * would fuse with one after it */
+        if (m->fuse_unk && m->unk_id >= 0 && !full_fallback)
+            set_cut(t, "characters can become unk_token and unknowns are fused");
+        if (!m->byte_level && m->ascii_id['\n'] < 0 && !(m->byte_fallback && m->fallback_id['\n'] >= 0))
             nl_ids[2] = m->unk_id;
-        }
         uint8_t nl_char[4];
         int nl_len = utf8_encode(m->byte_level ? byte_level_char('\n') : '\n', nl_char);
         for (size_t s = 0; m->merge_key && s <= m->merge_mask && t->can_cut; s++) {
@@ -347,15 +356,18 @@ int tokenizer_load(const char *path, Tokenizer **out) {
     char *text = NULL;
     size_t len = 0;
     if (read_file(path, &text, &len)) return -1;
+    int rc = tokenizer_load_json(text, len, path, out);
+    free(text);
+    return rc;
+}
+
+int tokenizer_load_json(const char *text, size_t len, const char *path, Tokenizer **out) {
+    *out = NULL;
     JsonDoc doc;
-    if (json_parse(text, len, path, &doc)) {
-        free(text);
-        return -1;
-    }
+    if (json_parse(text, len, path, &doc)) return -1;
     Tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         json_free(&doc);
-        free(text);
         return oom();
     }
     LoadCtx c = {.doc = &doc, .path = path, .t = t};
@@ -399,7 +411,6 @@ int tokenizer_load(const char *path, Tokenizer **out) {
         describe(t);
     }
     json_free(&doc);
-    free(text);
     if (rc) {
         tokenizer_free(t);
         return -1;

@@ -14,7 +14,8 @@
 #include "tokenizer/encoder.h"
 #include "util/error.h"
 
-enum { CACHE_SLOTS = 1 << 16, CACHE_KEY_BYTES = 2 << 20, CACHE_IDS = 1 << 19, CACHE_MAX_WORD = 255 };
+/* The cache starts small (short texts, many encoders in tests) and doubles up to these. */
+enum { CACHE_SLOTS = 1 << 16, CACHE_MAX_WORD = 255, CACHE_START = 256 }; /* slots; 32 key bytes, 8 ids each */
 
 /* ---------- word cache ---------- */
 
@@ -25,30 +26,41 @@ void word_cache_free(WordCache *c) {
     memset(c, 0, sizeof *c);
 }
 
-static int cache_init(WordCache *c) {
-    c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
-    c->keys = malloc(CACHE_KEY_BYTES);
-    c->ids = malloc(CACHE_IDS * sizeof *c->ids);
-    if (!c->slots || !c->keys || !c->ids) {
-        word_cache_free(c);
+static int cache_alloc(WordCache *c, size_t slots) {
+    CacheSlot *sl = calloc(slots, sizeof *sl);
+    uint8_t *keys = malloc(slots * 32);
+    int32_t *ids = malloc(slots * 8 * sizeof *ids);
+    if (!sl || !keys || !ids) {
+        free(sl);
+        free(keys);
+        free(ids);
         return -1;
     }
-    c->mask = CACHE_SLOTS - 1;
-    c->keys_cap = CACHE_KEY_BYTES;
-    c->ids_cap = CACHE_IDS;
+    word_cache_free(c);
+    c->slots = sl;
+    c->keys = keys;
+    c->ids = ids;
+    c->mask = slots - 1;
+    c->keys_cap = slots * 32;
+    c->ids_cap = slots * 8;
     return 0;
 }
 
 static void cache_insert(WordCache *c, uint64_t h, const uint8_t *w, size_t n, const int32_t *ids, size_t k) {
-    if (2 * (c->used + 1) > c->mask + 1 || c->keys_cap - c->keys_n < n || c->ids_cap - c->ids_n < k || k > UINT16_MAX) {
-        if (k > UINT16_MAX) return;
-        memset(c->slots, 0, (c->mask + 1) * sizeof *c->slots); /* full: start over */
-        c->used = c->keys_n = c->ids_n = 0;
+    if (k > UINT16_MAX) return;
+    if (2 * (c->used + 1) > c->mask + 1 || c->keys_cap - c->keys_n < n || c->ids_cap - c->ids_n < k) {
+        /* full: grow while it may, else start over */
+        size_t slots = c->mask + 1;
+        if (slots >= CACHE_SLOTS || cache_alloc(c, 2 * slots)) {
+            memset(c->slots, 0, (c->mask + 1) * sizeof *c->slots);
+            c->used = c->keys_n = c->ids_n = 0;
+        }
+        if (c->keys_cap - c->keys_n < n || c->ids_cap - c->ids_n < k) return;
     }
     size_t s = h & c->mask;
     while (c->slots[s].hash) s = (s + 1) & c->mask;
     memcpy(c->keys + c->keys_n, w, n);
-    memcpy(c->ids + c->ids_n, ids, k * sizeof *ids);
+    if (k) memcpy(c->ids + c->ids_n, ids, k * sizeof *ids);
     c->slots[s] = (CacheSlot){h, (uint32_t)c->keys_n, (uint32_t)c->ids_n, (uint16_t)n, (uint16_t)k};
     c->keys_n += n;
     c->ids_n += k;
@@ -78,12 +90,13 @@ static int encode_part(TokEncoder *e, const uint8_t *w, size_t n, IdBuf *out) {
     const BpeModel *m = &e->t->bpe;
     if (n > CACHE_MAX_WORD) return bpe_word(m, &e->bpe, w, n, out);
     WordCache *c = &e->cache;
-    if (!c->slots && cache_init(c)) return myr_error("out of memory for the word cache");
+    if (!c->slots && cache_alloc(c, CACHE_START)) return myr_error("out of memory for the word cache");
     uint64_t h = tok_hash(w, n) | 1; /* 0 marks a free slot */
     for (size_t s = h & c->mask;; s = (s + 1) & c->mask) {
         const CacheSlot *sl = &c->slots[s];
         if (!sl->hash) break;
         if (sl->hash == h && sl->key_len == n && !memcmp(c->keys + sl->key_off, w, n)) {
+            if (!sl->n_ids) return 0; /* all its characters unknown, no unk_token: dropped */
             if (idbuf_reserve(out, sl->n_ids)) return myr_error("out of memory");
             memcpy(out->p + out->n, c->ids + sl->ids_off, sl->n_ids * sizeof *out->p);
             out->n += sl->n_ids;
@@ -105,17 +118,17 @@ typedef struct {
     int stage;           /* pieces go to stage + 1 */
     const uint8_t *s;
     int behavior, invert;
-    int starts_piece, at_origin;
+    int at_origin;
     IdBuf *out;
     int have, last_match; /* a held span, and the flag of the last span seen */
     Span held;
 } Combiner;
 
+/* Every split of a regex stage starts a piece for the next stage, the first one too: a piece
+ * continued after a cut begins at a split boundary the cut was verified to be. */
 static int emit(Combiner *c, Span sp) {
     if (sp.b == sp.a) return 0; /* Hugging Face drops empty splits */
-    int first = sp.a == 0;
-    return pretokenize_run(c->e, c->stage + 1, c->s + sp.a, sp.b - sp.a, first ? c->starts_piece : 1,
-                           first && c->at_origin, NO_CUT, c->out);
+    return pretokenize_run(c->e, c->stage + 1, c->s + sp.a, sp.b - sp.a, 1, sp.a == 0 && c->at_origin, NO_CUT, c->out);
 }
 
 static int combine(Combiner *c, Span sp) {
@@ -178,7 +191,7 @@ static int cut_failed(void) {
  * looking past n when the text may go on (partial matching); only what precedes it is fed. */
 static int regex_stage(TokEncoder *e, int stage, const TokRegex *re, int behavior, int invert, const uint8_t *s,
                        size_t n, int starts_piece, int at_origin, Cut cut, IdBuf *out) {
-    Combiner c = {e, stage, s, behavior, invert, starts_piece, at_origin, out, 0, 0, {0, 0, 0}};
+    Combiner c = {e, stage, s, behavior, invert, at_origin, out, 0, 0, {0, 0, 0}};
     int cutting = cut.at != SIZE_MAX;
     RegexIter it;
     regex_iter_init(&it, re, e->rx, s, n, 0, cutting && cut.partial);

@@ -22,6 +22,9 @@ struct RegexScratch {
     pcre2_jit_stack *jstack;
 };
 
+static int no_jit;
+void tok_regex_disable_jit(void) { no_jit = 1; }
+
 int tok_regex_compile(const char *pattern, size_t len, int literal, const char *what, TokRegex **out) {
     *out = NULL;
     int err;
@@ -29,7 +32,7 @@ int tok_regex_compile(const char *pattern, size_t len, int literal, const char *
     pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
     if (!cc) return myr_error("out of memory compiling %s", what);
     pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : PCRE2_MULTILINE);
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE);
     pcre2_code *code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, cc);
     pcre2_compile_context_free(cc);
     if (!code) {
@@ -43,7 +46,7 @@ int tok_regex_compile(const char *pattern, size_t len, int literal, const char *
         return myr_error("out of memory compiling %s", what);
     }
     re->code = code;
-    re->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
+    re->jit = !no_jit && pcre2_jit_compile(code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
     pcre2_pattern_info(code, PCRE2_INFO_MAXLOOKBEHIND, &re->max_lookbehind);
     uint32_t minlen = 0;
     pcre2_pattern_info(code, PCRE2_INFO_MINLENGTH, &minlen);
@@ -66,13 +69,10 @@ RegexScratch *regex_scratch_new(void) {
     if (!s) return NULL;
     s->md = pcre2_match_data_create(1, NULL);
     s->mctx = pcre2_match_context_create(NULL);
-    /* long runs (a megabyte of spaces) backtrack deeper than the 32 KiB default JIT stack */
-    s->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-    if (!s->md || !s->mctx || !s->jstack) {
+    if (!s->md || !s->mctx) {
         regex_scratch_free(s);
         return NULL;
     }
-    pcre2_jit_stack_assign(s->mctx, NULL, s->jstack);
     return s;
 }
 
@@ -87,6 +87,12 @@ void regex_scratch_free(RegexScratch *s) {
 int tok_regex_next(const TokRegex *re, RegexScratch *sc, const uint8_t *s, size_t n, size_t from, int partial,
                    size_t *ms, size_t *me) {
     uint32_t opts = PCRE2_NO_UTF_CHECK | (partial ? PCRE2_PARTIAL_HARD : 0);
+    if (re->jit && !sc->jstack) {
+        /* long runs (a megabyte of spaces) backtrack deeper than the 32 KiB default JIT stack */
+        if (!(sc->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL)))
+            return myr_error("out of memory for the regex stack");
+        pcre2_jit_stack_assign(sc->mctx, NULL, sc->jstack);
+    }
     int rc = re->jit ? pcre2_jit_match(re->code, s, n, from, opts, sc->md, sc->mctx)
                      : pcre2_match(re->code, s, n, from, opts, sc->md, sc->mctx);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;

@@ -15,6 +15,8 @@ typedef struct RegexScratch RegexScratch; /* per-thread match state (match data,
 /* Compile `pattern` (len bytes; literal=1 for a plain string). -1 + myr_error naming `what`. */
 int tok_regex_compile(const char *pattern, size_t len, int literal, const char *what, TokRegex **out);
 void tok_regex_free(TokRegex *re);
+/* Compile later patterns without the JIT (the fuzzer compiles thousands; results are the same). */
+void tok_regex_disable_jit(void);
 uint32_t tok_regex_max_lookbehind(const TokRegex *re); /* in characters */
 int tok_regex_can_match_empty(const TokRegex *re);
 

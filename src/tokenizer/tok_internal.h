@@ -17,6 +17,7 @@
 typedef struct {
     StrMap vocab;        /* token text as written in tokenizer.json -> id */
     int32_t n_ids;       /* one past the largest model id */
+    int shared_ids;      /* two vocabulary entries have the same id (their texts are then ambiguous) */
     int32_t *id_entry;   /* id -> index into vocab.entries (-1: no token has that id) */
     uint64_t *merge_key; /* open addressing: (left << 32 | right), MERGE_EMPTY if free */
     uint64_t *merge_val; /* rank << 32 | merged id */

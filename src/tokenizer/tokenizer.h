@@ -24,6 +24,8 @@ typedef struct TokEncoder TokEncoder;
 /* Load and check a tokenizer.json. -1 + myr_error ("FILE:LINE:COL: ..." for malformed JSON,
  * "FILE: not supported: ..." for the rest). */
 int tokenizer_load(const char *path, Tokenizer **out);
+/* The same from text[0, len) in memory (`name` stands for the file in messages). */
+int tokenizer_load_json(const char *text, size_t len, const char *name, Tokenizer **out);
 void tokenizer_free(Tokenizer *t);
 
 /* One past the largest id (model vocabulary and added tokens): the embedding rows a model needs. */
