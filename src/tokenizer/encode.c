@@ -45,18 +45,21 @@ static int added_across_cut(void) {
 static int encode_piece_text(TokEncoder *e, const uint8_t *s, size_t n, int starts_piece, int at_origin, Cut cut,
                              IdBuf *out) {
     const Tokenizer *t = e->t;
-    ByteBuf *nb = &e->normed;
-    nb->n = 0;
-    size_t ncut = SIZE_MAX;
-    if (cut.at == SIZE_MAX) {
-        if (normalize_run(t, e->rx, s, n, starts_piece, nb, &e->ntmp)) return -1;
-    } else {
-        if (normalize_run(t, e->rx, s, cut.at, starts_piece, nb, &e->ntmp)) return -1;
-        ncut = nb->n;
-        if (normalize_run(t, e->rx, s + cut.at, n - cut.at, 0, nb, &e->ntmp)) return -1;
+    const uint8_t *ns = s;
+    size_t nn = n, ncut = cut.at;
+    if (t->n_norm) {
+        ByteBuf *nb = &e->normed;
+        nb->n = 0;
+        if (cut.at == SIZE_MAX) {
+            if (normalize_run(t, e->rx, s, n, starts_piece, nb, &e->ntmp)) return -1;
+        } else {
+            if (normalize_run(t, e->rx, s, cut.at, starts_piece, nb, &e->ntmp)) return -1;
+            ncut = nb->n;
+            if (normalize_run(t, e->rx, s + cut.at, n - cut.at, 0, nb, &e->ntmp)) return -1;
+        }
+        ns = nb->p;
+        nn = nb->n;
     }
-    const uint8_t *ns = nb->p;
-    size_t nn = nb->n;
     /* normalized added tokens split the normalized piece further */
     size_t pos = 0, floor = 0, st, en, next;
     int tok;
@@ -104,25 +107,50 @@ static int encode_text(TokEncoder *e, const uint8_t *s, size_t n, int doc_start,
     }
 }
 
-int tok_encode(TokEncoder *e, const uint8_t *text, size_t len, IdBuf *out) {
+/* The text with invalid UTF-8 replaced: itself when it is valid (the usual case: no copy). */
+static const uint8_t *clean_text(TokEncoder *e, const uint8_t *s, size_t n, size_t *out_n) {
+    if (utf8_is_valid(s, n)) {
+        *out_n = n;
+        return s;
+    }
     e->clean.n = 0;
-    if (utf8_sanitize(text, len, &e->clean)) return myr_error("out of memory");
-    return encode_text(e, e->clean.p, e->clean.n, 1, NO_CUT, out);
+    if (utf8_sanitize(s, n, &e->clean)) return NULL;
+    *out_n = e->clean.n;
+    return e->clean.p;
+}
+
+int tok_encode(TokEncoder *e, const uint8_t *text, size_t len, IdBuf *out) {
+    size_t n;
+    const uint8_t *s = clean_text(e, text, len, &n);
+    if (!s) return myr_error("out of memory");
+    return encode_text(e, s, n, 1, NO_CUT, out);
 }
 
 int tok_encode_piece(TokEncoder *e, const uint8_t *buf, size_t len, size_t lookahead, int doc_start, IdBuf *out) {
-    e->clean.n = 0;
-    if (utf8_sanitize(buf, len, &e->clean)) return myr_error("out of memory");
-    if (!lookahead) return encode_text(e, e->clean.p, e->clean.n, doc_start, NO_CUT, out);
+    if (!lookahead) {
+        size_t n;
+        const uint8_t *s = clean_text(e, buf, len, &n);
+        if (!s) return myr_error("out of memory");
+        return encode_text(e, s, n, doc_start, NO_CUT, out);
+    }
     if (!e->t->can_cut) return myr_error("internal: this tokenizer cannot encode documents in pieces");
     if (len == 0 || buf[len - 1] != '\n') return myr_error("internal: a piece must end with a line break");
     /* the lookahead ends at its last ASCII byte, so its replacement of invalid bytes is what
-     * the whole text would get there */
-    const uint8_t *la = buf + len;
+     * the whole text would get there (invalid sequences never span an ASCII byte: the piece and
+     * the lookahead are cleaned as the whole text would be) */
     size_t la_n = lookahead;
-    while (la_n > 0 && la[la_n - 1] >= 0x80) la_n--;
-    size_t cut = e->clean.n;
-    if (utf8_sanitize(la, la_n, &e->clean)) return myr_error("out of memory");
-    Cut c = {cut, 1};
-    return encode_text(e, e->clean.p, e->clean.n, doc_start, c, out);
+    while (la_n > 0 && buf[len + la_n - 1] >= 0x80) la_n--;
+    size_t n;
+    const uint8_t *s = clean_text(e, buf, len + la_n, &n);
+    if (!s) return myr_error("out of memory");
+    size_t cut = len;
+    if (s != buf) { /* cleaned: find the cut again (the piece ends with a '\n') */
+        e->clean.n = 0;
+        if (utf8_sanitize(buf, len, &e->clean)) return myr_error("out of memory");
+        cut = e->clean.n;
+        if (utf8_sanitize(buf + len, la_n, &e->clean)) return myr_error("out of memory");
+        s = e->clean.p;
+        n = e->clean.n;
+    }
+    return encode_text(e, s, n, doc_start, (Cut){cut, 1}, out);
 }
