@@ -22,14 +22,7 @@ static int add_norm(LoadCtx *c, const JsonValue *v, int depth) {
     Tokenizer *t = c->t;
     const char *type;
     if (load_type(c, v, "normalizer", &type)) return -1;
-    if (is(type, "Sequence")) {
-        const JsonValue *list = json_get(v, "normalizers");
-        if (!list || list->type != JSON_ARRAY) return load_bad(c, list ? list : v, "normalizer.normalizers", "expected an array");
-        if (depth > 4) return load_unsupported(c, v, "normalizer Sequences nested deeper than 4");
-        for (size_t i = 0; i < list->u.arr.n; i++)
-            if (add_norm(c, &list->u.arr.items[i], depth + 1)) return -1;
-        return 0;
-    }
+    if (is(type, "Sequence")) return load_sequence(c, v, "normalizers", "normalizer", depth, add_norm);
     if (t->n_norm == MAX_NORM) return load_unsupported(c, v, "more than %d normalizers", MAX_NORM);
     NormStep *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
@@ -109,15 +102,7 @@ static int add_pt(LoadCtx *c, const JsonValue *v, int depth) {
     Tokenizer *t = c->t;
     const char *type;
     if (load_type(c, v, "pre_tokenizer", &type)) return -1;
-    if (is(type, "Sequence")) {
-        const JsonValue *list = json_get(v, "pretokenizers");
-        if (!list || list->type != JSON_ARRAY)
-            return load_bad(c, list ? list : v, "pre_tokenizer.pretokenizers", "expected an array");
-        if (depth > 4) return load_unsupported(c, v, "pre_tokenizer Sequences nested deeper than 4");
-        for (size_t i = 0; i < list->u.arr.n; i++)
-            if (add_pt(c, &list->u.arr.items[i], depth + 1)) return -1;
-        return 0;
-    }
+    if (is(type, "Sequence")) return load_sequence(c, v, "pretokenizers", "pre_tokenizer", depth, add_pt);
     if (t->n_pt == MAX_STAGES) return load_unsupported(c, v, "more than %d pre-tokenizers", MAX_STAGES);
     PtStage *p = &t->pt[t->n_pt];
     memset(p, 0, sizeof *p);
@@ -183,14 +168,7 @@ static int add_dec(LoadCtx *c, const JsonValue *v, int depth) {
     Tokenizer *t = c->t;
     const char *type;
     if (load_type(c, v, "decoder", &type)) return -1;
-    if (is(type, "Sequence")) {
-        const JsonValue *list = json_get(v, "decoders");
-        if (!list || list->type != JSON_ARRAY) return load_bad(c, list ? list : v, "decoder.decoders", "expected an array");
-        if (depth > 4) return load_unsupported(c, v, "decoder Sequences nested deeper than 4");
-        for (size_t i = 0; i < list->u.arr.n; i++)
-            if (add_dec(c, &list->u.arr.items[i], depth + 1)) return -1;
-        return 0;
-    }
+    if (is(type, "Sequence")) return load_sequence(c, v, "decoders", "decoder", depth, add_dec);
     if (t->n_dec == MAX_DEC) return load_unsupported(c, v, "more than %d decoders", MAX_DEC);
     DecStep *d = &t->dec[t->n_dec];
     memset(d, 0, sizeof *d);
@@ -274,14 +252,7 @@ static int add_post(LoadCtx *c, const JsonValue *v, int depth) {
     Tokenizer *t = c->t;
     const char *type;
     if (load_type(c, v, "post_processor", &type)) return -1;
-    if (is(type, "Sequence")) {
-        const JsonValue *list = json_get(v, "processors");
-        if (!list || list->type != JSON_ARRAY) return load_bad(c, list ? list : v, "post_processor.processors", "expected an array");
-        if (depth > 4) return 0;
-        for (size_t i = 0; i < list->u.arr.n; i++)
-            if (add_post(c, &list->u.arr.items[i], depth + 1)) return -1;
-        return 0;
-    }
+    if (is(type, "Sequence")) return load_sequence(c, v, "processors", "post_processor", depth, add_post);
     if (is(type, "TemplateProcessing")) {
         const JsonValue *single = json_get(v, "single"), *specials = json_get(v, "special_tokens");
         if (!single || single->type != JSON_ARRAY)

@@ -9,26 +9,41 @@
 #include "tokenizer/utf8.h"
 #include "util/error.h"
 
-int load_bad(const LoadCtx *c, const JsonValue *v, const char *what, const char *fmt, ...) {
+/* "WHERE: PREFIX: message", WHERE the value's file:line:col (or the file). */
+static int report(const LoadCtx *c, const JsonValue *v, const char *prefix, const char *fmt, va_list ap) {
     char where[512], msg[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (v) json_where(c->doc, v, where, sizeof where);
     else snprintf(where, sizeof where, "%s", c->path);
-    return myr_error("%s: %s: %s", where, what, msg);
+    return myr_error("%s: %s: %s", where, prefix, msg);
+}
+
+int load_bad(const LoadCtx *c, const JsonValue *v, const char *what, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = report(c, v, what, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int load_unsupported(const LoadCtx *c, const JsonValue *v, const char *fmt, ...) {
-    char where[512], msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = report(c, v, "not supported", fmt, ap);
     va_end(ap);
-    if (v) json_where(c->doc, v, where, sizeof where);
-    else snprintf(where, sizeof where, "%s", c->path);
-    return myr_error("%s: not supported: %s", where, msg);
+    return rc;
+}
+
+int load_sequence(LoadCtx *c, const JsonValue *v, const char *key, const char *what, int depth,
+                  int (*add)(LoadCtx *, const JsonValue *, int)) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", what, key);
+    const JsonValue *list = json_get(v, key);
+    if (!list || list->type != JSON_ARRAY) return load_bad(c, list ? list : v, full, "expected an array");
+    if (depth > 4) return load_unsupported(c, v, "%s Sequences nested deeper than 4", what);
+    for (size_t i = 0; i < list->u.arr.n; i++)
+        if (add(c, &list->u.arr.items[i], depth + 1)) return -1;
+    return 0;
 }
 
 static const JsonValue *field(const JsonValue *obj, const char *key) {

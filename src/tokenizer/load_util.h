@@ -35,6 +35,9 @@ int load_char(const LoadCtx *c, const JsonValue *obj, const char *key, const cha
               uint8_t utf8[4], int *n_utf8);
 /* {"String": "..."} or {"Regex": "..."} (Split, Replace). */
 int load_pattern(const LoadCtx *c, const JsonValue *obj, const char *what, const char **s, size_t *len, int *is_regex);
+/* A Sequence component: add(c, item, depth + 1) for each item of its array `key`. */
+int load_sequence(LoadCtx *c, const JsonValue *v, const char *key, const char *what, int depth,
+                  int (*add)(LoadCtx *, const JsonValue *, int));
 /* The "type" string of a component object, or an error naming `what`. */
 int load_type(const LoadCtx *c, const JsonValue *obj, const char *what, const char **type);
 

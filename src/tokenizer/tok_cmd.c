@@ -37,18 +37,20 @@ static int read_all(const char *path, ByteBuf *out) {
     return err ? myr_error("reading %s failed", path) : 0;
 }
 
-/* Shared flag parsing: --tokenizer T, inputs (at most one for detokenize), --skip-special. */
-static int parse(int argc, char **argv, const char *usage, int detok, const char **tok, const char **in, int *skip) {
+enum { LINES = 1 << 8 }; /* detokenize --lines (beside the TOK_DECODE_* flags) */
+
+/* Shared flag parsing: --tokenizer T, inputs (at most one for detokenize), detokenize's flags. */
+static int parse(int argc, char **argv, const char *usage, int detok, const char **tok, const char **in, int *flags) {
     *tok = NULL;
-    *skip = 0;
+    *flags = 0;
     int n_in = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
             exit(0);
         } else if (!strcmp(argv[i], "--tokenizer")) *tok = args_value(argc, argv, &i);
-        else if (detok && !strcmp(argv[i], "--skip-special")) *skip |= TOK_DECODE_SKIP_SPECIAL;
-        else if (detok && !strcmp(argv[i], "--lines")) *skip |= 256; /* one sequence per line */
+        else if (detok && !strcmp(argv[i], "--skip-special")) *flags |= TOK_DECODE_SKIP_SPECIAL;
+        else if (detok && !strcmp(argv[i], "--lines")) *flags |= LINES;
         else if (argv[i][0] == '-' && argv[i][1]) myr_die("%s: unknown option %s (see --help)", argv[0], argv[i]);
         else if (detok && n_in) myr_die("%s: give one input file (or - for standard input)", argv[0]);
         else in[n_in++] = argv[i];
@@ -97,8 +99,8 @@ int cmd_tokenize(int argc, char **argv) {
 
 int cmd_detokenize(int argc, char **argv) {
     const char *tok_path, *ins[2];
-    int skip;
-    parse(argc, argv, detokenize_usage, 1, &tok_path, ins, &skip);
+    int flags;
+    parse(argc, argv, detokenize_usage, 1, &tok_path, ins, &flags);
     const char *in = ins[0];
     Tokenizer *t;
     if (tokenizer_load(tok_path, &t)) myr_die_last();
@@ -106,11 +108,11 @@ int cmd_detokenize(int argc, char **argv) {
     if (read_all(in, &text)) myr_die_last();
     IdBuf ids = {0};
     ByteBuf out = {0};
-    int lines = skip & 256;
+    int lines = flags & LINES;
     for (size_t i = 0; i <= text.n;) {
         unsigned char c = i < text.n ? text.p[i] : '\n';
         if (c == '\n' && (lines || i == text.n)) { /* the end of a sequence */
-            if ((ids.n || !lines || i < text.n) && tok_decode(t, ids.p, ids.n, skip & TOK_DECODE_SKIP_SPECIAL, &out))
+            if ((ids.n || !lines || i < text.n) && tok_decode(t, ids.p, ids.n, flags & TOK_DECODE_SKIP_SPECIAL, &out))
                 myr_die_last();
             ids.n = 0;
             if (i == text.n) break;
