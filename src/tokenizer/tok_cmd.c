@@ -7,21 +7,8 @@
 
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
-#include "util/args.h"
 #include "util/error.h"
-
-static const char tokenize_usage[] =
-    "usage: myriad tokenize --tokenizer T.json [FILE|-]...\n"
-    "  Prints the token ids of the whole text of each FILE (default: standard input) on one line,\n"
-    "  separated by spaces, as Hugging Face's encode(text, add_special_tokens=False): no BOS/EOS;\n"
-    "  added tokens written in the text (<|endoftext|>, <s>, ...) are matched as Hugging Face\n"
-    "  matches them. Invalid UTF-8 is read as U+FFFD.\n";
-static const char detokenize_usage[] =
-    "usage: myriad detokenize --tokenizer T.json [--skip-special] [--lines] [IDS_FILE|-]\n"
-    "  Writes the text of the token ids in IDS_FILE (default: standard input; ids separated by\n"
-    "  spaces, commas, newlines or brackets), as Hugging Face's decode(ids). --skip-special\n"
-    "  leaves out special tokens; --lines decodes each line on its own (as `tokenize FILE...`\n"
-    "  writes them) and writes the texts one after another. An id outside the vocabulary is an error.\n";
+#include "util/opts.h"
 
 static int read_all(const char *path, ByteBuf *out) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
@@ -39,32 +26,57 @@ static int read_all(const char *path, ByteBuf *out) {
 
 enum { LINES = 1 << 8 }; /* detokenize --lines (beside the TOK_DECODE_* flags) */
 
-/* Shared flag parsing: --tokenizer T, inputs (at most one for detokenize), detokenize's flags. */
-static int parse(int argc, char **argv, const char *usage, int detok, const char **tok, const char **in, int *flags) {
+typedef struct {
+    const char **in;
+    int n, max; /* inputs so far; at most max */
+} Inputs;
+
+static int add_input(void *ctx, const char *arg) {
+    Inputs *x = ctx;
+    if (x->n == x->max) return myr_error("give one input file (or - for standard input)");
+    x->in[x->n++] = arg;
+    return 0;
+}
+
+/* The --tokenizer row both commands share; detokenize adds its two switches. Returns how many
+ * inputs were given ("-", standard input, when none). */
+static int parse(int argc, char **argv, int detok, const char **tok, const char **in, int max_in, int *flags) {
+    int skip_special = 0, lines = 0;
     *tok = NULL;
-    *flags = 0;
-    int n_in = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage, stdout);
-            exit(0);
-        } else if (!strcmp(argv[i], "--tokenizer")) *tok = args_value(argc, argv, &i);
-        else if (detok && !strcmp(argv[i], "--skip-special")) *flags |= TOK_DECODE_SKIP_SPECIAL;
-        else if (detok && !strcmp(argv[i], "--lines")) *flags |= LINES;
-        else if (argv[i][0] == '-' && argv[i][1]) myr_die("%s: unknown option %s (see --help)", argv[0], argv[i]);
-        else if (detok && n_in) myr_die("%s: give one input file (or - for standard input)", argv[0]);
-        else in[n_in++] = argv[i];
-    }
-    if (!*tok) myr_die("%s: --tokenizer T.json is required (the tokenizer.json a model ships)", argv[0]);
-    if (!n_in) in[n_in++] = "-";
-    return n_in;
+    const Opt rows[] = {
+        OPT_STR("--tokenizer", "T.json", tok, "the tokenizer.json a model ships (required)"),
+        OPT_SWITCH("--skip-special", &skip_special, "leave out special tokens"),
+        OPT_SWITCH("--lines", &lines, "decode each line on its own (as `tokenize FILE...` writes them) and\n"
+                                      "write the texts one after another"),
+        OPT_END};
+    const Opt tok_rows[] = {rows[0], OPT_END};
+    Inputs x = {in, 0, max_in};
+    OptCommand cmd = {
+        .name = detok ? "detokenize" : "tokenize",
+        .usage = detok ? "usage: myriad detokenize --tokenizer T.json [--skip-special] [--lines] [IDS_FILE|-]\n"
+                         "  Writes the text of the token ids in IDS_FILE (default: standard input; ids separated by\n"
+                         "  spaces, commas, newlines or brackets), as Hugging Face's decode(ids). An id outside the\n"
+                         "  vocabulary is an error."
+                       : "usage: myriad tokenize --tokenizer T.json [FILE|-]...\n"
+                         "  Prints the token ids of the whole text of each FILE (default: standard input) on one line,\n"
+                         "  separated by spaces, as Hugging Face's encode(text, add_special_tokens=False): no BOS/EOS;\n"
+                         "  added tokens written in the text (<|endoftext|>, <s>, ...) are matched as Hugging Face\n"
+                         "  matches them. Invalid UTF-8 is read as U+FFFD.",
+        .rows = detok ? rows : tok_rows,
+        .positional = add_input,
+        .ctx = &x};
+    opts_parse(&cmd, argc, argv);
+    if (!*tok) myr_die("%s: --tokenizer T.json is required (the tokenizer.json a model ships)", cmd.name);
+    *flags = (skip_special ? TOK_DECODE_SKIP_SPECIAL : 0) | (lines ? LINES : 0);
+    if (!x.n) in[x.n++] = "-";
+    return x.n;
 }
 
 int cmd_tokenize(int argc, char **argv) {
     const char *tok_path, **in = calloc((size_t)argc + 1, sizeof *in);
     int skip;
     if (!in) myr_die("out of memory");
-    int n_in = parse(argc, argv, tokenize_usage, 0, &tok_path, in, &skip);
+    int n_in = parse(argc, argv, 0, &tok_path, in, argc + 1, &skip);
     Tokenizer *t;
     if (tokenizer_load(tok_path, &t)) myr_die_last();
     TokEncoder *e = tok_encoder_new(t);
@@ -100,7 +112,7 @@ int cmd_tokenize(int argc, char **argv) {
 int cmd_detokenize(int argc, char **argv) {
     const char *tok_path, *ins[2];
     int flags;
-    parse(argc, argv, detokenize_usage, 1, &tok_path, ins, &flags);
+    parse(argc, argv, 1, &tok_path, ins, 1, &flags);
     const char *in = ins[0];
     Tokenizer *t;
     if (tokenizer_load(tok_path, &t)) myr_die_last();

@@ -50,9 +50,10 @@ int samples_load_tokenizer(const char *path, int model_vocab, Tokenizer **out) {
 
 static void print_bytes(const int32_t *prompt, int plen, const int32_t *out, int n) {
     for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    printf("\033[1m");
+    int bold = isatty(STDOUT_FILENO); /* the generated part in bold on a terminal; plain in a file */
+    if (bold) printf("\033[1m");
     for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("\033[0m\n---\n");
+    printf("%s\n---\n", bold ? "\033[0m" : "");
 }
 
 void samples_print(Model *m, const TokenData *source, int n, uint64_t seed, const Tokenizer *tok) {
@@ -77,9 +78,10 @@ void samples_print(Model *m, const TokenData *source, int n, uint64_t seed, cons
             !tok_decode(tok, all, (size_t)(plen + n), TOK_DECODE_LENIENT, &b)) {
             size_t k = a.n <= b.n && !memcmp(a.p, b.p, a.n) ? a.n : 0;
             fwrite(b.p, 1, k, stdout);
-            printf("\033[1m");
+            int bold = isatty(STDOUT_FILENO);
+            if (bold) printf("\033[1m");
             fwrite(b.p + k, 1, b.n - k, stdout);
-            printf("\033[0m\n---\n");
+            printf("%s\n---\n", bold ? "\033[0m" : "");
         }
         bytebuf_free(&a);
         bytebuf_free(&b);

@@ -1,0 +1,229 @@
+/* train_finish.c: the end of a `myriad train` run: outstanding checkpoints finished, the final
+ * validation loss, measured memory beside the analytic figure, exposed communication, the
+ * pipeline bubble per stage; then the whole model gathered from its pieces for the sample and
+ * the Hugging Face export; and everything freed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/path_check.h"
+#include "launch/heartbeat.h"
+#include "model/hf_weights.h"
+#include "parallel/tensor_parallel.h"
+#include "train/evaluate.h"
+#include "train/samples.h"
+#include "train/train_job.h"
+#include "util/error.h"
+
+/* Peak resident set size of this process (VmHWM), in bytes; 0 if unknown. */
+static double peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
+ * activations the forward stores for backward (model_activation_count). */
+static void print_memory(const Model *m, int B, int T) {
+    double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
+    double acts = (double)model_activation_count(m, B, T) * sizeof(real);
+    double analytic = 4 * psize + acts;
+    double rss = peak_rss_bytes();
+    printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
+           "state %.1f + stored activations %.1f)\n",
+           rss / MiB, rss / analytic, analytic / MiB, psize / MiB, psize / MiB, 2 * psize / MiB, acts / MiB);
+}
+
+/* Every rank's parameter/gradient/optimizer bytes, gathered and printed by rank 0. */
+static void print_dp_memory(DataParallel *dp, int rank0) {
+    double mine[6];
+    dp_memory(dp, &mine[0], &mine[1], &mine[2], &mine[3]);
+    mine[4] = peak_rss_bytes();
+    mine[5] = (double)dp->peak_transient_bytes;
+    int n = dp->size;
+    double *all = malloc((size_t)n * 6 * sizeof(double));
+    if (comm_all_gather(dp->group, mine, all, 12, COMM_F32)) myr_die_last();
+    if (rank0) {
+        double MiB = 1048576.0;
+        printf("memory per rank (zero %d, %d ranks, %.2fM parameters; formula: %s):\n", dp->o.zero, n,
+               model_num_params(dp->m) / 1e6,
+               dp->o.zero == 0   ? "16 psi"
+               : dp->o.zero == 1 ? "(8 + 8/N) psi"
+               : dp->o.zero == 2 ? "(4 + 12/N) psi"
+                                 : "16 psi / N + largest gathered unit");
+        printf("  rank  params MiB  grads MiB  optim MiB  total MiB  formula MiB  ratio  transient MiB  peak RSS MiB\n");
+        for (int r = 0; r < n; r++) {
+            double *v = all + 6 * r, tot = v[0] + v[1] + v[2];
+            printf("  %4d  %10.2f %10.2f %10.2f %10.2f %12.2f %6.3f %14.2f %13.1f\n", r, v[0] / MiB, v[1] / MiB,
+                   v[2] / MiB, tot / MiB, v[3] / MiB, tot / v[3], v[5] / MiB, v[4] / MiB);
+        }
+    }
+    free(all);
+}
+
+/* The bubble each stage measured (idle share of the schedule's run) and the most micro-batches
+ * whose activations were alive at once, as the allocator counted them. */
+static void print_pipeline(const TrainJob *j, long timed) {
+    int pp = j->pp;
+    double mine[2] = {j->bubble_total / timed, (double)j->chunks[0].peak_live_slots};
+    double *all = malloc((size_t)pp * 2 * sizeof(double));
+    if (comm_all_gather(j->groups.pp, mine, all, 4, COMM_F32)) myr_die_last();
+    if (j->rank0) {
+        double avg = 0;
+        printf("pipeline: bubble measured per stage:");
+        for (int k = 0; k < pp; k++) printf(" %.3f", all[2 * k]), avg += all[2 * k] / pp;
+        printf(" (mean %.3f; analytic (p-1)/(v*m+p-1) = %.3f); live activation sets on chunk 0 per stage:", avg,
+               (pp - 1.0) / (j->vpp * j->n_micro + pp - 1.0));
+        for (int k = 0; k < pp; k++) printf(" %.0f", all[2 * k + 1]);
+        printf("\n");
+    }
+    free(all);
+}
+
+/* A failure at the end (a checkpoint that did not commit, an export that could not be written)
+ * is remembered and said after the trained state is safe; the run then exits non-zero. */
+static char late_error[1024];
+
+static void remember_error(const char *what) {
+    if (!late_error[0]) snprintf(late_error, sizeof late_error, "%s", what);
+}
+
+/* Outstanding saves, final validation and the run's figures. */
+static void report_run(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    if (ckpt_async_wait()) remember_error(myr_last_error());
+    if (j->mem) {
+        double ms = 1e3 * mem_ckpt_seconds(j->mem);
+        long saves = (j->last_step / o->mem_ckpt_every) - (j->first_step / o->mem_ckpt_every);
+        if (j->rank0 && saves > 0)
+            fprintf(stderr, "in-memory checkpoints: %ld saves, %.1f ms each on rank 0\n", saves, ms / saves);
+        if (mem_ckpt_finish(j->mem, j->last_step == o->steps)) remember_error(myr_last_error());
+    }
+    if (j->last_step < o->steps) return; /* --stop-after: the run continues later */
+    if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
+    long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
+    if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
+    if (j->dp) {
+        print_dp_memory(&j->dp[0], j->rank0);
+        if (j->rank0 && timed > 0)
+            printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps %ld..%ld\n",
+                   1e3 * j->comm_total_s / timed, 1e3 * j->step_total_s / timed,
+                   100 * j->comm_total_s / j->step_total_s, o->steps - timed + 1, o->steps);
+    }
+    if (j->pl && timed > 0) print_pipeline(j, timed);
+}
+
+/* The model files, with the run's tokenizer.json beside them (so the directory loads in Hugging
+ * Face as a complete model). */
+static int save_files(const char *dir, const Model *m, const char *tok_path) {
+    if (hf_save(dir, m)) return -1;
+    return tok_path ? samples_save_tokenizer(tok_path, dir) : 0;
+}
+
+/* The export, or when --save cannot take it (full disk, a directory removed or made read-only
+ * during the run), the same files in a fallback directory: the trained model is never lost. */
+static void save_model(const char *dir, const Model *m, const char *tok_path) {
+    char saved[8192];
+    if (save_files(dir, m, tok_path) == 0) {
+        printf("saved %s and %s%s\n", path_join(saved, sizeof saved, dir, "config.json"),
+               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"),
+               tok_path ? " (and tokenizer.json)" : "");
+        return;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", myr_last_error());
+    char fallback[4096], cwd[4096];
+    const char *tmp = getenv("TMPDIR");
+    const char *bases[2] = {getcwd(cwd, sizeof cwd) ? cwd : ".", tmp && *tmp ? tmp : "/tmp"};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
+        path_join(fallback, sizeof fallback, bases[k], name);
+        if (save_files(fallback, m, tok_path) == 0) {
+            fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
+                    "it belongs\n", dir, why, fallback);
+            remember_error("the model was saved to a fallback directory (see above)");
+            return;
+        }
+    }
+    fprintf(stderr, "myriad: train: cannot save the model to %s (%s), nor to a fallback directory in %s or %s\n", dir,
+            why, bases[0], bases[1]);
+    remember_error("the model could not be saved anywhere");
+}
+
+/* Sampling and saving need the whole model: gather the pieces. */
+static void sample_and_save(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    for (int c = 0; j->dp && c < j->vpp; c++) {
+        dp_materialize_params(&j->dp[c]);
+        j->chunks[c].hooks = NULL; /* everything resident from here */
+    }
+    if (j->val && j->rank0)
+        printf("final validation loss %.4f (%.3f bits per token)\n", j->last_val, j->last_val / 0.6931471805599453);
+    Model whole, *final = &j->chunks[0];
+    if (j->tp > 1 || j->pp > 1 || j->ep > 1) {
+        if (model_create(&whole, &j->cfg)) myr_die_last();
+        if (model_parallel_gather(j->chunks, j->vpp, &whole, j->groups.tp, j->groups.pp,
+                                  j->ep > 1 ? j->groups.ep : NULL))
+            myr_die_last();
+        final = &whole;
+    }
+    int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
+    if (sample > 0 && j->rank0) samples_print(final, j->val ? j->val : j->train, sample, o->seed, j->tok);
+    if (o->save_dir && j->rank0) save_model(o->save_dir, final, j->tok_path);
+    if (final != &j->chunks[0]) model_destroy(&whole);
+}
+
+void train_job_finish(TrainJob *j) {
+    report_run(j);
+    if (j->last_step < j->o.steps) { /* --stop-after */
+        char name[32], path[4200];
+        snprintf(name, sizeof name, "step-%08ld", j->last_step);
+        if (j->rank0)
+            fprintf(stderr, "myriad train: stopped after step %ld of %ld (--stop-after); the checkpoint %s continues "
+                    "it: run the same command with --resume auto\n", j->last_step, j->o.steps,
+                    path_join(path, sizeof path, j->o.save_dir, name));
+    } else {
+        if (!train_params_finite(j)) { /* never export a non-finite model (over a good one) */
+            if (j->rank0)
+                fprintf(stderr, "myriad: train: the final weights are not finite; %s was left as it was\n",
+                        j->o.save_dir ? j->o.save_dir : "nothing was saved and");
+            train_exit_all(TRAIN_EXIT_NONFINITE);
+        }
+        sample_and_save(j);
+    }
+    float failed = late_error[0] != 0; /* every rank exits alike; each says its own trouble */
+    if (j->distributed && comm_all_reduce(comm_world(), &failed, &failed, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    if (failed) {
+        if (late_error[0] && j->rank0) fprintf(stderr, "myriad: train: %s\n", late_error);
+        else if (late_error[0]) fprintf(stderr, "myriad: train: rank %d: %s\n", j->rank, late_error);
+        train_exit_all(1);
+    }
+}
+
+void train_job_destroy(TrainJob *j) {
+    tokenizer_free(j->tok);
+    loader_free(&j->loader);
+    tokens_close(j->train);
+    if (j->val) tokens_close(j->val);
+    trainer_destroy(&j->t);
+    if (j->pl) pipeline_destroy(j->pl);
+    for (int c = 0; c < j->vpp; c++) {
+        if (j->dp) dp_destroy(&j->dp[c]);
+        free(j->tensor_weight[c]);
+        model_destroy(&j->chunks[c]);
+    }
+    free(j->tensor_weight);
+    free(j->dp);
+    free(j->chunks);
+    if (j->dense_group && j->dense_group != j->groups.dp) comm_group_free(j->dense_group);
+    hb_finish();
+    if (j->distributed) comm_finalize();
+}

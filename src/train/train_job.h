@@ -1,0 +1,105 @@
+/* train_job.h: one `myriad train` run as a handle passed through its phases. cmd_train
+ * (train_cmd.c) calls them in order; each phase lives in its own file:
+ *   train_layout.c   processes, layout checks and the mesh (before any training work)
+ *   train_setup.c    the model chunks, data, data/pipeline parallelism, the trainer, checkpoints
+ *   train_resume.c   --resume: in-memory copies first, else disk; the settings that must match
+ *   train_preflight.c  checks before the first step: paths, validation data, data size, weights
+ *   train_loop.c     the steps: batches, trainer_step, checkpoints, evaluation, progress
+ *   train_finish.c   end-of-run reports, the gathered model's sample and Hugging Face export
+ * The phases die with a one-line error (myr_die*) on failure, as the CLI does. */
+#ifndef MYRIAD_TRAIN_TRAIN_JOB_H
+#define MYRIAD_TRAIN_TRAIN_JOB_H
+
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "data/loader.h"
+#include "data/shards.h"
+#include "model/model.h"
+#include "parallel/data_parallel.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline.h"
+#include "train/checkpoint.h"
+#include "train/mem_checkpoint.h"
+#include "train/train_options.h"
+#include "train/trainer.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    TrainOptions o;
+
+    /* processes and layout (train_layout.c) */
+    int distributed; /* several processes (mpirun/srun) */
+    int world, rank, rank0;
+    int tp, pp, vpp, ep, dp_size;
+    int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
+    int rows;      /* sequences of the global batch on this rank */
+    int micro;     /* sequences per micro-batch */
+    int n_micro;   /* micro-batches per step */
+    ParallelMesh mesh;
+    MeshGroups groups;
+    int tp_rank, dp_rank, pp_rank, ep_rank;
+    int data_rank;      /* which slice of the global batch: this rank's place in dp x ep */
+    Comm *dense_group;  /* dp x ep group (groups.dp without experts) */
+
+    /* model, data, parallelism (train_setup.c) */
+    ModelConfig cfg;
+    Model *chunks; /* [vpp] this rank's model chunks */
+    TokenData *train, *val;
+    BatchLoader loader;
+    DataParallel *dp;       /* [vpp], or NULL in a single process */
+    double **tensor_weight; /* [vpp] per-tensor weight in the global norm */
+    Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
+    double peak_flops, flops_per_step;
+    Trainer t;
+    TrainState state;
+    char meta[2048]; /* the checkpoint manifest's caller metadata */
+    MemCkpt *mem;    /* in-memory checkpoints, or NULL */
+    const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
+    Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
+
+    /* resume (train_resume.c) and loop (train_loop.c) */
+    long first_step, last_step;
+    const char *events[4]; /* what the launcher's event log should say about this start */
+    int nevents;
+    double last_val; /* the latest validation loss (NAN before any) */
+    long skipped_steps; /* non-finite steps whose update was skipped (--on-nan skip) */
+    double comm_total_s, step_total_s, bubble_total; /* sums over the timed steps */
+} TrainJob;
+
+/* train_layout.c: starts MPI when launched by mpirun/srun, checks the layout against the world
+ * (every rank finds the same error; rank 0 says it) and builds the mesh and its groups. */
+void train_job_layout(TrainJob *j, int *argc, char ***argv);
+/* train_setup.c: builds the model (seed or --init) and keeps this rank's chunks, opens the
+ * data, attaches data parallelism and the pipeline, creates the trainer and the checkpoint
+ * state, prints the run's banner. */
+void train_job_setup(TrainJob *j);
+/* train_resume.c: restores --resume (memory first when at least as new as disk); sets first_step. */
+void train_job_resume(TrainJob *j);
+/* train_preflight.c: what can be checked before the first step (output paths, validation data,
+ * data size against the steps, finite starting weights, a resume with something to do); one
+ * message and a clean exit on every rank when something is wrong. */
+void train_job_preflight(TrainJob *j);
+/* train_loop.c: runs steps first_step .. last_step, reporting each. */
+void train_job_run(TrainJob *j);
+/* train_finish.c: the end-of-run figures, final validation, sample, export; then frees it all. */
+void train_job_finish(TrainJob *j);
+void train_job_destroy(TrainJob *j);
+/* train_loop.c: validation loss over --eval-batches of the validation data (collective). */
+double train_validation_loss(TrainJob *j);
+
+/* A bad layout is found by every rank alike: rank 0 says so (one line), the others stay until it
+ * has (a barrier), since the first rank to exit non-zero makes mpirun kill the rest. */
+_Noreturn void train_layout_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every rank ends the run with `code`: a barrier, MPI finalized, exit. */
+_Noreturn void train_exit_all(int code);
+/* A check every rank made (failed: this rank's result, its reason in myr_last_error()): returns
+ * whether any rank failed, after the lowest failing rank has printed its reason (collective). */
+int train_agree_failure(TrainJob *j, int failed);
+
+double train_now_s(void);
+/* Every parameter of every rank is finite (collective). */
+int train_params_finite(TrainJob *j);
+
+#endif

@@ -1,0 +1,144 @@
+/* train_layout.c: the processes and the parallel layout of a `myriad train` run, checked before
+ * any training work: MPI start (when launched by mpirun/srun), world size against
+ * tp x pp x dp x ep, batch and micro-batch divisibility, the pipeline schedule, then the mesh
+ * (src/parallel/mesh.c: tp fastest, then dp, then pp) and its communication groups. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "parallel/schedule.h"
+#include "train/train_job.h"
+#include "util/error.h"
+
+double train_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void train_layout_error(int rank, const char *fmt, ...) {
+    if (rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("myriad: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        fflush(stderr);
+        va_end(ap);
+    }
+    train_exit_all(1);
+}
+
+void train_exit_all(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    if (comm_is_initialized()) {
+        comm_barrier(comm_world());
+        comm_finalize(); /* a rank that exits without it makes mpirun report an abnormal end */
+    }
+    exit(code);
+}
+
+int train_agree_failure(TrainJob *j, int failed) {
+    if (!j->distributed || !comm_is_initialized()) {
+        if (failed) fprintf(stderr, "myriad: %s\n", myr_last_error());
+        return failed;
+    }
+    /* the lowest failing rank speaks: usually rank 0, and always one voice for a shared cause */
+    float neg = failed ? -(float)j->rank : -(float)j->world; /* max of -rank = the lowest failing rank */
+    if (comm_all_reduce(comm_world(), &neg, &neg, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    int first = (int)-neg;
+    if (first == j->world) return 0;
+    if (first == j->rank) {
+        if (j->rank) fprintf(stderr, "myriad: rank %d: %s\n", j->rank, myr_last_error());
+        else fprintf(stderr, "myriad: %s\n", myr_last_error());
+    }
+    return 1;
+}
+
+/* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") || getenv("SLURM_STEP_ID");
+}
+
+/* MPI, when this run has several processes (or a layout that needs them). */
+static void start_processes(TrainJob *j, int *argc, char ***argv) {
+    TrainOptions *o = &j->o;
+    j->distributed = launched_by_mpi() || o->dp > 1 || j->tp > 1 || j->pp > 1 || j->ep > 1;
+    j->world = 1, j->rank = 0;
+    if (!j->distributed) return;
+    if (!launched_by_mpi()) {
+        int need = (o->dp > 0 ? o->dp : 1) * j->tp * j->pp * j->ep;
+        myr_die("this layout needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
+                "bin/myriad train ...`", need, need, need);
+    }
+    if (comm_init(argc, argv, &o->comm)) myr_die_last();
+    j->world = comm_size(comm_world());
+    j->rank = comm_rank(comm_world());
+}
+
+/* World size, batch and micro-batch divisibility, the pipeline schedule: every rank alike. */
+static void check_layout(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    int tp = j->tp, pp = j->pp, ep = j->ep, world = j->world, rank = j->rank;
+    if (world % tp) train_layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
+    if (world % (tp * pp))
+        train_layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
+    if (world % (tp * pp * ep))
+        train_layout_error(rank, "--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep,
+                           tp * pp * ep, world);
+    int dp_size = j->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep);
+    if (world % dp_size)
+        train_layout_error(rank,
+                           "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
+                           dp_size, world, dp_size * tp * pp * ep, world);
+    if (tp * pp * dp_size * ep != world)
+        train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d = %d does not equal the world size %d", tp, pp,
+                           dp_size, ep, tp * pp * dp_size * ep, world);
+    /* expert parallelism lives inside data parallelism: dense parameters are replicated over
+     * dp x ep ranks, each taking its own slice of the batch */
+    j->dense_dp = dp_size * ep;
+    if (o->batch % j->dense_dp)
+        train_layout_error(rank, "--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an "
+                           "equal slice", o->batch, dp_size, ep);
+    j->rows = o->batch / j->dense_dp;
+    j->micro = o->micro_batch > 0 ? o->micro_batch : (pp > 1 ? 1 : j->rows);
+    if (j->rows % j->micro)
+        train_layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences "
+                           "split into micro-batches of %d)", o->batch, dp_size, j->micro, j->rows, j->micro);
+    j->n_micro = j->rows / j->micro;
+    if ((pp > 1 || j->vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, j->vpp, j->n_micro))
+        train_layout_error(rank, "%s", myr_last_error());
+    if (o->sp && (j->micro * o->seq) % tp)
+        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", j->micro * o->seq,
+                           tp);
+}
+
+static void build_mesh(TrainJob *j) {
+    j->tp_rank = j->dp_rank = j->pp_rank = j->ep_rank = 0;
+    j->dense_group = NULL;
+    if (j->distributed) {
+        if (mesh_init(&j->mesh, j->world, j->rank, j->tp, 1, j->ep, j->dp_size, j->pp))
+            train_layout_error(j->rank, "%s", myr_last_error());
+        if (mesh_build_groups(&j->mesh, comm_world(), &j->groups)) myr_die_last();
+        j->tp_rank = j->mesh.tp_rank;
+        j->dp_rank = j->mesh.dp_rank;
+        j->pp_rank = j->mesh.pp_rank;
+        j->ep_rank = j->mesh.ep_rank;
+        j->dense_group = j->groups.dp;
+        if (j->ep > 1 && comm_group_by_axes(comm_world(), &j->mesh.m, MESH_DP | MESH_EP, &j->dense_group))
+            myr_die_last();
+    }
+    j->data_rank = j->dp_rank + j->dp_size * j->ep_rank;
+}
+
+void train_job_layout(TrainJob *j, int *argc, char ***argv) {
+    j->tp = j->o.tp, j->pp = j->o.pp, j->vpp = j->o.vpp, j->ep = j->o.ep;
+    start_processes(j, argc, argv);
+    check_layout(j);
+    j->rank0 = j->rank == 0;
+    kernels_set_threads(j->o.threads ? j->o.threads : kernels_threads());
+    build_mesh(j);
+}

@@ -1,0 +1,272 @@
+/* train_loop.c: the steps of a `myriad train` run: this rank's rows of each global batch, one
+ * trainer_step, the checkpoints due after it (async disk saves, in-memory copies), evaluation,
+ * the progress line and JSON log (rank 0), the heartbeat to `myriad run`; a Chrome trace of the
+ * first pipeline step after warm-up and the first step's MoE routing when asked. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ckpt/ckpt.h"
+#include "launch/heartbeat.h"
+#include "model/moe.h"
+#include "train/evaluate.h"
+#include "train/nonfinite.h"
+#include "train/progress.h"
+#include "train/train_job.h"
+#include "trace/trace.h"
+#include "util/error.h"
+
+/* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
+double train_validation_loss(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    Model *m = &j->chunks[0];
+    int rows = j->rows;
+    double loss;
+    uint64_t toks;
+    if (!j->pl) {
+        if (evaluate_loss(m, j->val, o->batch, o->seq, o->eval_batches, j->data_rank * rows, rows, &loss, &toks))
+            myr_die_last();
+    } else { /* through the pipeline, one batch at a time */
+        BatchLoader l;
+        if (loader_init(&l, j->val, o->batch, o->seq, 0, 0)) myr_die_last();
+        int K = o->eval_batches < (int)l.windows ? o->eval_batches : (int)l.windows;
+        size_t n = (size_t)rows * o->seq;
+        int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
+        double sum = 0;
+        for (int k = 0; k < K; k++) {
+            if (loader_batch(&l, (uint64_t)k, j->data_rank * rows, rows, x, y)) myr_die_last();
+            if (check_tokens(x, (int)n, m->cfg.vocab, "validation", k) ||
+                check_tokens(y, (int)n, m->cfg.vocab, "validation", k))
+                myr_die_last();
+            sum += pipeline_forward(j->pl, x, y, rows);
+        }
+        loss = sum / K;
+        free(x);
+        free(y);
+        loader_free(&l);
+    }
+    if (j->dp) {
+        loss = dp_mean(j->dp, loss);
+        for (int c = 0; c < (j->pl ? j->pl->vpp : 1); c++) dp_release_gathered(&j->dp[c]);
+    }
+    return loss;
+}
+
+/* The step's mixture-of-experts figures, summed over the ranks (tensor-parallel ranks route the
+ * same tokens: counted once), into the report; and the counters zeroed for the next step. */
+static void moe_report(Model *chunks, int n, int tp, int pp, int world, StepReport *rep) {
+    const ModelConfig *c = &chunks[0].cfg;
+    int LE = c->layers * c->experts;
+    float *v = calloc((size_t)LE + 2, sizeof(float)); /* counts are exact in fp32 below 2^24 */
+    for (int k = 0; k < n; k++) {
+        MoeStats *st = &chunks[k].moe_stats;
+        for (int i = 0; i < LE; i++) v[i] += (float)st->tokens[i];
+        v[LE] += (float)st->dropped;
+        v[LE + 1] += (float)(st->aux_sum / (st->forwards ? st->forwards : 1));
+    }
+    if (world > 1 && comm_all_reduce(comm_world(), v, v, (size_t)LE + 2, COMM_F32, COMM_SUM)) myr_die_last();
+    int moe_layers = 0;
+    double mn = 1e300, mx = 0, sum = 0;
+    for (int l = 0; l < c->layers; l++) {
+        if (!model_layer_is_moe(c, l)) continue;
+        moe_layers++;
+        for (int e = 0; e < c->experts; e++) {
+            double x = v[l * c->experts + e] / tp;
+            mn = x < mn ? x : mn, mx = x > mx ? x : mx, sum += x;
+        }
+    }
+    rep->have_moe = 1;
+    if (!moe_layers) mn = 0; /* --moe-every beyond the layers: no MoE layer */
+    rep->moe_tokens_min = mn, rep->moe_tokens_max = mx;
+    rep->moe_tokens_mean = moe_layers ? sum / ((double)moe_layers * c->experts) : 0;
+    rep->moe_dropped = v[LE] / tp;
+    rep->moe_aux = v[LE + 1] / ((double)world / pp); /* each stage's sum over its layers, averaged over replicas */
+    rep->a2a_bytes = 0, rep->a2a_ms = 0, rep->a2a_wait_ms = 0;
+    for (int k = 0; k < n; k++) {
+        rep->a2a_bytes += chunks[k].moe_stats.a2a_bytes;
+        rep->a2a_ms += chunks[k].moe_stats.a2a_s * 1e3;
+        rep->a2a_wait_ms += chunks[k].moe_stats.a2a_wait_s * 1e3;
+        moe_stats_reset(&chunks[k]);
+    }
+    free(v);
+}
+
+/* --moe-routing: the first step's routing, one file per rank (tensor-parallel rank 0 only). */
+static FILE *open_routing_dump(TrainJob *j) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", j->o.moe_routing, j->rank);
+    FILE *f = fopen(path, "w");
+    if (!f) myr_die("--moe-routing: cannot create %s", path);
+    for (int c = 0; c < j->vpp; c++) j->chunks[c].moe_routing = f, j->chunks[c].moe_seq0 = j->data_rank * j->rows;
+    return f;
+}
+
+/* Checkpoints due after step s (0-based): commit the async save in flight once every shard is
+ * durable, start this step's disk save, and the in-memory copy of step s + 1 (packed during the
+ * next step and committed before its update, so a rank killed at any time loses at most the one
+ * step it had reported since). Returns the seconds spent. */
+static double save_checkpoints(TrainJob *j, long s) {
+    const TrainOptions *o = &j->o;
+    double tc = train_now_s();
+    if (ckpt_async_poll()) myr_die_last();
+    int last = s + 1 == j->last_step;
+    int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
+    if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
+    /* an update can overflow although its gradient was finite: such a state is never saved */
+    if (due && !train_params_finite(j)) return -1;
+    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
+    if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
+    if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
+    return train_now_s() - tc;
+}
+
+int train_params_finite(TrainJob *j) {
+    size_t bad = 0;
+    for (int c = 0; c < j->vpp; c++) {
+        const DataParallel *dp = j->dp ? &j->dp[c] : NULL;
+        if (dp && dp->o.zero >= 3) { /* the parameters live in the shards */
+            for (size_t i = 0; i < dp->shard_elems; i++) bad += !isfinite(dp->param_shard[i]);
+        } else
+            bad += model_count_nonfinite(&j->chunks[c], NULL);
+    }
+    float flag = bad > 0;
+    if (j->distributed && comm_all_reduce(comm_world(), &flag, &flag, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    return flag == 0;
+}
+
+/* The newest committed checkpoint in --save DIR, for the stop message ("" when none). */
+static void newest_checkpoint(const TrainJob *j, char *buf, size_t n) {
+    buf[0] = 0;
+    Ckpt *ck;
+    if (!j->o.save_dir || ckpt_open(j->o.save_dir, &ck)) return;
+    snprintf(buf, n, "%s (step %lld)", ckpt_path(ck), (long long)ckpt_step(ck));
+    ckpt_close(ck);
+}
+
+static const char *num_text(char *buf, size_t n, double v) { /* "NaN", "inf", "-inf" or the number */
+    if (isnan(v)) snprintf(buf, n, "NaN");
+    else if (isinf(v)) snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    else snprintf(buf, n, "%.4g", v);
+    return buf;
+}
+
+static void describe_nonfinite(const StepResult *r, char *what, size_t n) {
+    char a[32], b[32];
+    if (!isfinite(r->loss)) snprintf(what, n, "the loss is %s", num_text(a, sizeof a, r->loss));
+    else snprintf(what, n, "the loss is %s but the gradient norm is %s", num_text(a, sizeof a, r->loss),
+                  num_text(b, sizeof b, r->grad_norm));
+}
+
+/* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
+ * gets here at the same step (the trainer's decision is agreed). The checkpoint in flight (of an
+ * earlier, finite step) is finished so that it is intact; nothing is saved; rank 0 says why and
+ * what to do; all ranks exit with TRAIN_EXIT_NONFINITE. */
+static _Noreturn void stop_nonfinite(TrainJob *j, Progress *progress, long s, const char *what, int skipped) {
+    const TrainOptions *o = &j->o;
+    int ckpt_failed = ckpt_async_wait();
+    if (j->mem) mem_ckpt_finish(j->mem, 0); /* keep the copies: they hold the last good steps */
+    progress_close(progress);
+    progress_break_line(progress);
+    if (j->distributed) comm_barrier(comm_world()); /* every rank's saves are done before anyone looks */
+    if (j->rank0) {
+        char ck[4200];
+        newest_checkpoint(j, ck, sizeof ck);
+        if (skipped > 1)
+            fprintf(stderr, "myriad: train: step %ld: %s, the %d%s non-finite step in a row (--max-nan-skips %d): "
+                    "stopping. ", s + 1, what, skipped, skipped == 2 ? "nd" : skipped == 3 ? "rd" : "th",
+                    o->max_nan_skips);
+        else
+            fprintf(stderr, "myriad: train: step %ld: %s (non-finite): stopping (--on-nan stop). ", s + 1, what);
+        if (ck[0]) fprintf(stderr, "The last checkpoint, %s, is from before it and intact", ck);
+        else fprintf(stderr, "Nothing was saved (no checkpoint yet)");
+        fprintf(stderr, "%s. Lower --lr, keep --clip on, check the data, or use --on-nan skip to step over "
+                "isolated bad batches.\n", ckpt_failed ? " (but the save in flight failed: see above)" : "");
+    }
+    hb_event("nonfinite-stop");
+    hb_finish();
+    train_exit_all(TRAIN_EXIT_NONFINITE);
+}
+
+void train_job_run(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    int rows = j->rows;
+    Trainer *t = &j->t;
+    Progress progress;
+    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every);
+    if (!j->rank0) progress.quiet = 1;
+    size_t n = (size_t)rows * o->seq;
+    int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
+    j->last_val = NAN;
+    j->comm_total_s = j->step_total_s = j->bubble_total = 0;
+    TraceBuffer trace;
+    long trace_step = o->steps > 1 ? 1 : 0; /* the first step after warm-up */
+    /* under `myriad run --max-restarts/--hang-timeout/...` every rank reports each step to the
+     * launcher (a no-op otherwise) */
+    if (hb_connect_from_env()) fprintf(stderr, "myriad train: heartbeat: %s (continuing without it)\n", myr_last_error());
+    for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
+    hb_start(j->first_step);
+    j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    int skips_in_a_row = 0;
+    for (long s = j->first_step; s < j->last_step; s++) {
+        if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
+        if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
+            myr_die_last();
+        if (j->pl && o->trace_path && s == trace_step) {
+            trace_init(&trace, j->rank);
+            trace_sync_origin(&trace, comm_world());
+            j->pl->trace = &trace;
+        }
+        FILE *routing = o->moe_routing && j->cfg.experts && s == j->first_step && j->tp_rank == 0
+                            ? open_routing_dump(j) : NULL;
+        double t0 = train_now_s();
+        StepResult r = trainer_step(t, x, y, rows, o->seq);
+        double dt = train_now_s() - t0;
+        if (routing) {
+            for (int c = 0; c < j->vpp; c++) j->chunks[c].moe_routing = NULL;
+            fclose(routing);
+        }
+        if (j->pl && j->pl->trace) {
+            j->pl->trace = NULL;
+            if (trace_write_gathered(comm_world(), &trace, o->trace_path)) myr_die_last();
+            if (j->rank0) fprintf(stderr, "wrote the trace of step %ld to %s\n", s + 1, o->trace_path);
+            trace_free(&trace);
+        }
+        StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
+                          .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
+                          .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
+                          .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+        if (r.nonfinite) {
+            skips_in_a_row++;
+            j->skipped_steps++;
+            if (o->on_nan == TRAIN_ON_NAN_STOP || skips_in_a_row > o->max_nan_skips) {
+                char what[160];
+                describe_nonfinite(&r, what, sizeof what);
+                progress_step(&progress, &rep); /* the log shows the step that stopped the run */
+                stop_nonfinite(j, &progress, s, what, skips_in_a_row);
+            }
+        } else
+            skips_in_a_row = 0;
+        if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
+        if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
+            rep.ckpt_ms = 0;
+            progress_step(&progress, &rep);
+            stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
+        }
+        if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
+            j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
+            j->step_total_s += dt;
+            if (j->pl) j->bubble_total += 1 - j->pl->compute_s / j->pl->run_s;
+        }
+        if (o->eval_every > 0 && ((s + 1) % o->eval_every == 0 || s + 1 == o->steps)) {
+            j->last_val = train_validation_loss(j);
+            rep.have_val = 1;
+            rep.val_loss = j->last_val;
+        }
+        progress_step(&progress, &rep);
+        hb_step(s + 1, r.loss);
+    }
+    progress_close(&progress);
+    free(x);
+    free(y);
+}
