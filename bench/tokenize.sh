@@ -88,6 +88,10 @@ if [ "${BENCH_1G:-1}" != 0 ]; then
 fi
 
 report() {
+    echo "# bench/tokenize.sh: myriad data prepare --tokenizer vs Hugging Face tokenizers (npm), one run"
+    echo
+    echo "Command: \`BENCH_MB=$MB bash bench/tokenize.sh bench/tokenize_results.md\` ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null), npm tokenizers $(node -p 'require("tokenizers/package.json").version' 2>/dev/null))."
+    echo
     echo "Corpus: $docs documents, $bytes bytes ($W/corpus, BENCH_MB=$MB). Machine: $cores cores, $cpu ($simd); load average $(cut -d' ' -f1-3 /proc/loadavg)."
     echo
     echo "| tokenizer | threads | myriad MB/s | npm MB/s | myriad / npm | myriad MB/s per CPU-s | npm MB/s per CPU-s | ratio (CPU) | myriad peak MiB | npm peak MiB |"
