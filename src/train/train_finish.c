@@ -13,6 +13,7 @@
 #include "model/hf_weights.h"
 #include "parallel/tensor_parallel.h"
 #include "train/evaluate.h"
+#include "train/samples.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -86,25 +87,6 @@ static void print_pipeline(const TrainJob *j, long timed) {
     free(all);
 }
 
-static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed) {
-    if (m->cfg.vocab != 256) {
-        fprintf(stderr, "(--sample prints text for the byte-level vocabulary (256) only)\n");
-        return;
-    }
-    int32_t prompt[64];
-    int plen = tokens_count(source) < 64 ? (int)tokens_count(source) : 64;
-    if (tokens_read(source, 0, (uint64_t)plen, prompt)) return;
-    int32_t *out = malloc((size_t)n * sizeof(int32_t));
-    sample_tokens(m, prompt, plen, n, seed, out);
-    printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
-    for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    int bold = isatty(STDOUT_FILENO); /* the generated part in bold on a terminal; plain text in a file */
-    if (bold) printf("\033[1m");
-    for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("%s\n---\n", bold ? "\033[0m" : "");
-    free(out);
-}
-
 /* A failure at the end (a checkpoint that did not commit, an export that could not be written)
  * is remembered and said after the trained state is safe; the run then exits non-zero. */
 static char late_error[1024];
@@ -138,13 +120,21 @@ static void report_run(TrainJob *j) {
     if (j->pl && timed > 0) print_pipeline(j, timed);
 }
 
+/* The model files, with the run's tokenizer.json beside them (so the directory loads in Hugging
+ * Face as a complete model). */
+static int save_files(const char *dir, const Model *m, const char *tok_path) {
+    if (hf_save(dir, m)) return -1;
+    return tok_path ? samples_save_tokenizer(tok_path, dir) : 0;
+}
+
 /* The export, or when --save cannot take it (full disk, a directory removed or made read-only
  * during the run), the same files in a fallback directory: the trained model is never lost. */
-static void save_model(const char *dir, const Model *m) {
+static void save_model(const char *dir, const Model *m, const char *tok_path) {
     char saved[8192];
-    if (hf_save(dir, m) == 0) {
-        printf("saved %s and %s\n", path_join(saved, sizeof saved, dir, "config.json"),
-               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"));
+    if (save_files(dir, m, tok_path) == 0) {
+        printf("saved %s and %s%s\n", path_join(saved, sizeof saved, dir, "config.json"),
+               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"),
+               tok_path ? " (and tokenizer.json)" : "");
         return;
     }
     char why[1024];
@@ -156,7 +146,7 @@ static void save_model(const char *dir, const Model *m) {
         char name[64];
         snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
         path_join(fallback, sizeof fallback, bases[k], name);
-        if (hf_save(fallback, m) == 0) {
+        if (save_files(fallback, m, tok_path) == 0) {
             fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
                     "it belongs\n", dir, why, fallback);
             remember_error("the model was saved to a fallback directory (see above)");
@@ -186,8 +176,8 @@ static void sample_and_save(TrainJob *j) {
         final = &whole;
     }
     int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
-    if (sample > 0 && j->rank0) print_sample(final, j->val ? j->val : j->train, sample, o->seed);
-    if (o->save_dir && j->rank0) save_model(o->save_dir, final);
+    if (sample > 0 && j->rank0) samples_print(final, j->val ? j->val : j->train, sample, o->seed, j->tok);
+    if (o->save_dir && j->rank0) save_model(o->save_dir, final, j->tok_path);
     if (final != &j->chunks[0]) model_destroy(&whole);
 }
 
@@ -219,6 +209,7 @@ void train_job_finish(TrainJob *j) {
 }
 
 void train_job_destroy(TrainJob *j) {
+    tokenizer_free(j->tok);
     loader_free(&j->loader);
     tokens_close(j->train);
     if (j->val) tokens_close(j->val);

@@ -23,6 +23,7 @@
 #include "train/mem_checkpoint.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     TrainOptions o;
@@ -54,6 +55,8 @@ typedef struct {
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
+    const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
+    Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
 
     /* resume (train_resume.c) and loop (train_loop.c) */
     long first_step, last_step;

@@ -202,7 +202,11 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_STR("--allow-changed", "LIST", &(o)->allow_changed,                                                          \
             "resume although these settings differ from the checkpoint's (comma list of\n"                           \
             "batch, seq, seed, lr, schedule, steps, data); said in the log"),                                        \
-    OPT_INT("--sample", "N", &(o)->sample_tokens, 0, 1 << 20, "print N sampled tokens as text at the end (byte-level vocab only)"), \
+    OPT_INT("--sample", "N", &(o)->sample_tokens, 0, 1 << 20,                                                          \
+            "print N sampled tokens as text at the end, decoded by the tokenizer"),                                  \
+    OPT_STR("--tokenizer", "T.json", &(o)->tokenizer,                                                                 \
+            "the model's tokenizer (default: tokenizer.json in --init DIR or --data DIR);\n"                        \
+            "checked against the vocabulary, used by --sample, copied into --save DIR"),                             \
     OPT_INT("--threads", "N", &(o)->threads, 1, 1024, "compute threads (default: all cores); results do not depend on it"), \
     OPT_INT("--print-every", "N", &(o)->print_every, 1, BIG, "progress lines every N steps when stderr is not a terminal"), \
     OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6, "MFU denominator (default: this machine's measured sgemm rate)"), \

@@ -40,6 +40,7 @@ typedef struct {
     int eval_every, eval_batches, sample_tokens, print_every, threads;
     int eval_batches_given;
     const char *log_path, *save_dir, *trace_path;
+    const char *tokenizer; /* --tokenizer T.json (else tokenizer.json beside --init or --data) */
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */

@@ -14,6 +14,7 @@
 #include "parallel/expert_parallel.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
+#include "train/samples.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -57,6 +58,9 @@ static void build_model(TrainJob *j) {
     if (o->seq > j->cfg.max_seq)
         train_layout_error(j->rank, "--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a "
                            "larger --max-seq", o->seq, j->cfg.max_seq);
+    /* the tokenizer: its ids must fit the embedding (every rank checks; rank 0 says so) */
+    j->tok_path = samples_find_tokenizer(o->tokenizer, o->init_dir, o->data);
+    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
 }
 
 static int glob_matches(const char *pattern) {

@@ -58,7 +58,7 @@ def flags_of(words):
 
 
 SUBS = {"data": {"prepare", "info"}, "sim": {"validate"}, "bench": {"comm", "sgemm"}, "sched": {"simulate", "place"}}
-COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched"}
+COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "tokenize", "detokenize"}
 
 
 def check_flags(tokens, where):
@@ -71,6 +71,8 @@ def check_flags(tokens, where):
         return problems  # a placeholder for the command
     if cmd.startswith("-"):
         return problems if cmd in ("--help", "--version") else [f"myriad {cmd}: not a command"]
+    if "|" in cmd and all(c in COMMANDS for c in cmd.split("|")):
+        cmd = cmd.split("|")[0]  # `myriad tokenize|detokenize --tokenizer T.json`: the flags of the first
     if cmd not in COMMANDS:
         return [f"'{cmd}' is not a myriad command"]
     words, rest = [cmd], tokens[1:]
