@@ -3,7 +3,9 @@
  * OpenMP threads split between the ranks), forwards SIGINT/SIGTERM to mpirun, and exits with its
  * exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
  * hands the job to the supervisor (supervise.c): heartbeats, restarts, spares, fault injection,
- * event log and goodput; through srun inside a Slurm allocation. */
+ * event log and goodput; through srun inside a Slurm allocation (always supervised there).
+ * --slurm-script prints an sbatch script that runs the same command with requeue and recovery
+ * (slurm_script.c, docs/SLURM.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "launch/slurm_script.h"
 #include "launch/supervise.h"
 #include "util/args.h"
 #include "util/error.h"
@@ -67,6 +70,15 @@ static void usage(FILE *out) {
                  "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
                  "  --exec              the command after -- is a program, not a myriad subcommand\n"
                  "  --supervise         use the supervisor with all defaults\n"
+                 "  --stop-grace S      after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)\n"
+                 "under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):\n"
+                 "  --probe-timeout S   after a failure, a probe step on each node must end within S s (default 30; 0 = off)\n"
+                 "  --requeue-wait S    with a lost node and no spare: wait at most S s for Slurm to flag it, then\n"
+                 "                      exit 75 for a requeue (default SlurmdTimeout + 30)\n"
+                 "  --slurm-script      print an sbatch script for this command instead of running it:\n"
+                 "     --nodes K --tasks-per-node T --gpus-per-task G --switches N[@WAIT] --time T\n"
+                 "     --signal-lead S (checkpoint S s before the limit, default 120) --partition P --account A\n"
+                 "     --job-name J --output F; --spares K adds K spare nodes\n"
                  "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");
@@ -108,17 +120,56 @@ static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int 
     return rc;
 }
 
+/* The options that only shape a --slurm-script (sbatch's request); 1 when argv[*i] was one. */
+static int script_option(SlurmScript *sc, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--nodes")) sc->nodes = args_next_int(argc, argv, i);
+    else if (!strcmp(a, "--tasks-per-node")) sc->tasks_per_node = args_next_int(argc, argv, i);
+    else if (!strcmp(a, "--gpus-per-task")) sc->gpus_per_task = args_next_int(argc, argv, i);
+    else if (!strcmp(a, "--switches")) sc->switches = args_value(argc, argv, i);
+    else if (!strcmp(a, "--time")) sc->time_limit = args_value(argc, argv, i);
+    else if (!strcmp(a, "--signal-lead")) sc->signal_lead_s = args_next_int(argc, argv, i);
+    else if (!strcmp(a, "--partition")) sc->partition = args_value(argc, argv, i);
+    else if (!strcmp(a, "--account")) sc->account = args_value(argc, argv, i);
+    else if (!strcmp(a, "--job-name")) sc->job_name = args_value(argc, argv, i);
+    else if (!strcmp(a, "--output")) sc->output = args_value(argc, argv, i);
+    else return 0;
+    return 1;
+}
+
+static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode, char **run_opts, int nrun_opts,
+                              int argc, char **argv, int first) {
+    char self[PATH_MAX], cwd[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
+    self[len] = 0;
+    if (!getcwd(cwd, sizeof cwd)) myr_die("run: cannot read the current directory: %s", strerror(errno));
+    sc->nranks = n, sc->spares = spares, sc->exec_mode = exec_mode;
+    sc->myriad = self, sc->workdir = cwd;
+    sc->run_opts = run_opts, sc->nrun_opts = nrun_opts;
+    sc->cmd = argv + first, sc->ncmd = argc - first;
+    if (slurm_script_write(stdout, sc)) myr_die_last();
+    free(run_opts);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int cmd_run(int argc, char **argv) {
-    int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
+    int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0, script = 0;
     const char *extra[32];
     int nextra = 0;
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .requeue_wait = -1, .stop_grace = 60};
+    SlurmScript sc = {.signal_lead_s = 120};
+    char **run_opts = calloc((size_t)argc + 1, sizeof *run_opts); /* repeated in a --slurm-script */
+    int nrun_opts = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             first = i + 1;
             break;
         }
+        int opt_start = i;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
+        else if (!strcmp(argv[i], "--slurm-script")) { script = 1; continue; }
+        else if (script_option(&sc, argc, argv, &i)) continue;
         else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) n = args_next_int(argc, argv, &i);
         else if (!strcmp(argv[i], "--dry-run")) dry = 1;
         else if (!strcmp(argv[i], "--hosts")) so.hosts_file = args_value(argc, argv, &i), supervised = 1;
@@ -140,6 +191,9 @@ int cmd_run(int argc, char **argv) {
                 myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
         } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
         else if (!strcmp(argv[i], "--supervise")) supervised = 1;
+        else if (!strcmp(argv[i], "--probe-timeout")) so.probe_timeout = args_next_double(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--requeue-wait")) so.requeue_wait = args_next_double(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--stop-grace")) so.stop_grace = args_next_double(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--mpirun-arg")) {
             if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");
             extra[nextra++] = args_value(argc, argv, &i);
@@ -147,14 +201,20 @@ int cmd_run(int argc, char **argv) {
             first = i; /* the subcommand, without a "--" before it */
             break;
         } else myr_die("run: unknown option '%s' (see myriad run --help)", argv[i]);
+        for (int k = opt_start; k <= i; k++) run_opts[nrun_opts++] = argv[k];
     }
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    if (script) return write_slurm_script(&sc, n, so.spares, exec_mode, run_opts, nrun_opts, argc, argv, first);
+    free(run_opts);
     if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || (so.start_timeout <= 0 && so.start_timeout != -1))
         myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
+    if (so.probe_timeout < 0 || so.stop_grace < 0) myr_die("run: --probe-timeout and --stop-grace must be >= 0");
+    /* inside a Slurm allocation the job goes through srun, supervised (heartbeats, lost nodes, restarts) */
+    if (getenv("SLURM_JOB_ID") && !(so.launcher && !strcmp(so.launcher, "mpirun"))) supervised = 1;
     if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra, nextra);
     char *mpirun = find_on_path("mpirun");
     if (!mpirun)

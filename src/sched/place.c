@@ -7,6 +7,7 @@
 
 #include "sched/placement.h"
 #include "sched/policy.h"
+#include "sched/slurm_place.h"
 #include "util/args.h"
 #include "util/error.h"
 
@@ -138,7 +139,9 @@ static const char *place_usage =
     "  --slurm-topology F Slurm topology.conf for the whole cluster\n"
     "  --hypernodes F     Volcano HyperNode YAML for the whole cluster\n"
     "  --policy P         placement policy (default gang-binpack-topo)\n"
-    "  the summary (nodes, tier spanned, pipeline hops across leaves) goes to stdout\n";
+    "  the summary (nodes, tier spanned, pipeline hops across leaves) goes to stdout\n"
+    "   or: myriad sched place --from-slurm --tp T --pp P --dp D   (idle nodes of the live Slurm cluster;\n"
+    "       prints a node list for sbatch --nodelist; see --from-slurm --help)\n";
 
 static FILE *open_out(const char *path) {
     FILE *f = fopen(path, "w");
@@ -150,6 +153,8 @@ int cmd_sched_place(int argc, char **argv) {
     const char *cluster_spec = NULL, *policy_spec = "gang-binpack-topo", *hostfile = NULL, *rankfile = NULL,
                *slurm = NULL, *hyper = NULL;
     int tp = 1, pp = 1, dp = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--from-slurm")) return cmd_sched_place_slurm(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(place_usage, stdout); return 0; }

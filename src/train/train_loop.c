@@ -11,6 +11,7 @@
 #include "model/moe.h"
 #include "train/evaluate.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
 #include "util/error.h"
@@ -108,8 +109,9 @@ static double save_checkpoints(TrainJob *j, long s) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
     if (ckpt_async_poll()) myr_die_last();
-    if (o->save_every > 0 && ((s + 1) % o->save_every == 0 || s + 1 == j->last_step))
-        if (train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
+    if ((o->save_every > 0 && ((s + 1) % o->save_every == 0 || s + 1 == j->last_step)) || (j->stop_signal && o->save_dir))
+        if (train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
+            myr_die_last();
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
@@ -134,6 +136,7 @@ void train_job_run(TrainJob *j) {
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
     for (long s = j->first_step; s < j->last_step; s++) {
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
@@ -163,6 +166,7 @@ void train_job_run(TrainJob *j) {
                           .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1};
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        j->stop_signal = train_stop_agreed(j->state.world);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
             j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
@@ -176,6 +180,10 @@ void train_job_run(TrainJob *j) {
         }
         progress_step(&progress, &rep);
         hb_step(s + 1, r.loss);
+        if (j->stop_signal) {
+            j->last_step = s + 1;
+            break;
+        }
     }
     progress_close(&progress);
     free(x);
