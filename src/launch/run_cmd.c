@@ -62,11 +62,12 @@ static void usage(FILE *out) {
                  "  --start-timeout S   every rank must connect within S seconds of a launch\n"
                  "                      (default 300 with --hang-timeout, else off)\n"
                  "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                 "                      random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
+                 "                      cmd@STEP, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
                  "  --events FILE       append every event as a JSON line to FILE\n"
                  "  --ckpt-dir DIR      checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)\n"
                  "  --hb-addr ADDR      address the ranks reach the launcher at (default 127.0.0.1)\n"
                  "  --cut-link-cmd CMD  shell command run when host@ fires (MYRIAD_LOST_HOST names the host)\n"
+                 "  --fault-cmd CMD     shell command run when cmd@STEP fires, the ranks waiting at STEP\n"
                  "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
                  "  --exec              the command after -- is a program, not a myriad subcommand\n"
                  "  --supervise         use the supervisor with all defaults\n"
@@ -185,6 +186,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ckpt-dir")) so.ckpt_dir = args_value(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--hb-addr")) so.hb_host = args_value(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--cut-link-cmd")) so.cut_link_cmd = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--fault-cmd")) so.fault_cmd = args_value(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--launcher")) {
             so.launcher = args_value(argc, argv, &i), supervised = 1;
             if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun"))

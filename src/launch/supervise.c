@@ -457,6 +457,21 @@ static void corrupt_one(Sup *s, long long step) {
     free(files);
 }
 
+/* cmd@STEP: the --fault-cmd shell command, run to its end while the ranks wait at STEP (tests make
+ * a node die, mark it down in Slurm or send Slurm's warning signal exactly there). */
+static void run_fault_cmd(Sup *s, long long step) {
+    cJSON *e = ev("inject");
+    cJSON_AddStringToObject(e, "fault", "cmd");
+    cJSON_AddNumberToObject(e, "step", (double)step);
+    char st[24];
+    snprintf(st, sizeof st, "%lld", step);
+    setenv("MYRIAD_FAULT_STEP", st, 1);
+    fflush(stdout), fflush(stderr);
+    int rc = system(s->o->fault_cmd);
+    cJSON_AddNumberToObject(e, "status", WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc));
+    emit(e);
+}
+
 /* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
  * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
 static void maybe_inject(Sup *s, int r, long long step) {
@@ -467,6 +482,12 @@ static void maybe_inject(Sup *s, int r, long long step) {
         if (f->kind == FAULT_CORRUPT) {
             f->fired = 1;
             corrupt_one(s, step);
+            continue;
+        }
+        if (f->kind == FAULT_CMD) { /* once every rank is at the step, waiting there for GO */
+            if (s->job_step < f->step || s->failed) continue;
+            f->fired = 1;
+            run_fault_cmd(s, f->step);
             continue;
         }
         if (s->fault_fired_this_attempt || s->failed) continue;
@@ -538,7 +559,7 @@ static void update_job_step(Sup *s) {
             long long again = rs->best_step_before - rs->first_step + 1;
             if (again > recomputed) recomputed = again;
         }
-        if (s->attempt > 0) {
+        if (s->attempt > 0 || lo > 1) { /* a relaunch, or a run (a requeued job) resuming a checkpoint */
             cJSON *e = ev("resumed");
             cJSON_AddNumberToObject(e, "attempt", s->attempt);
             cJSON_AddNumberToObject(e, "first_step", (double)lo);
@@ -839,9 +860,9 @@ static int teardown(Sup *s, pid_t child, int *status) {
     if (s->use_srun) kill(child, SIGINT);
     /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
      * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL. srun has
-     * had its SIGINT; it may wait for a dead node's answer: SIGKILL after 3 s (the step's tasks on
+     * had its SIGINT; it may wait for a dead node's answer: SIGKILL after 2 s (the step's tasks on
      * the live nodes were killed by their slurmstepd) */
-    double t0 = now_s(), term_at = s->use_srun ? 3 : 5, kill_at = s->use_srun ? 3 : 7;
+    double t0 = now_s(), term_at = s->use_srun ? 2 : 5, kill_at = s->use_srun ? 2 : 7;
     int reaped = 0, termed = 0;
     while (!reaped) {
         pid_t w = waitpid(child, status, WNOHANG);
@@ -931,7 +952,9 @@ static int replace_lost_hosts(Sup *s) {
             for (int k = 0; k < s->nactive; k++) used |= s->active[k] == j;
             if (!used && !s->hosts[j].lost) spare = j;
         }
-        if (spare < 0) return myr_error("run: host %s is lost and no spare host is left (--spares %d)", h->name, s->o->spares);
+        if (spare < 0)
+            return myr_error("run: %s %s is lost and no spare %s is left (--spares %d)", s->slurm_nodes ? "node" : "host", h->name,
+                             s->slurm_nodes ? "node of this allocation" : "host", s->o->spares);
         cJSON *e = ev("spare-used");
         cJSON_AddStringToObject(e, "lost", h->name);
         cJSON_AddStringToObject(e, "spare", s->hosts[spare].name);
@@ -1062,6 +1085,9 @@ int supervise(SuperviseOpts *o) {
     } else if (o->spares)
         myr_die("run: --spares needs --hosts FILE (the last K hosts are the spares) or a Slurm allocation");
     for (int i = 0; i < o->plan.n; i++)
+        if (o->plan.faults[i].kind == FAULT_CMD && !o->fault_cmd)
+            myr_die("run: --inject cmd@%lld needs --fault-cmd CMD (the shell command to run there)", o->plan.faults[i].step);
+    for (int i = 0; i < o->plan.n; i++)
         if (o->plan.faults[i].kind == FAULT_HOST) {
             int found = 0;
             for (int h = 0; h < s->nhosts; h++) found |= !strcmp(s->hosts[h].name, o->plan.faults[i].host);
@@ -1103,7 +1129,7 @@ int supervise(SuperviseOpts *o) {
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
     s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
-    int exit_code = 1, restarts = 0, finished = 0, stopped = 0;
+    int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0;
     char hostfile[64] = "";
 
     for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal && !graceful_signal; s->attempt++) {
@@ -1277,6 +1303,7 @@ int supervise(SuperviseOpts *o) {
                          "myriad run --slurm-script runs scontrol requeue)", myr_last_error(), SLURM_EXIT_REQUEUE);
                 fprintf(stderr, "myriad: %s\n", why);
                 exit_code = requeue_exit(s, why);
+                requeue = 1;
                 s->attempt++;
                 goto done;
             }
@@ -1316,7 +1343,11 @@ done:;
     double wall = now_s() - t_start;
     double productive = productive_time(s, s->attempt, &steps);
     cJSON *f = ev("finished");
-    cJSON_AddStringToObject(f, "status", finished ? "ok" : stop_signal ? "interrupted" : stopped ? "stopped" : "failed");
+    cJSON_AddStringToObject(f, "status", finished       ? "ok"
+                                         : stop_signal  ? "interrupted"
+                                         : stopped      ? "stopped"
+                                         : requeue      ? "requeue"
+                                                        : "failed");
     cJSON_AddNumberToObject(f, "restarts", restarts);
     cJSON_AddNumberToObject(f, "steps", (double)steps);
     cJSON_AddNumberToObject(f, "productive_s", round(productive * 1000) / 1000);

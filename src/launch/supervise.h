@@ -20,6 +20,7 @@ typedef struct {
     const char *ckpt_dir;      /* exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit under it */
     const char *hb_host;       /* address ranks connect to (and the launcher binds) */
     const char *cut_link_cmd;  /* run by sh with MYRIAD_LOST_HOST set when host@ fires */
+    const char *fault_cmd;     /* run by sh with MYRIAD_FAULT_STEP set when cmd@ fires */
     const char *launcher;      /* "mpirun", "srun" or NULL (srun inside Slurm, else mpirun) */
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
