@@ -74,8 +74,8 @@ static void usage(FILE *out) {
                  "  --stop-grace S      after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)\n"
                  "under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):\n"
                  "  --probe-timeout S   after a failure, a probe step on each node must end within S s (default 30; 0 = off)\n"
-                 "  --requeue-wait S    with a lost node and no spare: wait at most S s for Slurm to flag it, then\n"
-                 "                      exit 75 for a requeue (default SlurmdTimeout + 30)\n"
+                 "  --node-wait S       wait at most S s for Slurm to declare lost nodes down before the relaunch\n"
+                 "                      (or, with no spare left, exit 75 for a requeue) (default SlurmdTimeout + 30)\n"
                  "  --slurm-script      print an sbatch script for this command instead of running it:\n"
                  "     --nodes K --tasks-per-node T --gpus-per-task G --switches N[@WAIT] --time T\n"
                  "     --signal-lead S (checkpoint S s before the limit, default 120) --partition P --account A\n"
@@ -158,7 +158,7 @@ int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0, script = 0;
     const char *extra[32];
     int nextra = 0;
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .requeue_wait = -1, .stop_grace = 60};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .node_wait = -1, .stop_grace = 60};
     SlurmScript sc = {.signal_lead_s = 120};
     char **run_opts = calloc((size_t)argc + 1, sizeof *run_opts); /* repeated in a --slurm-script */
     int nrun_opts = 0;
@@ -194,7 +194,7 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
         else if (!strcmp(argv[i], "--supervise")) supervised = 1;
         else if (!strcmp(argv[i], "--probe-timeout")) so.probe_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--requeue-wait")) so.requeue_wait = args_next_double(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--node-wait")) so.node_wait = args_next_double(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--stop-grace")) so.stop_grace = args_next_double(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--mpirun-arg")) {
             if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "launch/slurm.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,18 +146,54 @@ int slurm_find_lost(char *const *nodes, int n, double probe_timeout_s, SlurmLost
     return nlost;
 }
 
+int slurm_release_nodes(char *const *nodes, int n) {
+    const char *job = getenv("SLURM_JOB_ID");
+    HostList now = {0};
+    if (!job || job_nodes_now(&now)) return -1;
+    char **keep = malloc((size_t)(now.n + 1) * sizeof *keep);
+    int nkeep = 0;
+    for (int i = 0; i < now.n; i++) {
+        int lost = 0;
+        for (int k = 0; k < n && !lost; k++) lost = !strcmp(now.names[i], nodes[k]);
+        if (!lost) keep[nkeep++] = now.names[i];
+    }
+    int released = now.n - nkeep, rc = 0;
+    if (released > 0 && nkeep > 0) {
+        size_t cap = 64 + (size_t)nkeep * 72;
+        char *arg = malloc(cap), jobarg[64];
+        strcpy(arg, "NodeList=");
+        snprintf(jobarg, sizeof jobarg, "JobId=%s", job);
+        if (hostlist_compress(keep, nkeep, arg + 9, cap - 9)) rc = myr_error("run: node list too long");
+        /* scontrol leaves slurm_job_ID_resize.{sh,csh} in its working directory: not the job's */
+        char dir[] = "/tmp/myriad-resize-XXXXXX";
+        if (!rc && !mkdtemp(dir)) rc = myr_error("run: cannot create a directory under /tmp");
+        if (!rc) {
+            char *argv[] = {"scontrol", "update", jobarg, arg, NULL};
+            Subproc p;
+            rc = subproc_run_in(&p, argv, 1, QUERY_TIMEOUT_S, dir);
+            subproc_free(&p);
+            char path[PATH_MAX];
+            for (int i = 0; i < 2; i++) {
+                snprintf(path, sizeof path, "%s/slurm_job_%s_resize.%s", dir, job, i ? "csh" : "sh");
+                unlink(path);
+            }
+            rmdir(dir);
+        }
+        free(arg);
+    }
+    free(keep);
+    hostlist_free(&now);
+    return rc ? -1 : released;
+}
+
 int slurm_wait_flagged(char *const *nodes, int n, double max_s) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char (*states)[32] = calloc((size_t)n + 1, sizeof *states);
     int all = 0;
     for (;;) {
-        HostList now = {0};
-        int ok = job_nodes_now(&now) == 0 && node_states(nodes, n, states) == 0;
-        all = ok;
-        for (int i = 0; i < n && all; i++)
-            all = (now.n && hostlist_find(&now, nodes[i]) < 0) || slurm_state_unusable(states[i]);
-        hostlist_free(&now);
+        all = node_states(nodes, n, states) == 0;
+        for (int i = 0; i < n && all; i++) all = slurm_state_unusable(states[i]);
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (all || (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 >= max_s) break;
         sleep(1);

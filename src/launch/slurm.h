@@ -28,8 +28,13 @@ typedef struct {
  * (room for n) and returns how many; -1 with myr_error() when squeue/sinfo cannot be run. */
 int slurm_find_lost(char *const *nodes, int n, double probe_timeout_s, SlurmLost *lost);
 
-/* Waits until Slurm flags every node of nodes[0..n) (or removed it from the job), polling every
- * second for at most max_s. Returns 1 when all are flagged, 0 when time ran out. */
+/* Gives nodes[0..n) back: the job's allocation shrinks to its other nodes (`scontrol update JobId=ID
+ * NodeList=REST`, which a job's owner may do). Returns how many were released; -1 with myr_error()
+ * when Slurm refused. */
+int slurm_release_nodes(char *const *nodes, int n);
+
+/* Waits until Slurm flags every node of nodes[0..n) (down, drained, not responding, ...: see
+ * slurm_state_unusable), polling every second for at most max_s. 1 when all are, 0 when time ran out. */
 int slurm_wait_flagged(char *const *nodes, int n, double max_s);
 
 /* SlurmdTimeout from `scontrol show config` (seconds), or 300 (Slurm's default) when unknown. */

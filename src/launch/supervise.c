@@ -40,6 +40,7 @@ typedef struct {
     char name[64];
     int slots;
     int lost;
+    int settled;             /* lost, and Slurm flagged it (or we gave it back): see settle_lost_nodes */
 } Host;
 
 typedef struct {
@@ -920,24 +921,48 @@ static void find_lost_nodes(Sup *s) {
     free(lost), free(names), free(idx);
 }
 
-/* No spare left for a lost node of a Slurm allocation: the job can go on after a requeue, on other
- * nodes. First wait (bounded) until Slurm itself flags the lost nodes, so the requeued job is not
- * given them again. */
-static int requeue_exit(Sup *s, const char *why) {
-    char **lost = malloc((size_t)s->nhosts * sizeof *lost);
-    int n = 0;
+/* Newly lost nodes of a Slurm allocation, before the next launch or the requeue: wait (at most
+ * --node-wait) until Slurm itself declares them down. Until then Slurm's own handling of a dead node
+ * is still to come (the node removed from the job, the failed step killed on it), and when it landed
+ * while a relaunched step was starting, that step was killed or hung in its PMIx wire-up (seen with
+ * 22.05). A requeued job, too, must not be given the dead node again. A node Slurm never flags (its
+ * slurmd answers but it failed our probe) is given back to Slurm instead (slurm_release_nodes).
+ * Returns 1 when Slurm flagged them all. */
+static int settle_lost_nodes(Sup *s) {
+    char **names = malloc((size_t)s->nhosts * sizeof *names);
+    int *idx = malloc((size_t)s->nhosts * sizeof *idx), n = 0;
     for (int i = 0; i < s->nhosts; i++)
-        if (s->hosts[i].lost) lost[n++] = s->hosts[i].name;
-    double wait = s->o->requeue_wait >= 0 ? s->o->requeue_wait : slurm_slurmd_timeout() + 30;
+        if (s->hosts[i].lost && !s->hosts[i].settled) names[n] = s->hosts[i].name, idx[n++] = i;
+    if (!n) {
+        free(names), free(idx);
+        return 1;
+    }
+    double wait = s->o->node_wait >= 0 ? s->o->node_wait : slurm_slurmd_timeout() + 30;
     double t0 = now_s();
-    int flagged = n ? slurm_wait_flagged(lost, n, wait) : 1;
+    int flagged = slurm_wait_flagged(names, n, wait);
+    cJSON *e = ev("nodes-settled");
+    cJSON *arr = cJSON_AddArrayToObject(e, "nodes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(names[i])), s->hosts[idx[i]].settled = 1;
+    cJSON_AddBoolToObject(e, "slurm_flagged", flagged);
+    cJSON_AddNumberToObject(e, "waited_s", round((now_s() - t0) * 1000) / 1000);
+    if (!flagged) {
+        int rc = slurm_release_nodes(names, n);
+        cJSON_AddNumberToObject(e, "released", rc > 0 ? rc : 0);
+        if (rc < 0) cJSON_AddStringToObject(e, "release_failed", myr_last_error());
+    }
+    emit(e);
+    free(names), free(idx);
+    return flagged;
+}
+
+/* No spare left for a lost node of a Slurm allocation: the job can go on after a requeue, on other
+ * nodes (the lost ones settled first, above). */
+static int requeue_exit(Sup *s, const char *why) {
+    settle_lost_nodes(s);
     cJSON *e = ev("requeue");
     cJSON_AddStringToObject(e, "why", why);
-    cJSON_AddBoolToObject(e, "slurm_flagged_lost_nodes", flagged);
-    cJSON_AddNumberToObject(e, "waited_s", round((now_s() - t0) * 1000) / 1000);
     cJSON_AddNumberToObject(e, "exit_code", SLURM_EXIT_REQUEUE);
     emit(e);
-    free(lost);
     return SLURM_EXIT_REQUEUE;
 }
 
@@ -1315,6 +1340,7 @@ int supervise(SuperviseOpts *o) {
             s->attempt++;
             goto done;
         }
+        if (s->slurm_nodes) settle_lost_nodes(s);
         restarts++;
         cJSON *r = ev("restart");
         cJSON_AddNumberToObject(r, "attempt", s->attempt + 1);

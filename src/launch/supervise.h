@@ -27,7 +27,8 @@ typedef struct {
     int dry_run;
     /* under Slurm (docs/SLURM.md) */
     double probe_timeout;      /* seconds for a probe step on each node after a failure; 0 = no probe */
-    double requeue_wait;       /* at most this long for Slurm to flag a lost node before exit 75; < 0: SlurmdTimeout + 30 */
+    double node_wait;          /* at most this long for Slurm to flag lost nodes before the relaunch or exit 75;
+                                * < 0: SlurmdTimeout + 30 */
     double stop_grace;         /* after SIGTERM/SIGUSR1: seconds for the ranks to checkpoint and exit */
 } SuperviseOpts;
 

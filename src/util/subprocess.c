@@ -21,7 +21,9 @@ static double mono_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int subproc_start(Subproc *p, char *const argv[], int with_stderr) {
+int subproc_start(Subproc *p, char *const argv[], int with_stderr) { return subproc_start_in(p, argv, with_stderr, NULL); }
+
+int subproc_start_in(Subproc *p, char *const argv[], int with_stderr, const char *dir) {
     memset(p, 0, sizeof *p);
     p->status = -1;
     p->fd = -1;
@@ -40,6 +42,10 @@ int subproc_start(Subproc *p, char *const argv[], int with_stderr) {
         if (null >= 0) dup2(null, 0);
         dup2(fds[1], 1);
         if (with_stderr) dup2(fds[1], 2);
+        if (dir && chdir(dir) != 0) {
+            fprintf(stderr, "cannot enter %s: %s\n", dir, strerror(errno));
+            _exit(127);
+        }
         execvp(argv[0], argv);
         fprintf(stderr, "cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -113,7 +119,11 @@ void subproc_wait_all(Subproc *p, int n, double timeout_s) {
 }
 
 int subproc_run(Subproc *p, char *const argv[], int with_stderr, double timeout_s) {
-    if (subproc_start(p, argv, with_stderr)) return -1;
+    return subproc_run_in(p, argv, with_stderr, timeout_s, NULL);
+}
+
+int subproc_run_in(Subproc *p, char *const argv[], int with_stderr, double timeout_s, const char *dir) {
+    if (subproc_start_in(p, argv, with_stderr, dir)) return -1;
     subproc_wait_all(p, 1, timeout_s);
     if (p->status == 0) return 0;
     char first[200] = "";

@@ -21,11 +21,14 @@ typedef struct {
 /* Starts argv[0] (searched on PATH) with argv; stdout (and stderr too when with_stderr) captured,
  * stdin from /dev/null. Returns 0, or -1 with myr_error(). */
 int subproc_start(Subproc *p, char *const argv[], int with_stderr);
+/* The same in directory dir (commands that leave files in their working directory). */
+int subproc_start_in(Subproc *p, char *const argv[], int with_stderr, const char *dir);
 /* Waits for all n started processes, reading their output, for at most timeout_s seconds (<= 0:
  * no limit); those still running then are killed (their process groups) and marked timed_out. */
 void subproc_wait_all(Subproc *p, int n, double timeout_s);
 /* Both in one: 0 when the command ran and exited 0, else -1 with myr_error() quoting its output. */
 int subproc_run(Subproc *p, char *const argv[], int with_stderr, double timeout_s);
+int subproc_run_in(Subproc *p, char *const argv[], int with_stderr, double timeout_s, const char *dir);
 void subproc_free(Subproc *p);
 
 #endif
