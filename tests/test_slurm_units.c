@@ -59,6 +59,9 @@ static void test_node_states(void) {
     static const char *bad[] = {"down*", "down", "drained", "draining", "idle*", "mixed*", "fail", "failing", "unknown"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) CHECK(!slurm_state_unusable(ok[i]), "%s", ok[i]);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(slurm_state_unusable(bad[i]), "%s", bad[i]);
+    /* declared down (removed from jobs) is more than not responding */
+    CHECK(slurm_state_down("down*") && slurm_state_down("drained") && !slurm_state_down("mixed*") && !slurm_state_down("idle*"),
+          "down vs not responding");
 }
 
 static char *script_text(SlurmScript *sc, int *rc) {

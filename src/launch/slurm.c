@@ -25,13 +25,16 @@ int slurm_job_nodes(HostList *out) {
     return hostlist_expand(out, list, 0);
 }
 
-int slurm_state_unusable(const char *state) {
+int slurm_state_down(const char *state) {
     static const char *bad[] = {"down", "drain", "fail", "power", "reboot", "future", "inval", "maint", "unknown"};
-    size_t len = strlen(state);
-    if (len && state[len - 1] == '*') return 1; /* not responding */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (!strncmp(state, bad[i], strlen(bad[i]))) return 1;
     return 0;
+}
+
+int slurm_state_unusable(const char *state) {
+    size_t len = strlen(state);
+    return (len && state[len - 1] == '*') /* not responding */ || slurm_state_down(state);
 }
 
 /* The nodes the job holds now (squeue); 0 with an empty list when Slurm no longer lists the job. */
@@ -192,8 +195,16 @@ int slurm_wait_flagged(char *const *nodes, int n, double max_s) {
     char (*states)[32] = calloc((size_t)n + 1, sizeof *states);
     int all = 0;
     for (;;) {
-        all = node_states(nodes, n, states) == 0;
-        for (int i = 0; i < n && all; i++) all = slurm_state_unusable(states[i]);
+        /* sinfo alone is not enough: while a step that Slurm could not end on the dead node still
+         * holds its CPUs, sinfo shows "mixed*" although scontrol says DOWN (22.05); Slurm removes a
+         * node it declares down from a --no-kill job at the same moment, and squeue shows that */
+        HostList now = {0};
+        int listed = job_nodes_now(&now) == 0 && now.n > 0;
+        int known = node_states(nodes, n, states) == 0;
+        all = 1;
+        for (int i = 0; i < n && all; i++)
+            all = (known && slurm_state_down(states[i])) || (listed && hostlist_find(&now, nodes[i]) < 0);
+        hostlist_free(&now);
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (all || (t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 >= max_s) break;
         sleep(1);

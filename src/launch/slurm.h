@@ -33,15 +33,21 @@ int slurm_find_lost(char *const *nodes, int n, double probe_timeout_s, SlurmLost
  * when Slurm refused. */
 int slurm_release_nodes(char *const *nodes, int n);
 
-/* Waits until Slurm flags every node of nodes[0..n) (down, drained, not responding, ...: see
- * slurm_state_unusable), polling every second for at most max_s. 1 when all are, 0 when time ran out. */
+/* Waits until Slurm has declared every node of nodes[0..n) down (slurm_state_down) or removed it
+ * from this job (squeue), polling every second for at most max_s; "not responding" alone is not
+ * enough: Slurm's handling of the dead node (removing it from the job, ending its steps) is still
+ * to come. 1 when all are, 0 when time ran out. */
 int slurm_wait_flagged(char *const *nodes, int n, double max_s);
 
 /* SlurmdTimeout from `scontrol show config` (seconds), or 300 (Slurm's default) when unknown. */
 double slurm_slurmd_timeout(void);
 
 /* 1 when a node state as `sinfo -o %T` prints it ("idle", "mixed", "down*", "draining", ...) means
- * the node cannot take new work. */
+ * the node cannot take new work: down, drained or draining, failing, powered down, ..., or not
+ * responding (a trailing '*'). */
 int slurm_state_unusable(const char *state);
+/* The same without "not responding": Slurm has declared the node down (or drained, ...), which is
+ * when it removes the node from its jobs. */
+int slurm_state_down(const char *state);
 
 #endif

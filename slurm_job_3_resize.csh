@@ -1,8 +1,0 @@
-setenv SLURM_NODELIST "n[1,3-5]"
-setenv SLURM_JOB_NODELIST "n[1,3-5]"
-setenv SLURM_NNODES 4
-setenv SLURM_JOB_NUM_NODES 4
-setenv SLURM_JOB_CPUS_PER_NODE "1(x4)"
-unsetenv SLURM_NPROCS
-unsetenv SLURM_NTASKS
-unsetenv SLURM_TASKS_PER_NODE
