@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "launch/slurm_script.h"
 #include "launch/supervise.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 static volatile sig_atomic_t child_pid;
@@ -47,42 +47,6 @@ static char *find_on_path(const char *name) {
         p = end + 1;
     }
     return NULL;
-}
-
-static void usage(FILE *out) {
-    fprintf(out, "usage: myriad run -n N [options] -- <subcommand> [args...]\n"
-                 "  -n N              number of ranks\n"
-                 "  --mpirun-arg ARG  pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output\n"
-                 "  --dry-run         print the launch command line and exit\n"
-                 "fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):\n"
-                 "  --hosts FILE        hosts, one per line 'HOST [slots=N]'; the last --spares K are spares\n"
-                 "  --spares K          hot spare hosts at the end of --hosts (default 0)\n"
-                 "  --max-restarts R    relaunch at most R times, with --resume auto (default 3)\n"
-                 "  --hang-timeout S    a rank without a new step for S seconds is dead (default 0 = off)\n"
-                 "  --start-timeout S   every rank must connect within S seconds of a launch\n"
-                 "                      (default 300 with --hang-timeout, else off)\n"
-                 "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                 "                      cmd@STEP, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
-                 "  --events FILE       append every event as a JSON line to FILE\n"
-                 "  --ckpt-dir DIR      checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)\n"
-                 "  --hb-addr ADDR      address the ranks reach the launcher at (default 127.0.0.1)\n"
-                 "  --cut-link-cmd CMD  shell command run when host@ fires (MYRIAD_LOST_HOST names the host)\n"
-                 "  --fault-cmd CMD     shell command run when cmd@STEP fires, the ranks waiting at STEP\n"
-                 "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
-                 "  --exec              the command after -- is a program, not a myriad subcommand\n"
-                 "  --supervise         use the supervisor with all defaults\n"
-                 "  --stop-grace S      after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)\n"
-                 "under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):\n"
-                 "  --probe-timeout S   after a failure, a probe step on each node must end within S s (default 30; 0 = off)\n"
-                 "  --node-wait S       wait at most S s for Slurm to declare lost nodes down before the relaunch\n"
-                 "                      (or, with no spare left, exit 75 for a requeue) (default SlurmdTimeout + 30)\n"
-                 "  --slurm-script      print an sbatch script for this command instead of running it:\n"
-                 "     --nodes K --tasks-per-node T --gpus-per-task G --switches N[@WAIT] --time T\n"
-                 "     --signal-lead S (checkpoint S s before the limit, default 120) --partition P --account A\n"
-                 "     --job-name J --output F; --spares K adds K spare nodes\n"
-                 "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
-                 "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
-                 "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");
 }
 
 /* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
@@ -121,21 +85,23 @@ static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int 
     return rc;
 }
 
-/* The options that only shape a --slurm-script (sbatch's request); 1 when argv[*i] was one. */
-static int script_option(SlurmScript *sc, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "--nodes")) sc->nodes = args_next_int(argc, argv, i);
-    else if (!strcmp(a, "--tasks-per-node")) sc->tasks_per_node = args_next_int(argc, argv, i);
-    else if (!strcmp(a, "--gpus-per-task")) sc->gpus_per_task = args_next_int(argc, argv, i);
-    else if (!strcmp(a, "--switches")) sc->switches = args_value(argc, argv, i);
-    else if (!strcmp(a, "--time")) sc->time_limit = args_value(argc, argv, i);
-    else if (!strcmp(a, "--signal-lead")) sc->signal_lead_s = args_next_int(argc, argv, i);
-    else if (!strcmp(a, "--partition")) sc->partition = args_value(argc, argv, i);
-    else if (!strcmp(a, "--account")) sc->account = args_value(argc, argv, i);
-    else if (!strcmp(a, "--job-name")) sc->job_name = args_value(argc, argv, i);
-    else if (!strcmp(a, "--output")) sc->output = args_value(argc, argv, i);
-    else return 0;
-    return 1;
+/* The run options to repeat in a --slurm-script: argv[1..end) without --slurm-script and the options
+ * that only shape sbatch's request (their rows point into sc). */
+static char **script_run_opts(const Opt *rows, const SlurmScript *sc, int argc, char **argv, int end, int *nout) {
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    int n = 0;
+    for (int i = 1; i < end && strcmp(argv[i], "--"); i++) {
+        const Opt *o = opts_find(rows, argv[i]);
+        int nval = !o || o->kind == OPT_KIND_SWITCH ? 0 : o->kind == OPT_KIND_CALL && o->nargs > 1 ? o->nargs : 1;
+        const char *dst = o ? (const char *)o->dst : NULL;
+        int script_only = o && (!strcmp(o->name, "--slurm-script") ||
+                                (dst >= (const char *)sc && dst < (const char *)(sc + 1)));
+        for (int k = 0; k <= nval && i + k < end; k++)
+            if (!script_only) out[n++] = argv[i + k];
+        i += nval;
+    }
+    *nout = n;
+    return out;
 }
 
 static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode, char **run_opts, int nrun_opts,
@@ -150,74 +116,123 @@ static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode,
     sc->run_opts = run_opts, sc->nrun_opts = nrun_opts;
     sc->cmd = argv + first, sc->ncmd = argc - first;
     if (slurm_script_write(stdout, sc)) myr_die_last();
-    free(run_opts);
     return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int add_inject(void *dst, const char *v) {
+    SuperviseOpts *so = dst;
+    if (so->nranks < 1) return myr_error("give -n N before --inject (rank numbers are checked against N)");
+    return inject_parse(&so->plan, v, so->nranks);
+}
+
+typedef struct {
+    const char *v[32];
+    int n;
+} Extra;
+
+static int add_extra(void *dst, const char *v) {
+    Extra *e = dst;
+    if (e->n == 32) return myr_error("at most 32 --mpirun-arg");
+    e->v[e->n++] = v;
+    return 0;
+}
+
+static int set_launcher(void *dst, const char *v) {
+    if (strcmp(v, "mpirun") && strcmp(v, "srun")) return myr_error("--launcher must be mpirun or srun, not '%s'", v);
+    *(const char **)dst = v;
+    return 0;
 }
 
 int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0, script = 0;
-    const char *extra[32];
-    int nextra = 0;
+    Extra extra = {{0}, 0};
     SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .node_wait = -1, .stop_grace = 60};
     SlurmScript sc = {.signal_lead_s = 120};
-    char **run_opts = calloc((size_t)argc + 1, sizeof *run_opts); /* repeated in a --slurm-script */
-    int nrun_opts = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) {
-            first = i + 1;
-            break;
-        }
-        int opt_start = i;
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
-        else if (!strcmp(argv[i], "--slurm-script")) { script = 1; continue; }
-        else if (script_option(&sc, argc, argv, &i)) continue;
-        else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) n = args_next_int(argc, argv, &i);
-        else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if (!strcmp(argv[i], "--hosts")) so.hosts_file = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--spares")) so.spares = args_next_int(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--max-restarts")) so.max_restarts = args_next_int(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--hang-timeout")) so.hang_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--start-timeout")) so.start_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--inject")) {
-            if (n < 1) myr_die("run: give -n N before --inject (rank numbers are checked against N)");
-            if (inject_parse(&so.plan, args_value(argc, argv, &i), n) != 0) myr_die_last();
-            supervised = 1;
-        } else if (!strcmp(argv[i], "--events")) so.events_path = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--ckpt-dir")) so.ckpt_dir = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--hb-addr")) so.hb_host = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--cut-link-cmd")) so.cut_link_cmd = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--fault-cmd")) so.fault_cmd = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--launcher")) {
-            so.launcher = args_value(argc, argv, &i), supervised = 1;
-            if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun"))
-                myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
-        } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
-        else if (!strcmp(argv[i], "--supervise")) supervised = 1;
-        else if (!strcmp(argv[i], "--probe-timeout")) so.probe_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--node-wait")) so.node_wait = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--stop-grace")) so.stop_grace = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--mpirun-arg")) {
-            if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");
-            extra[nextra++] = args_value(argc, argv, &i);
-        } else if (argv[i][0] != '-') {
-            first = i; /* the subcommand, without a "--" before it */
-            break;
-        } else myr_die("run: unknown option '%s' (see myriad run --help)", argv[i]);
-        for (int k = opt_start; k <= i; k++) run_opts[nrun_opts++] = argv[k];
-    }
+    int *S = &supervised;
+    const Opt rows[] = {
+        OPT_ALIAS(OPT_INT("-np", "N", &so.nranks, 1, 1 << 24, "number of ranks (required)"), "-n"),
+        OPT_CALL("--mpirun-arg", "ARG", &extra, add_extra, "pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output"),
+        OPT_SWITCH("--dry-run", &dry, "print the launch command line and exit"),
+        OPT_SECTION("fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):"),
+        OPT_GIVEN(OPT_STR("--hosts", "FILE", &so.hosts_file, "hosts, one per line 'HOST [slots=N]'; the last --spares K are spares"), S),
+        OPT_GIVEN(OPT_INT("--spares", "K", &so.spares, 0, 1 << 20, "hot spare hosts at the end of --hosts (default 0)"), S),
+        OPT_GIVEN(OPT_INT("--max-restarts", "R", &so.max_restarts, 0, 1000, "relaunch at most R times, with --resume auto (default 3)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--hang-timeout", "S", &so.hang_timeout, 0, 1e9,
+                             "a rank without a new step for S seconds is dead (default 0 = off)"), S),
+        OPT_GIVEN(OPT_POSITIVE("--start-timeout", "S", &so.start_timeout, 1e9,
+                               "every rank must connect within S seconds of a launch\n"
+                               "(default 300 with --hang-timeout, else off)"), S),
+        OPT_GIVEN(OPT_CALL("--inject", "SPEC", &so, add_inject,
+                           "faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
+                           "nan@STEP:RANK, cmd@STEP, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)"), S),
+        OPT_GIVEN(OPT_STR("--events", "FILE", &so.events_path, "append every event as a JSON line to FILE"), S),
+        OPT_GIVEN(OPT_STR("--ckpt-dir", "DIR", &so.ckpt_dir, "checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)"), S),
+        OPT_GIVEN(OPT_STR("--hb-addr", "ADDR", &so.hb_host, "address the ranks reach the launcher at (default 127.0.0.1)"), S),
+        OPT_GIVEN(OPT_STR("--cut-link-cmd", "CMD", &so.cut_link_cmd, "shell command run when host@ fires (MYRIAD_LOST_HOST names the host)"), S),
+        OPT_GIVEN(OPT_STR("--fault-cmd", "CMD", &so.fault_cmd, "shell command run when cmd@STEP fires, the ranks waiting at STEP"), S),
+        OPT_GIVEN(OPT_CALL("--launcher", "mpirun|srun", &so.launcher, set_launcher, "default: srun when SLURM_JOB_ID is set"), S),
+        OPT_GIVEN(OPT_SWITCH("--exec", &exec_mode, "the command after -- is a program, not a myriad subcommand"), S),
+        OPT_SWITCH("--supervise", &supervised, "use the supervisor with all defaults"),
+        OPT_GIVEN(OPT_DOUBLE("--stop-grace", "S", &so.stop_grace, 0, 1e9,
+                             "after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)"), S),
+        OPT_SECTION("under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):"),
+        OPT_GIVEN(OPT_DOUBLE("--probe-timeout", "S", &so.probe_timeout, 0, 1e9,
+                             "after a failure, a probe step on each node must end within S s (default 30; 0 = off)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--node-wait", "S", &so.node_wait, 0, 1e9,
+                             "wait at most S s for Slurm to declare lost nodes down before the relaunch\n"
+                             "(or, with no spare left, exit 75 for a requeue) (default SlurmdTimeout + 30)"), S),
+        OPT_SECTION("sbatch script (print it instead of running; the run options above are repeated in it):"),
+        OPT_SWITCH("--slurm-script", &script, "print an sbatch script for this command (> job.sbatch; sbatch job.sbatch)"),
+        OPT_INT("--nodes", "K", &sc.nodes, 1, 1 << 20, "nodes for the ranks (default: what -n and --tasks-per-node need); --spares K adds K"),
+        OPT_INT("--tasks-per-node", "T", &sc.tasks_per_node, 1, 1 << 16, "ranks per node"),
+        OPT_INT("--gpus-per-task", "G", &sc.gpus_per_task, 0, 1 << 10, "GPUs per rank (default 0: none asked)"),
+        OPT_STR("--switches", "N[@WAIT]", &sc.switches, "at most N leaf switches (sbatch --switches)"),
+        OPT_STR("--time", "T", &sc.time_limit, "time limit (sbatch --time)"),
+        OPT_INT("--signal-lead", "S", &sc.signal_lead_s, 1, 1 << 24, "checkpoint S s before the time limit (default 120)"),
+        OPT_STR("--partition", "P", &sc.partition, "partition"),
+        OPT_STR("--account", "A", &sc.account, "account"),
+        OPT_STR("--job-name", "J", &sc.job_name, "job name"),
+        OPT_STR("--output", "F", &sc.output, "Slurm's output file for the job"),
+        OPT_END};
+    OptCommand cmd = {
+        .name = "run",
+        .usage = "usage: myriad run -n N [options] -- <subcommand> [args...]",
+        .rows = rows,
+        .footer = "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
+                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
+                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n",
+        .stop_at_positional = 1};
+    first = opts_parse(&cmd, argc, argv);
+    n = so.nranks;
+    const char **extra_v = extra.v;
+    int nextra = extra.n;
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
-    if (script) return write_slurm_script(&sc, n, so.spares, exec_mode, run_opts, nrun_opts, argc, argv, first);
-    free(run_opts);
-    if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || (so.start_timeout <= 0 && so.start_timeout != -1))
-        myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
+    if (script) {
+        int nrun_opts = 0;
+        char **run_opts = script_run_opts(rows, &sc, argc, argv, first, &nrun_opts);
+        int rc = write_slurm_script(&sc, n, so.spares, exec_mode, run_opts, nrun_opts, argc, argv, first);
+        free(run_opts);
+        return rc;
+    }
+    if (sc.nodes || sc.tasks_per_node || sc.gpus_per_task || sc.switches || sc.time_limit ||
+                    sc.partition || sc.account || sc.job_name || sc.output || sc.signal_lead_s != 120)
+        myr_die("run: --nodes, --tasks-per-node, --gpus-per-task, --switches, --time, --signal-lead, --partition, "
+                "--account, --job-name and --output shape an sbatch script: add --slurm-script");
+    int host_fault = 0;
+    for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
+    if (so.cut_link_cmd && !host_fault)
+        myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
+    for (int i = 0; i < so.plan.n; i++)
+        if (so.plan.faults[i].kind == FAULT_NAN && (first + (exec_mode ? 1 : 0) >= argc ||
+                                                    strcmp(argv[first + (exec_mode ? 1 : 0)], "train")))
+            myr_die("run: --inject nan@STEP:RANK turns a gradient of `myriad train` to NaN: the command is not train");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
-    if (so.probe_timeout < 0 || so.stop_grace < 0) myr_die("run: --probe-timeout and --stop-grace must be >= 0");
     /* inside a Slurm allocation the job goes through srun, supervised (heartbeats, lost nodes, restarts) */
     if (getenv("SLURM_JOB_ID") && !(so.launcher && !strcmp(so.launcher, "mpirun"))) supervised = 1;
-    if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra, nextra);
+    if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
     char *mpirun = find_on_path("mpirun");
     if (!mpirun)
         myr_die("run: mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin) or start "
@@ -238,7 +253,7 @@ int cmd_run(int argc, char **argv) {
     args[k++] = "--oversubscribe"; /* more ranks than cores is fine for tests and emulated nodes */
     args[k++] = "--bind-to";       /* binding each rank to one core would stack oversubscribed ranks */
     args[k++] = "none";
-    for (int i = 0; i < nextra; i++) args[k++] = (char *)extra[i];
+    for (int i = 0; i < nextra; i++) args[k++] = (char *)extra_v[i];
     args[k++] = self;
     for (int i = first; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;

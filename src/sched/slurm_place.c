@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/args.h"
 #include "util/error.h"
 #include "util/subprocess.h"
 
@@ -295,35 +294,9 @@ static char *slurm_output(char *const argv[]) {
     return out;
 }
 
-static const char *usage =
-    "usage: myriad sched place --from-slurm --tp T [--pp P] --dp D [options]\n"
-    "  places one job on the idle nodes of the live Slurm cluster (sinfo --json, scontrol show topology):\n"
-    "  every tensor-parallel group under one leaf switch, the job under the lowest switch that holds it.\n"
-    "  Prints the node list first (for sbatch --nodelist), then a summary and an sbatch line.\n"
-    "  --tasks-per-node K   ranks per node (default: the GPUs of a node, 1 without GPUs)\n"
-    "  --partition P        only nodes of partition P\n"
-    "  --hostfile F         write the nodes in rank order (HOST slots=K), for myriad run --hosts F\n"
-    "  --sinfo-json F       read the nodes from F (saved sinfo --json output) instead of asking Slurm\n"
-    "  --topology F         read the switches from F (saved scontrol show topology output)\n";
-
-int cmd_sched_place_slurm(int argc, char **argv) {
-    SlurmJobShape shape = {.tp = 1, .pp = 1, .dp = 1};
-    const char *partition = NULL, *hostfile = NULL, *nodes_file = NULL, *topo_file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(usage, stdout); return 0; }
-        else if (!strcmp(a, "--from-slurm")) continue;
-        else if (!strcmp(a, "--tp")) shape.tp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--pp")) shape.pp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--dp")) shape.dp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--tasks-per-node")) shape.tasks_per_node = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--partition")) partition = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--hostfile")) hostfile = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--sinfo-json")) nodes_file = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--topology")) topo_file = args_value(argc, argv, &i);
-        else { fprintf(stderr, "myriad sched place: unknown option '%s' with --from-slurm\n%s", a, usage); return 2; }
-    }
-    if (shape.tasks_per_node < 0) myr_die("sched place: --tasks-per-node must be >= 1");
+int sched_place_from_slurm(const SlurmJobShape *shape_in, const char *partition, const char *hostfile,
+                           const char *nodes_file, const char *topo_file) {
+    SlurmJobShape shape = *shape_in;
     char *sinfo_argv[] = {"sinfo", "--json", NULL}, *topo_argv[] = {"scontrol", "show", "topology", NULL};
     char *nodes = nodes_file ? read_text(nodes_file) : slurm_output(sinfo_argv);
     if (!nodes) myr_die_last();

@@ -59,7 +59,10 @@ typedef struct {
 int slurm_place(const SlurmView *v, const SlurmJobShape *shape, SlurmPlacement *out);
 void slurm_placement_free(SlurmPlacement *p);
 
-/* `myriad sched place --from-slurm ...` (called from cmd_sched_place). */
-int cmd_sched_place_slurm(int argc, char **argv);
+/* `myriad sched place --from-slurm ...` (options parsed by cmd_sched_place): places the job on the
+ * idle nodes that sinfo --json (or nodes_file) lists, under the switches of scontrol show topology
+ * (or topo_file), prints the node list, a summary and an sbatch line, and writes hostfile if given. */
+int sched_place_from_slurm(const SlurmJobShape *shape, const char *partition, const char *hostfile,
+                           const char *nodes_file, const char *topo_file);
 
 #endif
