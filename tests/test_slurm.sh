@@ -140,9 +140,9 @@ down=$(grep -o 'marking n[0-9]* down' "$T/requeue/out.txt" | head -1 | cut -d' '
 if cmp -s "$T/ref/ck/model.safetensors" "$T/requeue/ck/model.safetensors" && [ "$(job_field "$j" Restarts)" = 1 ] &&
     grep -q '"event":"node-lost","node":"'"$down"'"' "$T/requeue/events.jsonl" &&
     grep -q '"event":"finished",.*"status":"requeue",.*"exit_code":75' "$T/requeue/events.jsonl" &&
-    grep -q '"event":"resumed","attempt":0,"first_step":4,.*"source":"disk"' "$T/requeue/events.jsonl" &&
+    grep -q '"event":"resumed","attempt":0,"first_step":5,.*"source":"disk"' "$T/requeue/events.jsonl" &&
     grep -q "^myriad: requeueing job $j" "$T/requeue/out.txt"; then
-    pass "no_spare_requeue_resumes_bitidentical (down $down, resumed at step 4 from disk)"
+    pass "no_spare_requeue_resumes_bitidentical (down $down, checkpoint of step 4 from disk, first step 5)"
 else fail no_spare_requeue_resumes_bitidentical "restarts $(job_field "$j" Restarts) $(grep -h 'myriad' "$T/requeue/out.txt" | tail -4)"; fi
 with_slurm scontrol update nodename="$down" state=resume
 
