@@ -181,7 +181,22 @@ static void sample_and_save(TrainJob *j) {
     if (final != &j->chunks[0]) model_destroy(&whole);
 }
 
+/* Stopped on a signal: the checkpoint of last_step made durable, in-memory copies kept, said so. */
+static void report_stop(TrainJob *j) {
+    if (ckpt_async_wait()) myr_die_last();
+    if (j->mem && mem_ckpt_finish(j->mem, 0)) myr_die_last();
+    if (j->rank0)
+        fprintf(stderr, "myriad train: stopped by signal %d (%s) after step %ld; %s%s; resume with --resume auto\n",
+                j->stop_signal, strsignal(j->stop_signal), j->last_step,
+                j->o.save_dir ? "checkpoint saved in " : "nothing saved (no --save DIR)", j->o.save_dir ? j->o.save_dir : "");
+    hb_event("stopped-on-signal");
+}
+
 void train_job_finish(TrainJob *j) {
+    if (j->stop_signal) {
+        report_stop(j);
+        return;
+    }
     report_run(j);
     if (j->last_step < j->o.steps) { /* --stop-after */
         char name[32], path[4200];
@@ -224,6 +239,6 @@ void train_job_destroy(TrainJob *j) {
     free(j->dp);
     free(j->chunks);
     if (j->dense_group && j->dense_group != j->groups.dp) comm_group_free(j->dense_group);
-    hb_finish();
+    if (!j->stop_signal) hb_finish(); /* a stopped rank did not finish: its connection just closes */
     if (j->distributed) comm_finalize();
 }

@@ -12,6 +12,7 @@
 #include "train/evaluate.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
 #include "util/error.h"
@@ -112,9 +113,11 @@ static double save_checkpoints(TrainJob *j, long s) {
     int last = s + 1 == j->last_step;
     int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
     if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
+    if (j->stop_signal && o->save_dir) due = 1; /* SIGTERM/SIGUSR1: the checkpoint to resume from */
     /* an update can overflow although its gradient was finite: such a state is never saved */
     if (due && !train_params_finite(j)) return -1;
-    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
+    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
+        myr_die_last();
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
@@ -206,6 +209,7 @@ void train_job_run(TrainJob *j) {
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
@@ -247,6 +251,7 @@ void train_job_run(TrainJob *j) {
         } else
             skips_in_a_row = 0;
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        j->stop_signal = train_stop_agreed(j->state.world);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
@@ -265,6 +270,10 @@ void train_job_run(TrainJob *j) {
         }
         progress_step(&progress, &rep);
         hb_step(s + 1, r.loss);
+        if (j->stop_signal) {
+            j->last_step = s + 1;
+            break;
+        }
     }
     progress_close(&progress);
     free(x);
