@@ -183,6 +183,8 @@ int hf_load_weights(const char *path, Model *m) {
     build_slots(m, &l);
     int rc = 0;
     float *buf = NULL;
+    real *image = malloc((m->table.total ? m->table.total : 1) * sizeof(real)); /* host image of the parameters */
+    model_params_to_host(m, image);
     for (int i = 0; i < l.n && !rc; i++) {
         const HfSlot *s = &l.s[i];
         const StTensor *t = find_tensor(&f, s);
@@ -205,7 +207,7 @@ int hf_load_weights(const char *path, Model *m) {
         int64_t n = s->rows * cols;
         buf = realloc(buf, (size_t)n * sizeof(float));
         if (st_read_f32(&f, t, buf, n)) { rc = -1; break; }
-        real *dst = m->params + s->p->offset + (size_t)s->row0 * cols;
+        real *dst = image + s->p->offset + (size_t)s->row0 * cols;
         if (s->transpose) {
             for (int64_t r = 0; r < s->rows; r++)
                 for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = buf[c * s->rows + r];
@@ -218,6 +220,8 @@ int hf_load_weights(const char *path, Model *m) {
         if (!ignorable(f.tensors[i].name) && !matches_slot(f.tensors[i].name, &l, tied_gpt2))
             rc = myr_error("%s: unexpected tensor %s for a %s model with %d layers", path, f.tensors[i].name,
                            model_arch_name(m->cfg.arch), m->cfg.layers);
+    if (!rc) model_params_from_host(m, image);
+    free(image);
     free(buf);
     free(l.s);
     st_close(&f);
@@ -246,10 +250,12 @@ int hf_save(const char *dir, const Model *m) {
     build_slots(m, &l);
     StWriteTensor *w = calloc((size_t)l.n, sizeof *w);
     float **bufs = calloc((size_t)l.n, sizeof *bufs);
+    real *image = malloc((m->table.total ? m->table.total : 1) * sizeof(real)); /* host image of the parameters */
+    model_params_to_host(m, image);
     for (int i = 0; i < l.n; i++) {
         const HfSlot *s = &l.s[i];
         int64_t cols = slot_cols(s), n = s->rows * cols;
-        const real *src = m->params + s->p->offset + (size_t)s->row0 * cols;
+        const real *src = image + s->p->offset + (size_t)s->row0 * cols;
         float *b = bufs[i] = malloc((size_t)n * sizeof(float));
         if (s->transpose) {
             for (int64_t r = 0; r < s->rows; r++)
@@ -271,6 +277,7 @@ int hf_save(const char *dir, const Model *m) {
         rc = hf_config_write(path, &m->cfg);
     }
     for (int i = 0; i < l.n; i++) free(bufs[i]);
+    free(image);
     free(bufs);
     free(w);
     free(l.s);

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "data/loader.h"
 #include "data/shards.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
@@ -28,6 +29,7 @@ typedef struct {
 
     /* processes and layout (train_layout.c) */
     int distributed; /* several processes (mpirun/srun) */
+    DeviceInfo device; /* the selected device (train_layout.c) */
     int world, rank, rank0;
     int tp, pp, vpp, ep, dp_size;
     int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
