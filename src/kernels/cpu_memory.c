@@ -61,6 +61,7 @@ int cpu_device_info(DeviceInfo *d) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     d->total_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
     d->free_bytes = d->total_bytes;
+    d->count = 1;
     if (!proc_field("/proc/meminfo", "MemAvailable", v, sizeof v)) d->free_bytes = (size_t)strtoull(v, NULL, 10) * 1024;
     return 0;
 }

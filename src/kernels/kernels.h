@@ -64,6 +64,7 @@ typedef struct {
     size_t total_bytes;   /* device memory (the CPU: physical memory) */
     size_t free_bytes;    /* free now (the CPU: MemAvailable) */
     int ordinal;          /* which GPU; 0 on the CPU */
+    int count;            /* GPUs visible to this process; 1 on the CPU */
     int sm_major, sm_minor; /* compute capability; 0 on the CPU */
 } DeviceInfo;
 int kernels_device_info(DeviceInfo *out); /* -1 + reason on failure */

@@ -183,8 +183,7 @@ int hf_load_weights(const char *path, Model *m) {
     build_slots(m, &l);
     int rc = 0;
     float *buf = NULL;
-    real *image = malloc((m->table.total ? m->table.total : 1) * sizeof(real)); /* host image of the parameters */
-    model_params_to_host(m, image);
+    real *image = model_params_view(m);
     for (int i = 0; i < l.n && !rc; i++) {
         const HfSlot *s = &l.s[i];
         const StTensor *t = find_tensor(&f, s);
@@ -220,8 +219,7 @@ int hf_load_weights(const char *path, Model *m) {
         if (!ignorable(f.tensors[i].name) && !matches_slot(f.tensors[i].name, &l, tied_gpt2))
             rc = myr_error("%s: unexpected tensor %s for a %s model with %d layers", path, f.tensors[i].name,
                            model_arch_name(m->cfg.arch), m->cfg.layers);
-    if (!rc) model_params_from_host(m, image);
-    free(image);
+    model_params_view_done(m, image, !rc);
     free(buf);
     free(l.s);
     st_close(&f);
@@ -229,6 +227,20 @@ int hf_load_weights(const char *path, Model *m) {
 }
 
 int hf_load(const char *dir, Model *m) { return hf_load_aligned(dir, m, 1); }
+
+int hf_load_host(const char *dir, Model *m) {
+    char path[4096];
+    ModelConfig c;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (hf_config_read(path, &c)) return -1;
+    if (model_create_host(m, &c)) return myr_error("%s: %s", path, myr_last_error());
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (hf_load_weights(path, m)) {
+        model_destroy(m);
+        return -1;
+    }
+    return 0;
+}
 
 int hf_load_aligned(const char *dir, Model *m, int unit_align) {
     char path[4096];
@@ -250,8 +262,7 @@ int hf_save(const char *dir, const Model *m) {
     build_slots(m, &l);
     StWriteTensor *w = calloc((size_t)l.n, sizeof *w);
     float **bufs = calloc((size_t)l.n, sizeof *bufs);
-    real *image = malloc((m->table.total ? m->table.total : 1) * sizeof(real)); /* host image of the parameters */
-    model_params_to_host(m, image);
+    real *image = model_params_view(m);
     for (int i = 0; i < l.n; i++) {
         const HfSlot *s = &l.s[i];
         int64_t cols = slot_cols(s), n = s->rows * cols;
@@ -277,7 +288,7 @@ int hf_save(const char *dir, const Model *m) {
         rc = hf_config_write(path, &m->cfg);
     }
     for (int i = 0; i < l.n; i++) free(bufs[i]);
-    free(image);
+    model_params_view_done((Model *)m, image, 0);
     free(bufs);
     free(w);
     free(l.s);

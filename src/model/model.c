@@ -33,6 +33,13 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
 
 int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                     const StageSpec *st) {
+    if (model_plan_ep(m, cfg, unit_align, tp, tp_rank, ep, ep_rank, st)) return -1;
+    model_alloc(m);
+    return 0;
+}
+
+int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                  const StageSpec *st) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
     if (ep < 1) return myr_error("--ep must be positive");
@@ -64,15 +71,35 @@ int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
     m->ep.size = ep;
     m->ep.rank = ep_rank;
     if (cfg->experts) m->moe_stats.tokens = calloc((size_t)cfg->layers * cfg->experts, sizeof(int64_t));
+    if (kernels_dtype() != DTYPE_F32 && cfg->experts && (cfg->hidden * act_size()) % 4)
+        return myr_error("--dtype %s with experts needs an even hidden size (token rows travel as 32-bit words)",
+                         dtype_name(kernels_dtype()));
     param_table_build_ep(&m->table, cfg, unit_align, tp, tp_rank, ep, ep_rank, st);
+    return 0;
+}
+
+int model_create_host(Model *m, const ModelConfig *cfg) {
+    StageSpec whole = {0, cfg->layers, 1, 1};
+    if (model_plan_ep(m, cfg, 1, 1, 0, 1, 0, &whole)) return -1;
+    m->on_host = 1;
+    m->params = calloc(m->table.total ? m->table.total : 1, sizeof(real));
+    if (!m->params) return myr_error("out of host memory for the %.1f MiB of the whole model's parameters",
+                                     m->table.total * sizeof(real) / 1048576.0);
+    model_tensors_bind(&m->p, &m->table, cfg, m->params);
+    return 0;
+}
+
+size_t model_weight_bytes(const Model *m) {
+    return m->table.total * (2 * sizeof(real) + (kernels_dtype() != DTYPE_F32 ? act_size() : 0));
+}
+
+void model_alloc(Model *m) {
+    const ModelConfig *cfg = &m->cfg;
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
     model_tensors_bind(&m->g, &m->table, cfg, m->grads);
     if (kernels_dtype() != DTYPE_F32) {
-        if (cfg->experts && (cfg->hidden * act_size()) % 4)
-            return myr_error("--dtype %s with experts needs an even hidden size (token rows travel as 32-bit words)",
-                             dtype_name(kernels_dtype()));
         m->lp = dev_alloc_act(m->table.total);
         model_tensors_bind_act(&m->w, &m->table, cfg, m->lp);
     }
@@ -82,7 +109,6 @@ int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
         m->rope_sin = dev_alloc((size_t)cfg->max_seq * hd / 2);
         rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, cfg->rope_theta);
     }
-    return 0;
 }
 
 struct ActivationSlot {
@@ -155,6 +181,10 @@ void model_destroy(Model *m) {
     }
     free(m->slots);
     dev_free(m->scratch_mem);
+    if (m->on_host) {
+        free(m->params);
+        m->params = NULL;
+    }
     dev_free(m->params);
     dev_free(m->grads);
     dev_free(m->lp);
@@ -177,19 +207,34 @@ static int unit_of_layer(const Model *m, int l) { return m->table.layer_unit[l];
 static int unit_of_experts(const Model *m, int l) { return m->table.expert_unit[l]; }
 static int unit_head(const Model *m) { return m->table.units - 1; }
 
+real *model_params_view(const Model *m) {
+    if (m->on_host || dev_host_accessible()) return m->params;
+    real *h = malloc((m->table.total ? m->table.total : 1) * sizeof(real));
+    model_params_to_host(m, h);
+    return h;
+}
+
+void model_params_view_done(Model *m, real *view, int write_back) {
+    if (view == m->params) return;
+    if (write_back) model_params_from_host(m, view);
+    free(view);
+}
+
 void model_params_to_host(const Model *m, real *host) {
-    dev_to_host(host, m->params, m->table.total * sizeof(real));
+    if (m->on_host) memcpy(host, m->params, m->table.total * sizeof(real));
+    else dev_to_host(host, m->params, m->table.total * sizeof(real));
 }
 
 void model_params_from_host(Model *m, const real *host) {
-    host_to_dev(m->params, host, m->table.total * sizeof(real));
+    if (m->on_host) memcpy(m->params, host, m->table.total * sizeof(real));
+    else host_to_dev(m->params, host, m->table.total * sizeof(real));
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = {seed};
     const ModelConfig *c = &m->cfg;
     double residual_std = 0.02 / sqrt(2.0 * c->layers);
-    real *image = calloc(m->table.total ? m->table.total : 1, sizeof(real)); /* padding stays zero */
+    real *image = model_params_view(m);
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
         real *w = image + p->offset;
@@ -206,8 +251,7 @@ void model_init_weights(Model *m, uint64_t seed) {
             for (size_t k = 0; k < p->numel; k++) w[k] = (real)(std * rng_normal(&rng));
         }
     }
-    model_params_from_host(m, image);
-    free(image);
+    model_params_view_done(m, image, 1);
 }
 
 /* rows of the residual stream this rank holds */
@@ -526,6 +570,7 @@ static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host
 
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale) {
+    if (m->on_host) myr_die("internal: forward of a host-side model");
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;
@@ -692,23 +737,18 @@ layers:
     m->ready_for_backward = 0;
 }
 
-/* Copy this model's slices out of / into a whole model through host images of both (the whole
- * model is set up and exported on the host side; only whole tensors are copied). */
+/* Copy this model's slices out of / into a whole model, through host views of both (the whole
+ * model is usually host-side; on a GPU the local pieces cross as one copy each way). */
 void model_copy_shards(Model *m, Model *whole, int to_local) {
-    real *wh = malloc((whole->table.total ? whole->table.total : 1) * sizeof(real));
-    real *mine = calloc(m->table.total ? m->table.total : 1, sizeof(real));
-    model_params_to_host(whole, wh);
-    if (!to_local) model_params_to_host(m, mine);
+    real *wh = model_params_view(whole), *mine = model_params_view(m);
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
         if (p->tied_copy && !to_local) continue; /* the first stage's tok_emb is the one saved */
         const ParamInfo *w = param_table_find(&whole->table, p->tied_copy ? "tok_emb" : p->name);
         param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, wh + w->offset, mine + p->offset, to_local);
     }
-    if (to_local) model_params_from_host(m, mine);
-    else model_params_from_host(whole, wh);
-    free(wh);
-    free(mine);
+    model_params_view_done(m, mine, to_local);
+    model_params_view_done(whole, wh, !to_local);
 }
 
 void model_zero_grad(Model *m) { dev_zero(m->grads, m->table.total); }

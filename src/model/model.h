@@ -103,6 +103,7 @@ typedef struct {
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads; /* fp32 master weights and their gradients (device) */
+    int on_host;          /* model_create_host: params in host memory, no gradients, no forward */
     ModelTensors p, g;
     /* bf16 runs: the working copy of the weights the GEMMs read (act elements, rounded from the
      * master weights unit by unit at each forward, as autocast casts them at each use), bound
@@ -157,6 +158,17 @@ int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
  * of every MoE layer. -1 + reason if the experts are not divisible by ep. */
 int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                     const StageSpec *st);
+/* Creation in two halves, so that a run can size its device memory before allocating any:
+ * model_plan_ep checks the layout and builds the table (no device memory; -1 + reason), and
+ * model_alloc allocates parameters, gradients and the working copy. model_create_ep is both. */
+int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                  const StageSpec *st);
+void model_alloc(Model *m);
+/* The whole model's parameters in host memory only (no gradients; it never runs): what a run is
+ * initialised, loaded and resharded from, without taking device memory. */
+int model_create_host(Model *m, const ModelConfig *cfg);
+/* Device bytes model_alloc takes: fp32 parameters and gradients, and the bf16 working copy. */
+size_t model_weight_bytes(const Model *m);
 /* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */
 int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st);
 /* Copy this model's slices (tensor-parallel rank, pipeline stage) out of (to_local) or into
@@ -181,6 +193,11 @@ void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, norm weights 1. Depends only on (seed, config). */
 void model_init_weights(Model *m, uint64_t seed);
+/* The parameters as host memory: m->params itself when host code may touch it (a host-side
+ * model, or the CPU backend), else a host copy; _done writes the copy back when asked and frees
+ * it. */
+real *model_params_view(const Model *m);
+void model_params_view_done(Model *m, real *view, int write_back);
 /* The parameters (table.total elements, padding included) to / from host memory. */
 void model_params_to_host(const Model *m, real *host);
 void model_params_from_host(Model *m, const real *host);

@@ -53,11 +53,11 @@ int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp
     /* every rank writes the pieces it owns into zeros (replicated tensors only from tensor-parallel
      * rank 0, a pipeline stage's copy of the embedding never), then one sum per group: x + 0 is
      * exact, so the whole model is assembled without rounding. Assembled in host memory. */
-    real *image = calloc(whole->table.total ? whole->table.total : 1, sizeof(real));
+    real *image = model_params_view(whole);
+    memset(image, 0, whole->table.total * sizeof(real));
     for (int c = 0; c < n; c++) {
         Model *m = &chunks[c];
-        real *mine = malloc((m->table.total ? m->table.total : 1) * sizeof(real));
-        model_params_to_host(m, mine);
+        real *mine = model_params_view(m);
         for (int i = 0; i < m->table.count; i++) {
             const ParamInfo *p = &m->table.info[i];
             if ((p->shard == SHARD_NONE && m->tp.rank != 0) || p->tied_copy) continue;
@@ -65,7 +65,7 @@ int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp
             const ParamInfo *w = param_table_find(&whole->table, p->name);
             param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, image + w->offset, mine + p->offset, 0);
         }
-        free(mine);
+        model_params_view_done(m, mine, 0);
     }
     Comm *groups[] = {tp, pp, ep};
     int rc = 0;
@@ -73,7 +73,6 @@ int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp
         if (groups[k] && comm_size(groups[k]) > 1 &&
             comm_all_reduce(groups[k], image, image, whole->table.total, COMM_F32, COMM_SUM))
             rc = -1;
-    if (!rc) model_params_from_host(whole, image);
-    free(image);
+    model_params_view_done(whole, image, !rc);
     return rc;
 }

@@ -161,6 +161,7 @@ void train_job_destroy(TrainJob *j) {
     tokens_close(j->train);
     if (j->val) tokens_close(j->val);
     trainer_destroy(&j->t);
+    train_state_mirrors_free(j->state.mirrors);
     if (j->pl) pipeline_destroy(j->pl);
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);
