@@ -7,6 +7,8 @@
 
 #include "util/error.h"
 
+#define GIB 1073741824.0
+
 void progress_open(Progress *p, const char *log_path, long steps, int print_every) {
     memset(p, 0, sizeof *p);
     p->tty = isatty(STDERR_FILENO);
@@ -15,6 +17,12 @@ void progress_open(Progress *p, const char *log_path, long steps, int print_ever
         p->log = fopen(log_path, "w");
         if (!p->log) myr_die("--log %s: cannot create (%s)", log_path, strerror(errno));
     }
+}
+
+/* "1.23/4.56 GiB", or MiB below a GiB */
+static void format_mem(char *buf, size_t n, double now, double peak) {
+    if (peak >= GIB) snprintf(buf, n, "%.2f/%.2f GiB", now / GIB, peak / GIB);
+    else snprintf(buf, n, "%.1f/%.1f MiB", now / 1048576.0, peak / 1048576.0);
 }
 
 static void format_eta(char *buf, size_t n, double s) {
@@ -27,8 +35,9 @@ void progress_step(Progress *p, const StepReport *r) {
     if (p->log) {
         fprintf(p->log,
                 "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, "
-                "\"mfu\": %.5f, \"ms\": %.3f",
-                r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms);
+                "\"mfu\": %.5f, \"ms\": %.3f, \"mem_gib\": %.4f, \"mem_peak_gib\": %.4f",
+                r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms, r->mem_bytes / GIB,
+                r->mem_peak_bytes / GIB);
         if (r->have_val) fprintf(p->log, ", \"val_loss\": %.9g", r->val_loss);
         if (r->comm_ms >= 0) fprintf(p->log, ", \"comm_exposed_ms\": %.3f", r->comm_ms);
         if (r->have_moe)
@@ -45,15 +54,17 @@ void progress_step(Progress *p, const StepReport *r) {
     long done = r->step + 1;
     char eta[32];
     format_eta(eta, sizeof eta, p->elapsed_s / done * (r->steps - done));
-    char val[48] = "";
+    char val[48] = "", mem[48];
     if (r->have_val) snprintf(val, sizeof val, " | val %.4f", r->val_loss);
+    format_mem(mem, sizeof mem, r->mem_bytes, r->mem_peak_bytes);
     if (p->tty) {
-        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | ETA %s   ", done, r->steps, r->loss,
-                val, r->tokens_per_s, 100 * r->mfu, eta);
+        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | mem %s | ETA %s   ", done, r->steps,
+                r->loss, val, r->tokens_per_s, 100 * r->mfu, mem, eta);
         if (done == r->steps) fputc('\n', stderr);
     } else if (done % p->print_every == 0 || done == r->steps || done == 1 || r->have_val) {
-        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms | ETA %s\n",
-                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, r->ms, eta);
+        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | mem %s | %.0f ms | "
+                "ETA %s\n",
+                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, mem, r->ms, eta);
     }
 }
 

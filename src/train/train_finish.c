@@ -26,10 +26,10 @@ static double peak_rss_bytes(void) {
 }
 
 /* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
- * activations the forward stores for backward (model_activation_count). */
+ * activations the forward stores for backward (model_activation_bytes). */
 static void print_memory(const Model *m, int B, int T) {
     double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
-    double acts = (double)model_activation_count(m, B, T) * sizeof(real);
+    double acts = (double)model_activation_bytes(m, B, T);
     double analytic = 4 * psize + acts;
     double rss = peak_rss_bytes();
     printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
@@ -161,6 +161,7 @@ void train_job_destroy(TrainJob *j) {
     tokens_close(j->train);
     if (j->val) tokens_close(j->val);
     trainer_destroy(&j->t);
+    train_state_mirrors_free(j->state.mirrors);
     if (j->pl) pipeline_destroy(j->pl);
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "data/loader.h"
 #include "data/shards.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
@@ -23,11 +24,17 @@
 #include "train/train_options.h"
 #include "train/trainer.h"
 
+/* Device bytes a run needs on one rank (train_memory.c). */
+typedef struct {
+    double params, grads, optim, working, acts, total;
+} TrainMemory;
+
 typedef struct {
     TrainOptions o;
 
     /* processes and layout (train_layout.c) */
     int distributed; /* several processes (mpirun/srun) */
+    DeviceInfo device; /* the selected device (train_layout.c) */
     int world, rank, rank0;
     int tp, pp, vpp, ep, dp_size;
     int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
@@ -48,10 +55,13 @@ typedef struct {
     DataParallel *dp;       /* [vpp], or NULL in a single process */
     double **tensor_weight; /* [vpp] per-tensor weight in the global norm */
     Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
-    double peak_flops, flops_per_step;
+    double peak_flops, flops_per_step; /* peak_flops: one device's MFU denominator (0: unknown) */
+    int peak_devices;                   /* devices the job runs on (ranks sharing a GPU count it once) */
+    char peak_source[64];
     Trainer t;
     TrainState state;
     char meta[1024]; /* the checkpoint manifest's caller metadata */
+    TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
 
     /* resume (train_resume.c) and loop (train_loop.c) */
@@ -84,5 +94,10 @@ double train_validation_loss(TrainJob *j);
 _Noreturn void train_layout_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 double train_now_s(void);
+
+/* train_memory.c: device bytes this rank needs, from the planned (not yet allocated) chunks; and
+ * the check against the device's free memory (a one-line error naming both, and what to change). */
+void train_memory_need(const TrainJob *j, TrainMemory *need);
+void train_memory_check(TrainJob *j);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "kernels/kernels.h"
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
@@ -160,8 +161,11 @@ void train_job_run(TrainJob *j) {
         }
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
-                          .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
+                          .mfu = j->peak_flops > 0 ? j->flops_per_step / dt / (j->peak_flops * j->peak_devices) : 0,
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1};
+        size_t mem_now, mem_peak;
+        kernels_memory_usage(&mem_now, &mem_peak);
+        rep.mem_bytes = (double)mem_now, rep.mem_peak_bytes = (double)mem_peak;
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */

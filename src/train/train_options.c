@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "io/hf_config.h"
+#include "kernels/kernels.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
 #include "util/args.h"
@@ -52,7 +53,14 @@ void train_usage(void) {
         "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
         "  --threads N             compute threads (default: all cores); results do not depend on it\n"
         "  --print-every N         progress lines when stderr is not a terminal\n"
-        "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
+        "  --peak-tflops X         MFU denominator (default: the GPU's dense peak for the dtype; on the CPU,\n"
+        "                          this machine's measured sgemm rate)\n"
+        "device (docs/GPU.md):\n"
+        "  --device cpu|cuda       where the step runs (default: cuda when this binary has CUDA and a GPU\n"
+        "                          is visible, else cpu); ranks on a machine share its GPUs round-robin\n"
+        "  --dtype fp32|bf16       activation precision (default: bf16 on cuda, fp32 on cpu); weights,\n"
+        "                          gradients and AdamW state stay fp32; on the cpu bf16 is emulated (slow)\n"
+        "  --tf32                  fp32 GEMMs on the GPU may use TF32 tensor cores (default: off)\n"
         "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
         "  --tp N                  tensor parallel: attention by heads, MLP by columns, vocab-parallel\n"
         "                          embedding and loss; tp ranks are consecutive (world = tp x dp x pp)\n"
@@ -95,6 +103,9 @@ static void defaults(TrainOptions *o) {
     o->sample_tokens = -1;
     o->print_every = 0;
     o->threads = 0;
+    o->device = NULL;
+    o->dtype = -1;
+    o->tf32 = 0;
     o->dpo.zero = 0;
     o->dpo.bucket_mb = 25;
     o->dpo.grad_dtype = COMM_F32;
@@ -169,6 +180,16 @@ static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
     else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
     else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
     else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
+    else if (IS("--device")) {
+        o->device = args_value(argc, argv, i);
+        if (strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+            myr_die("unknown --device '%s' (use cpu or cuda)", o->device);
+    } else if (IS("--dtype")) {
+        const char *v = args_value(argc, argv, i);
+        Dtype dt;
+        if (dtype_parse(v, &dt)) myr_die("unknown --dtype '%s' (use fp32 or bf16)", v);
+        o->dtype = (int)dt;
+    } else if (IS("--tf32")) o->tf32 = 1;
     else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
     else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
     else if (IS("--sp")) o->sp = 1;

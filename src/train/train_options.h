@@ -37,7 +37,11 @@ typedef struct {
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
     long stop_after;                 /* stop (saving a checkpoint) once this many steps are done; 0 = run to --steps */
-    double peak_tflops; /* 0: measure */
+    double peak_tflops; /* 0: the device's datasheet peak for the dtype (GPU), or measured (CPU) */
+    /* device (docs/GPU.md) */
+    const char *device; /* --device cpu|cuda; NULL: cuda when a GPU is usable, else cpu */
+    int dtype;          /* --dtype fp32|bf16 as a Dtype; -1: bf16 on cuda, fp32 on cpu */
+    int tf32;           /* --tf32: fp32 GEMMs on the GPU may use TF32 */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int ep;             /* expert-parallel size (inside the data-parallel ranks; 1 = none) */

@@ -9,25 +9,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
+#include "train/device_peak.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
-/* The whole model is built (from the seed or --init); this rank keeps the layers of its
- * pipeline chunks and its tensor-parallel slices; units are padded to split over dp. */
+/* The whole model is built on the host (from the seed or --init); this rank plans the layers of
+ * its pipeline chunks and its tensor-parallel slices (units padded to split over dp), checks that
+ * they fit in device memory, then allocates them and copies its pieces in. */
 static void build_model(TrainJob *j) {
     const TrainOptions *o = &j->o;
     Model whole;
     if (o->init_dir) {
-        if (hf_load(o->init_dir, &whole)) myr_die_last();
+        if (hf_load_host(o->init_dir, &whole)) myr_die_last();
     } else {
         ModelConfig c;
         train_options_model_config(o, &c);
-        if (model_create(&whole, &c)) myr_die_last();
+        if (model_create_host(&whole, &c)) myr_die_last();
         model_init_weights(&whole, o->seed);
     }
     int pp = j->pp, vpp = j->vpp, V = pp * vpp;
@@ -40,23 +43,28 @@ static void build_model(TrainJob *j) {
         int vs = c * pp + j->pp_rank;
         StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
         Model *m = &j->chunks[c];
-        if (model_create_ep(m, &whole.cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
+        if (model_plan_ep(m, &whole.cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
             train_layout_error(j->rank, "%s", myr_last_error());
-        model_copy_shards(m, &whole, 1);
-        if (j->tp > 1) tp_attach(m, j->groups.tp);
-        if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
         m->tp.sp = o->sp;
         m->recompute = (Recompute)o->recompute;
     }
     free(start);
     free(count);
     j->cfg = whole.cfg;
-    model_destroy(&whole);
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
         myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq",
                 o->seq, j->cfg.max_seq);
+    train_memory_check(j);
+    for (int c = 0; c < vpp; c++) {
+        Model *m = &j->chunks[c];
+        model_alloc(m);
+        model_copy_shards(m, &whole, 1);
+        if (j->tp > 1) tp_attach(m, j->groups.tp);
+        if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
+    }
+    model_destroy(&whole);
 }
 
 static int glob_matches(const char *pattern) {
@@ -123,6 +131,34 @@ static void attach_parallelism(TrainJob *j) {
     }
 }
 
+/* The MFU denominator of one device: --peak-tflops, else the GPU's datasheet dense peak for the
+ * run's dtype (device_peak.c), else (CPU) this machine's measured sgemm rate; and how many devices
+ * the job's ranks use (ranks sharing a GPU count it once). */
+static void choose_peak(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    j->peak_devices = j->world;
+    if (o->peak_tflops > 0) {
+        j->peak_flops = o->peak_tflops * 1e12;
+        snprintf(j->peak_source, sizeof j->peak_source, "--peak-tflops");
+    } else if (!strcmp(kernels_device(), "cuda")) {
+        double t = device_peak_tflops(j->device.name, kernels_dtype(), o->tf32);
+        j->peak_flops = t * 1e12;
+        snprintf(j->peak_source, sizeof j->peak_source, "%s", t > 0 ? "datasheet dense peak" : "unknown: MFU not reported");
+        if (t == 0 && j->rank0)
+            fprintf(stderr, "myriad train: no datasheet peak for '%s' (src/train/device_peak.c): MFU is not reported; "
+                    "give --peak-tflops X\n", j->device.name);
+    } else {
+        j->peak_flops = kernels_measure_peak_flops(1024, 3);
+        snprintf(j->peak_source, sizeof j->peak_source, "measured sgemm");
+    }
+    if (!strcmp(kernels_device(), "cuda")) { /* local ranks share the visible GPUs round-robin */
+        const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int local = v && atoi(v) > 0 ? atoi(v) : 1, gpus = j->device.count > 0 ? j->device.count : 1;
+        int used = local < gpus ? local : gpus, nodes = (j->world + local - 1) / local;
+        j->peak_devices = used * nodes;
+    }
+}
+
 static void print_banner(const TrainJob *j) {
     const TrainOptions *o = &j->o;
     const ModelConfig *c = &j->cfg;
@@ -131,7 +167,7 @@ static void print_banner(const TrainJob *j) {
             "%d threads, peak %.1f GFLOP/s (%s)\n",
             model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
             (unsigned long long)tokens_count(j->train), o->batch, o->seq, kernels_threads(), j->peak_flops / 1e9,
-            o->peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+            j->peak_source);
     if (j->dp)
         fprintf(stderr,
                 "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
@@ -176,14 +212,14 @@ void train_job_setup(TrainJob *j) {
     build_model(j);
     open_data(j);
     attach_parallelism(j);
-    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
+    choose_peak(j);
     j->flops_per_step = model_flops_per_token(&j->cfg, o->seq) * o->batch * o->seq;
     if (j->rank0) print_banner(j);
 
     trainer_create(&j->t, &j->chunks[0], &o->optim, j->dp, j->micro);
     j->t.pipeline = j->pl;
     j->state = (TrainState){j->chunks, j->dp, j->dp ? NULL : &j->t.opt, j->vpp,
-                            j->distributed ? comm_world() : NULL};
+                            j->distributed ? comm_world() : NULL, train_state_mirrors()};
     write_meta(j);
     if (o->save_every > 0 && !o->sync_save) train_ckpt_reserve_async(&j->state);
     open_mem_checkpoints(j);
