@@ -27,7 +27,7 @@ NVCCFLAGS   ?= -O3 -std=c++17 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wno-unuse
                -DMYRIAD_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
 CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
 LIB_OBJS    += $(patsubst src/%.cu,build/obj/%.o,$(CU_SRCS))
-override CFLAGS += -DMYRIAD_HAVE_CUDA=1
+CUDA_DEFS   := -DMYRIAD_CUDA=1 # C files: the .cu side provides cuda_backend (cuda_absent.c steps aside)
 CPU_LDLIBS  := $(LDLIBS)
 LDLIBS      += -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
 # The same kernel sources compiled for the CPU emulation of the device (tests/cuda_emu.h).
@@ -46,7 +46,7 @@ all: bin/myriad $(TEST_BINS) $(EMU_TEST)
 
 build/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
 
 # The same sources in double precision (real = double), for the finite-difference gradient check.
 build/obj64/%.o: src/%.c $(wildcard src/*/*.h)
@@ -67,7 +67,7 @@ build/emu/cuda_emu.o: tests/cuda_emu.cc tests/cuda_emu.h
 
 build/tests/test_kernels_cuda_emu: tests/test_kernels_cuda.c tests/test.h $(EMU_OBJS) build/libmyriad.a
 	@mkdir -p build/tests
-	$(CC) $(CFLAGS) -DMYRIAD_CUDA_EMU -Itests $< $(EMU_OBJS) build/libmyriad.a -o $@ $(LDFLAGS) $(CPU_LDLIBS) -lstdc++
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -DMYRIAD_CUDA_EMU -Itests $< $(EMU_OBJS) build/libmyriad.a -o $@ $(LDFLAGS) $(CPU_LDLIBS) -lstdc++
 
 build/libmyriad_f64.a: $(LIB64_OBJS)
 	@mkdir -p build
@@ -83,7 +83,7 @@ bin/myriad: src/main.c build/libmyriad.a
 
 build/tests/%: tests/%.c tests/test.h tests/fixture_util.h tests/gradcheck_util.h build/libmyriad.a
 	@mkdir -p build/tests
-	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 build/tests/%_f64: tests/%_f64.c tests/test.h tests/gradcheck_util.h build/libmyriad_f64.a
 	@mkdir -p build/tests

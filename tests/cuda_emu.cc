@@ -412,10 +412,18 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, 
                                                     const void *, size_t) {
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+/* Follows the strict reading of cublasLt.h: a bias has the output's type (the backend must then
+ * take its fallback route for an fp32 bias on a bf16 output). */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t,
+                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t Dd,
                                               cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t r[],
                                               int *found) {
+    EmuDesc *e = (EmuDesc *)desc;
+    int has_bias = e->epilogue == CUBLASLT_EPILOGUE_BIAS || e->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (has_bias && e->bias_type >= 0 && e->bias_type != (int32_t)((EmuLayout *)Dd)->type) {
+        *found = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     memset(&r[0], 0, sizeof r[0]);
     r[0].state = CUBLAS_STATUS_SUCCESS;
     *found = 1;

@@ -16,11 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/bf16.h"
 #include "kernels/kernels.h"
 #include "test.h"
+#include "util/bf16.h"
 
-#if defined(MYRIAD_HAVE_CUDA) || defined(MYRIAD_CUDA_EMU)
+#if defined(MYRIAD_CUDA) || defined(MYRIAD_CUDA_EMU)
+#include "kernels/backend.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/cuda_backend.h"
 #include "model/params.h"
 #include "optim/adamw.h"
@@ -204,38 +207,46 @@ static void test_gemm(void) {
         }
 }
 
+/* the linear layer: inputs fp32 or bf16, output (and input gradient) fp32 or the inputs' type,
+ * bias and weight gradients fp32 (the boundary's combinations) */
 static void test_matmul(void) {
     int N = SIZE(24, 512), IC = SIZE(40, 768), OC = SIZE(56, 2304);
-    for (int dt = 0; dt < 2; dt++) {
+    int combos[3][2] = {{CUDA_F32, CUDA_F32}, {CUDA_BF16, CUDA_BF16}, {CUDA_BF16, CUDA_F32}};
+    for (int ci = 0; ci < 3; ci++) {
+        int dt = combos[ci][0], odt = combos[ci][1];
         float *inp = rnd((size_t)N * IC, 1, 1), *w = rnd((size_t)OC * IC, 2, 0.2f), *bias = rnd(OC, 3, 1);
         float *dout = rnd((size_t)N * OC, 4, 1), *dw0 = rnd((size_t)OC * IC, 5, 1), *db0 = rnd(OC, 6, 1);
         float *dinp0 = rnd((size_t)N * IC, 7, 1);
-        round_to(inp, (size_t)N * IC, dt); round_to(w, (size_t)OC * IC, dt); round_to(bias, OC, dt);
-        round_to(dout, (size_t)N * OC, dt); round_to(dinp0, (size_t)N * IC, dt);
+        round_to(inp, (size_t)N * IC, dt); round_to(w, (size_t)OC * IC, dt);
+        round_to(dout, (size_t)N * OC, dt); round_to(dinp0, (size_t)N * IC, odt);
         float *out = malloc((size_t)N * OC * 4), *dw = copy_of(dw0, (size_t)OC * IC), *db = copy_of(db0, OC);
         float *dinp = copy_of(dinp0, (size_t)N * IC);
-        matmul_forward(out, inp, w, bias, N, IC, OC);
-        matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, 1);
+        cpu_matmul_forward(out, inp, w, bias, N, IC, OC);
+        cpu_matmul_backward(dinp, dw, db, dout, inp, w, N, IC, OC, 1);
         float *g_out[2], *g_dw[2], *g_db[2], *g_dinp[2];
         for (int rep = 0; rep < 2; rep++) {
-            void *d_inp = up(inp, (size_t)N * IC, dt), *d_w = up(w, (size_t)OC * IC, dt), *d_b = up(bias, OC, dt);
+            void *d_inp = up(inp, (size_t)N * IC, dt), *d_w = up(w, (size_t)OC * IC, dt);
+            float *d_b = up(bias, OC, CUDA_F32);
             void *d_out = cuda_alloc((size_t)N * OC * 4), *d_dout = up(dout, (size_t)N * OC, dt);
             float *d_dw = up(dw0, (size_t)OC * IC, CUDA_F32), *d_db = up(db0, OC, CUDA_F32);
-            void *d_dinp = up(dinp0, (size_t)N * IC, dt);
-            poison(d_out, (size_t)N * OC * cuda_dtype_size(dt));
-            cuda_matmul_forward(d_out, dt, d_inp, d_w, d_b, dt, N, IC, OC);
-            cuda_matmul_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, dt, N, IC, OC, 1);
-            g_out[rep] = down(d_out, (size_t)N * OC, dt);
+            void *d_dinp = up(dinp0, (size_t)N * IC, odt);
+            poison(d_out, (size_t)N * OC * cuda_dtype_size(odt));
+            cuda_matmul_forward(d_out, odt, d_inp, d_w, d_b, dt, N, IC, OC);
+            cuda_matmul_backward(d_dinp, odt, d_dw, d_db, d_dout, d_inp, d_w, dt, N, IC, OC, 1);
+            g_out[rep] = down(d_out, (size_t)N * OC, odt);
             g_dw[rep] = down(d_dw, (size_t)OC * IC, CUDA_F32);
             g_db[rep] = down(d_db, OC, CUDA_F32);
-            g_dinp[rep] = down(d_dinp, (size_t)N * IC, dt);
+            g_dinp[rep] = down(d_dinp, (size_t)N * IC, odt);
             cuda_free(d_inp); cuda_free(d_w); cuda_free(d_b); cuda_free(d_out); cuda_free(d_dout);
             cuda_free(d_dw); cuda_free(d_db); cuda_free(d_dinp);
         }
-        CHECK_REL(g_out[0], out, (size_t)N * OC, tol_out(dt), "matmul_forward (bias epilogue)", dt);
+        printf("  inputs %s, output %s:\n", dtn(dt), dtn(odt));
+        CHECK_REL(g_out[0], out, (size_t)N * OC, odt == CUDA_BF16 ? 4e-3 : dt == CUDA_BF16 ? 1e-4 : 1e-5,
+                  "matmul_forward (fp32 bias)", odt);
         CHECK_REL(g_dw[0], dw, (size_t)OC * IC, dt ? 1e-4 : 1e-5, "matmul_backward dw (fp32 +=)", dt);
         CHECK_REL(g_db[0], db, OC, 1e-5, "matmul_backward dbias (fp32 +=)", dt);
-        CHECK_REL(g_dinp[0], dinp, (size_t)N * IC, dt ? 8e-3 : 1e-5, "matmul_backward dinp (+=)", dt);
+        CHECK_REL(g_dinp[0], dinp, (size_t)N * IC, odt == CUDA_BF16 ? 4e-3 : dt == CUDA_BF16 ? 1e-4 : 1e-5,
+                  "matmul_backward dinp (+=)", odt);
         CHECK_SAME(g_out[0], g_out[1], (size_t)N * OC, "matmul_forward");
         CHECK_SAME(g_dw[0], g_dw[1], (size_t)OC * IC, "matmul dw");
         CHECK_SAME(g_db[0], g_db[1], OC, "matmul dbias");
@@ -252,15 +263,16 @@ static void test_matmul_gelu(void) {
         for (int oi = 0; oi < 2; oi++) {
             int OC = OCs[oi];
             float *inp = rnd((size_t)N * IC, 1, 1), *w = rnd((size_t)OC * IC, 2, 0.3f), *bias = rnd(OC, 3, 1);
-            round_to(inp, (size_t)N * IC, dt); round_to(w, (size_t)OC * IC, dt); round_to(bias, OC, dt);
+            round_to(inp, (size_t)N * IC, dt); round_to(w, (size_t)OC * IC, dt);
             float *pre = malloc((size_t)N * OC * 4), *out = malloc((size_t)N * OC * 4);
-            matmul_forward(pre, inp, w, bias, N, IC, OC);
+            cpu_matmul_forward(pre, inp, w, bias, N, IC, OC);
             float *pre_r = copy_of(pre, (size_t)N * OC);
             round_to(pre_r, (size_t)N * OC, dt);
-            gelu_forward(out, pre, (size_t)N * OC);
+            cpu_gelu_forward(out, pre, (size_t)N * OC);
             float *g_pre[2], *g_out[2];
             for (int rep = 0; rep < 2; rep++) {
-                void *d_inp = up(inp, (size_t)N * IC, dt), *d_w = up(w, (size_t)OC * IC, dt), *d_b = up(bias, OC, dt);
+                void *d_inp = up(inp, (size_t)N * IC, dt), *d_w = up(w, (size_t)OC * IC, dt);
+                float *d_b = up(bias, OC, CUDA_F32);
                 void *d_pre = cuda_alloc((size_t)N * OC * 4), *d_out = cuda_alloc((size_t)N * OC * 4);
                 poison(d_pre, (size_t)N * OC * cuda_dtype_size(dt));
                 poison(d_out, (size_t)N * OC * cuda_dtype_size(dt));
@@ -290,8 +302,8 @@ static void test_layernorm(void) {
         round_to(x, n, dt); round_to(dy, n, dt); round_to(dx0, n, dt);
         float *y = malloc(n * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
         float *dx = copy_of(dx0, n), *dw = copy_of(dw0, C), *db = copy_of(db0, C);
-        layernorm_forward(y, mean, rstd, x, w, b, N, C, 1e-5f);
-        layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+        cpu_layernorm_forward(y, mean, rstd, x, w, b, N, C, 1e-5f);
+        cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
         float *g[2][6];
         for (int rep = 0; rep < 2; rep++) {
             void *d_x = up(x, n, dt), *d_y = cuda_alloc(n * 4), *d_dy = up(dy, n, dt), *d_dx = up(dx0, n, dt);
@@ -327,8 +339,8 @@ static void test_rmsnorm(void) {
         float *x = rnd(n, 1, 4), *w = rnd(C, 2, 1), *dy = rnd(n, 4, 1), *dx0 = rnd(n, 5, 1), *dw0 = rnd(C, 6, 1);
         round_to(x, n, dt); round_to(dy, n, dt); round_to(dx0, n, dt);
         float *y = malloc(n * 4), *rstd = malloc(N * 4), *dx = copy_of(dx0, n), *dw = copy_of(dw0, C);
-        rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
-        rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+        cpu_rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
+        cpu_rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
         float *g[2][4];
         for (int rep = 0; rep < 2; rep++) {
             void *d_x = up(x, n, dt), *d_y = cuda_alloc(n * 4), *d_dy = up(dy, n, dt), *d_dx = up(dx0, n, dt);
@@ -365,8 +377,8 @@ static void test_gelu_swiglu(void) {
         for (int ci = 0; ci < 2; ci++) {
             size_t m = counts[ci];
             float *y = malloc(m * 4), *dx = malloc(m * 4);
-            gelu_forward(y, x, m);
-            gelu_backward(dx, x, dy, m);
+            cpu_gelu_forward(y, x, m);
+            cpu_gelu_backward(dx, x, dy, m);
             float *gy[2], *gdx[2];
             for (int rep = 0; rep < 2; rep++) {
                 void *d_x = up(x, m, dt), *d_dy = up(dy, m, dt), *d_y = cuda_alloc(m * 4), *d_dx = cuda_alloc(m * 4);
@@ -384,8 +396,8 @@ static void test_gelu_swiglu(void) {
             free(y); free(dx);
         }
         float *y = malloc(n * 4), *dx = malloc(2 * n * 4);
-        swiglu_forward(y, x, N, F);
-        swiglu_backward(dx, x, dy, N, F);
+        cpu_swiglu_forward(y, x, N, F);
+        cpu_swiglu_backward(dx, x, dy, N, F);
         float *gy[2], *gdx[2];
         for (int rep = 0; rep < 2; rep++) {
             void *d_x = up(x, 2 * n, dt), *d_dy = up(dy, n, dt), *d_y = cuda_alloc(n * 4), *d_dx = cuda_alloc(2 * n * 4);
@@ -411,7 +423,7 @@ static void test_residual_scale(void) {
         int odt = mask & 1, adt = (mask >> 1) & 1, bdt = (mask >> 2) & 1;
         float *ar = copy_of(a, n), *br = copy_of(b, n), *ref = malloc(n * 4);
         round_to(ar, n, adt); round_to(br, n, bdt);
-        residual_forward(ref, ar, br, n);
+        cpu_residual_forward(ref, ar, br, n);
         void *d_a = up(ar, n, adt), *d_b = up(br, n, bdt), *d_o = cuda_alloc(n * 4);
         poison(d_o, n * cuda_dtype_size(odt));
         cuda_residual_forward(d_o, odt, d_a, adt, d_b, bdt, n);
@@ -428,7 +440,7 @@ static void test_residual_scale(void) {
     float *d = up(a, n, 0);
     cuda_scale_inplace(d, 0.37f, n);
     float *got = down(d, n, 0), *ref = copy_of(a, n);
-    scale_inplace(ref, 0.37f, n);
+    cpu_scale_inplace(ref, 0.37f, n);
     CHECK(!memcmp(got, ref, n * 4), "scale_inplace: one rounding, the same bits as the CPU");
     cuda_free(d);
     free(a); free(b); free(got); free(ref);
@@ -453,8 +465,8 @@ static void test_embedding(void) {
         float *dtok0 = rnd((size_t)V * C, 4, 1), *dpos0 = rnd((size_t)T * C, 5, 1);
         round_to(dout, (size_t)N * C, dt);
         float *out = malloc((size_t)N * C * 4), *dtok = copy_of(dtok0, (size_t)V * C), *dpos = copy_of(dpos0, (size_t)T * C);
-        embedding_forward(out, tok, wte, wpe, N, T, C);
-        embedding_backward(dtok, dpos, dout, tok, N, T, C);
+        cpu_embedding_forward(out, tok, wte, wpe, N, T, C);
+        cpu_embedding_backward(dtok, dpos, dout, tok, N, T, C);
         float *g[2][3];
         for (int rep = 0; rep < 2; rep++) {
             int32_t *d_tok = up_bytes(tok, N * 4);
@@ -494,12 +506,12 @@ static void test_embedding_shard_position(void) {
         round_to(dout, (size_t)N * C, dt); round_to(base, (size_t)N * C, dt); round_to(bias, C, dt);
         float *out = malloc((size_t)N * C * 4), *dtab = copy_of(dtab0, (size_t)vn * C), *dpos = copy_of(dpos0, (size_t)T * C);
         float *padd = copy_of(base, (size_t)N * C), *badd = copy_of(base, (size_t)N * C), *db = copy_of(db0, C);
-        embedding_shard_forward(out, tok, tab, lo, vn, N, C);
-        embedding_shard_backward(dtab, dout, tok, lo, vn, N, C);
-        position_forward_add(padd, pos, row0, N, T, C);
-        position_backward(dpos, dout, row0, N, T, C);
-        bias_add(badd, bias, N, C);
-        bias_backward(db, dout, N, C);
+        cpu_embedding_shard_forward(out, tok, tab, lo, vn, N, C);
+        cpu_embedding_shard_backward(dtab, dout, tok, lo, vn, N, C);
+        cpu_position_forward_add(padd, pos, row0, N, T, C);
+        cpu_position_backward(dpos, dout, row0, N, T, C);
+        cpu_bias_add(badd, bias, N, C);
+        cpu_bias_backward(db, dout, N, C);
         int32_t *d_tok = up_bytes(tok, N * 4);
         float *d_tab = up(tab, (size_t)vn * C, 0), *d_dtab = up(dtab0, (size_t)vn * C, 0), *d_pos = up(pos, (size_t)T * C, 0);
         float *d_dpos = up(dpos0, (size_t)T * C, 0), *d_db = up(db0, C, 0);
@@ -541,7 +553,7 @@ static void test_cross_entropy(void) {
             float *z = rnd((size_t)N * V, 3 + want, 20);
             round_to(z, (size_t)N * V, dt);
             float *zr = copy_of(z, (size_t)N * V), *losses = malloc(N * 4);
-            double mean = cross_entropy_forward_backward(zr, losses, tg, N, V, want, 2.0);
+            double mean = cpu_cross_entropy_forward_backward(zr, losses, tg, N, V, want, 2.0);
             float *gz[2], *gl[2];
             double gm[2];
             for (int rep = 0; rep < 2; rep++) {
@@ -575,11 +587,11 @@ static void test_vocab_parallel(void) {
         float *z = rnd((size_t)N * V, 9, 16);
         round_to(z, (size_t)N * V, dt);
         double *mx = malloc(N * 8), *sum = malloc(N * 8), *tl = malloc(N * 8);
-        vocab_shard_row_max(z, N, V, mx);
-        vocab_shard_row_sumexp(z, N, V, mx, sum);
-        vocab_shard_target_logit(z, tg, lo, N, V, tl);
+        cpu_vocab_shard_row_max(z, N, V, mx);
+        cpu_vocab_shard_row_sumexp(z, N, V, mx, sum);
+        cpu_vocab_shard_target_logit(z, tg, lo, N, V, tl);
         float *zr = copy_of(z, (size_t)N * V);
-        vocab_shard_grad(zr, tg, lo, N, V, mx, sum, 0.25);
+        cpu_vocab_shard_grad(zr, tg, lo, N, V, mx, sum, 0.25);
         void *d_z = up(z, (size_t)N * V, dt);
         int32_t *d_t = up_bytes(tg, N * 4);
         double *d_mx = cuda_alloc(N * 8), *d_sum = cuda_alloc(N * 8), *d_tl = cuda_alloc(N * 8);
@@ -609,7 +621,7 @@ static void test_rope(void) {
     int B = 2, T = SIZE(9, 1024), H = 4, KV = 2, hd = SIZE(16, 128), N = B * T, stride = (H + 2 * KV) * hd;
     int max_seq = T + 3;
     float *cs = malloc((size_t)max_seq * hd / 2 * 4), *sn = malloc((size_t)max_seq * hd / 2 * 4);
-    rope_tables(cs, sn, max_seq, hd, 10000.0f);
+    cpu_rope_tables(cs, sn, max_seq, hd, 10000.0f);
     float *d_cs = cuda_alloc((size_t)max_seq * hd / 2 * 4), *d_sn = cuda_alloc((size_t)max_seq * hd / 2 * 4);
     cuda_rope_tables(d_cs, d_sn, max_seq, hd, 10000.0f);
     float *g_cs = down(d_cs, (size_t)max_seq * hd / 2, 0);
@@ -620,7 +632,7 @@ static void test_rope(void) {
             float *x = rnd(n, 3 + inv, 2);
             round_to(x, n, dt);
             float *ref = copy_of(x, n);
-            rope_apply(ref, cs, sn, N, T, H, KV, hd, stride, inv);
+            cpu_rope_apply(ref, cs, sn, N, T, H, KV, hd, stride, inv);
             void *d_x = up(x, n, dt);
             cuda_rope_apply(d_x, dt, d_cs, d_sn, N, T, H, KV, hd, stride, inv);
             float *g = down(d_x, n, dt);
@@ -668,8 +680,8 @@ static void attention_case(int impl, int dt, int B, int T, int H, int KV, int hd
     round_to(dout, no, dt);
     float *out = malloc(no * 4), *att = malloc((size_t)B * H * T * T * 4), *dqkv = malloc(nq * 4);
     float *lse = malloc((size_t)B * H * T * 4);
-    attention_forward(out, att, qkv, B, T, H, KV, hd);
-    attention_backward(dqkv, dout, qkv, att, B, T, H, KV, hd);
+    cpu_attention_forward(out, att, qkv, B, T, H, KV, hd);
+    cpu_attention_backward(dqkv, dout, qkv, att, B, T, H, KV, hd);
     lse_reference(lse, qkv, B, T, H, KV, hd);
     cuda_set_attention_impl(impl);
     float *g_out[2], *g_lse[2], *g_dqkv[2];
@@ -726,8 +738,8 @@ static void test_moe(void) {
     float *logits = rnd((size_t)N * E, 1, 4), *dgates = rnd((size_t)N * k, 2, 1), *daux = rnd((size_t)(N / T) * E, 3, 1);
     float *probs = copy_of(logits, (size_t)N * E), *gates = malloc((size_t)N * k * 4), *dl = malloc((size_t)N * E * 4);
     int32_t *topk = malloc((size_t)N * k * 4);
-    moe_router_topk(probs, topk, gates, N, E, k);
-    moe_router_backward(dl, probs, topk, gates, dgates, daux, N, T, E, k);
+    cpu_moe_router_topk(probs, topk, gates, N, E, k);
+    cpu_moe_router_backward(dl, probs, topk, gates, dgates, daux, N, T, E, k);
     float *d_p = up(logits, (size_t)N * E, 0), *d_g = cuda_alloc((size_t)N * k * 4), *d_dg = up(dgates, (size_t)N * k, 0);
     float *d_aux = up(daux, (size_t)(N / T) * E, 0), *d_dl = cuda_alloc((size_t)N * E * 4);
     int32_t *d_topk = cuda_alloc((size_t)N * k * 4);
@@ -751,11 +763,11 @@ static void test_moe(void) {
         round_to(x, (size_t)N * C, dt); round_to(y, (size_t)R * C, dt); round_to(acc0, (size_t)N * C, dt);
         float *gat = malloc((size_t)R * C * 4), *gats = malloc((size_t)R * C * 4), *sc = malloc((size_t)R * C * 4);
         float *comb = copy_of(acc0, (size_t)N * C), *dots = malloc(R * 4);
-        moe_gather_rows(gat, x, idx, NULL, R, C);
-        moe_gather_rows(gats, x, idx, w, R, C);
-        moe_scatter_rows(sc, y, perm, R, C);
-        moe_combine(comb, y, idx, w, R, C);
-        moe_row_dot(dots, x, idx, y, R, C);
+        cpu_moe_gather_rows(gat, x, idx, NULL, R, C);
+        cpu_moe_gather_rows(gats, x, idx, w, R, C);
+        cpu_moe_scatter_rows(sc, y, perm, R, C);
+        cpu_moe_combine(comb, y, idx, w, R, C);
+        cpu_moe_row_dot(dots, x, idx, y, R, C);
         void *d_x = up(x, (size_t)N * C, dt), *d_y = up(y, (size_t)R * C, dt), *d_acc = up(acc0, (size_t)N * C, dt);
         float *d_w = up(w, R, 0), *d_dots = cuda_alloc(R * 4);
         int32_t *d_idx = up_bytes(idx, R * 4), *d_perm = up_bytes(perm, R * 4);
@@ -837,7 +849,7 @@ static void test_sum_squares(void) {
     for (int i = 0; i < 3; i++) {
         size_t n = sizes[i];
         float *x = rnd(n, 5 + i, 2);
-        double ref = sum_squares(x, n);
+        double ref = cpu_sum_squares(x, n);
         float *d = up(x, n, 0);
         double got = cuda_sum_squares(d, n), again = cuda_sum_squares(d, n);
         CHECK_CLOSE(got, ref, 1e-12, 0, "sum_squares");
@@ -850,6 +862,158 @@ static void test_sum_squares(void) {
         CHECK_CLOSE(h, 1.5 + 2.0 * ref, 1e-12, 0, "sum_squares_accumulate");
         cuda_free(d); cuda_free(acc);
         free(x);
+    }
+}
+
+
+/* ---------------------------------------------------------------- ops new at the boundary */
+static void test_boundary_ops(void) {
+    int N = SIZE(37, 4096);
+    double *mx = malloc(N * 8), *sm = malloc(N * 8), *tl = malloc(N * 8);
+    unsigned seed = 3;
+    for (int n = 0; n < N; n++) mx[n] = 5 * frand(&seed), sm[n] = 1 + 100 * (frand(&seed) + 0.5), tl[n] = mx[n] - 3 * (frand(&seed) + 0.5);
+    float *losses = malloc(N * 4);
+    double mean = cpu_vocab_shard_losses(losses, mx, sm, tl, N);
+    double *d_mx = up_bytes(mx, N * 8), *d_sm = up_bytes(sm, N * 8), *d_tl = up_bytes(tl, N * 8);
+    float *d_l = cuda_alloc(N * 4);
+    poison(d_l, N * 4);
+    double gmean = cuda_vocab_shard_losses(d_l, d_mx, d_sm, d_tl, N);
+    float *gl = down(d_l, N, 0);
+    CHECK_REL(gl, losses, N, 1e-6, "vocab_shard_losses", 0);
+    CHECK_CLOSE(gmean, mean, 1e-12, 0, "vocab_shard_losses mean");
+    /* d gate per assignment into its slot */
+    int A = SIZE(50, 8192), slots = A + 7;
+    float *src = rnd(A, 4, 1), *dst = rnd(slots, 5, 1);
+    int32_t *slot = malloc(A * 4);
+    for (int a = 0; a < A; a++) slot[a] = (int32_t)(((unsigned)a * 2654435761u) % (unsigned)slots);
+    for (int a = 0; a < A; a++) /* a permutation's prefix: distinct slots */
+        for (int b = 0; b < a; b++)
+            if (slot[b] == slot[a]) { slot[a] = (slot[a] + 1) % slots; b = -1; }
+    float *ref = copy_of(dst, slots);
+    cpu_moe_scatter_scalars(ref, src, slot, A);
+    float *d_dst = up(dst, slots, 0), *d_src = up(src, A, 0);
+    int32_t *d_slot = up_bytes(slot, A * 4);
+    cuda_moe_scatter_scalars(d_dst, d_src, d_slot, A);
+    float *g = down(d_dst, slots, 0);
+    CHECK(!memcmp(g, ref, slots * 4), "moe_scatter_scalars");
+    /* one AdamW range with the host's scalars, with and without decay */
+    size_t n = SIZE(5000, 1 << 24);
+    for (int decay = 0; decay < 2; decay++) {
+        AdamWScalars sc = {0.9999f, 0.9f, 0.95f, 0.1f, 0.05f, 0.3f, 1e-8f, -0.002f, decay};
+        CudaAdamWStep cs = {sc.decay, sc.beta1, sc.beta2, sc.one_minus_beta1, sc.one_minus_beta2, sc.bc2_sqrt, sc.eps,
+                            sc.neg_step, sc.apply_decay};
+        float *p = rnd(n, 6, 1), *gr = rnd(n, 7, 1), *m = rnd(n, 8, 0.1f), *v = rnd(n, 9, 0.01f);
+        for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+        float *d_p = up(p, n, 0), *d_g = up(gr, n, 0), *d_m = up(m, n, 0), *d_v = up(v, n, 0);
+        cpu_adamw_update(p, gr, m, v, n, &sc);
+        cuda_adamw_update(d_p, d_g, d_m, d_v, n, cs);
+        float *gp = down(d_p, n, 0), *gm = down(d_m, n, 0), *gv = down(d_v, n, 0);
+        CHECK_REL(gp, p, n, 1e-6, decay ? "adamw_update p (decay)" : "adamw_update p", 0);
+        CHECK_REL(gm, m, n, 1e-6, "adamw_update m", 0);
+        CHECK_REL(gv, v, n, 1e-6, "adamw_update v", 0);
+        cuda_free(d_p); cuda_free(d_g); cuda_free(d_m); cuda_free(d_v);
+        free(p); free(gr); free(m); free(v); free(gp); free(gm); free(gv);
+    }
+    cuda_free(d_mx); cuda_free(d_sm); cuda_free(d_tl); cuda_free(d_l); cuda_free(d_dst); cuda_free(d_src); cuda_free(d_slot);
+    free(mx); free(sm); free(tl); free(losses); free(gl); free(src); free(dst); free(slot); free(ref); free(g);
+}
+
+/* ---------------------------------------------------------------- the table, against the CPU's
+ * The CUDA backend's table (what kernels.h dispatches to) against the CPU table of the same dtype
+ * (cpu_bf16.c emulates exactly these rounding points): the storage types at the boundary. */
+typedef struct {
+    void *h, *d; /* host act (fp32 or bf16 bits) and its device copy */
+    size_t n;
+    int dt;
+} Act;
+static Act act_new(const float *x, size_t n, int dt) {
+    Act a = {malloc(n * cuda_dtype_size(dt) + 4), NULL, n, dt};
+    for (size_t i = 0; i < n; i++) {
+        if (dt == CUDA_BF16) ((uint16_t *)a.h)[i] = f32_to_bf16(x[i]);
+        else ((float *)a.h)[i] = x[i];
+    }
+    a.d = up_bytes(a.h, n * cuda_dtype_size(dt));
+    return a;
+}
+static float *act_host(const Act *a) {
+    float *y = malloc(a->n * 4 + 4);
+    for (size_t i = 0; i < a->n; i++) y[i] = a->dt == CUDA_BF16 ? bf16_to_f32(((uint16_t *)a->h)[i]) : ((float *)a->h)[i];
+    return y;
+}
+static float *act_dev(const Act *a) { return down(a->d, a->n, a->dt); }
+static void act_free(Act *a) { free(a->h); cuda_free(a->d); }
+#define CHECK_ACT(a, tol, what)                                      \
+    do {                                                             \
+        float *g_ = act_dev(&(a)), *c_ = act_host(&(a));             \
+        CHECK_REL(g_, c_, (a).n, (a).dt == CUDA_BF16 ? (tol) : 1e-5, what, (a).dt); \
+        free(g_); free(c_);                                          \
+    } while (0)
+
+static void test_backend_table(void) {
+    for (int dt = 0; dt < 2; dt++) {
+        KernelOptions o = {"cuda", dt == CUDA_BF16 ? DTYPE_BF16 : DTYPE_F32, 0, 0};
+        char why[256];
+        const KernelBackend *g = cuda_backend(&o, why, sizeof why);
+        const KernelBackend *c = dt == CUDA_BF16 ? cpu_bf16_backend() : &cpu_f32_table;
+        CHECK(g != NULL, "cuda_backend: %s", why);
+        if (!g) return;
+        CHECK(g->act_size == c->act_size && g->dtype == c->dtype && !g->host_accessible, "table facts");
+        DeviceInfo info;
+        CHECK(g->device_info(&info) == 0 && info.total_bytes > 0 && info.count >= 1, "device_info");
+        int B = 2, T = SIZE(40, 512), H = 4, KV = 2, hd = SIZE(64, 64), C = H * hd, Nr = B * T, V = SIZE(300, 8000);
+        int stride = (H + 2 * KV) * hd;
+        float *x = rnd((size_t)Nr * C, 1, 2), *w = rnd((size_t)(size_t)stride * C, 2, 0.1f), *bias = rnd(stride, 3, 1);
+        float *lw = rnd(C, 4, 1), *lb = rnd(C, 5, 1);
+        float *d_x = up(x, (size_t)Nr * C, 0), *d_bias = up(bias, stride, 0), *d_lw = up(lw, C, 0), *d_lb = up(lb, C, 0);
+        /* layernorm -> act; linear to act and to fp32 */
+        Act ln = act_new(x, (size_t)Nr * C, dt), wa = act_new(w, (size_t)(size_t)stride * C, dt), qkv;
+        float *mean = malloc(Nr * 4), *rstd = malloc(Nr * 4), *d_mean = cuda_alloc(Nr * 4), *d_rstd = cuda_alloc(Nr * 4);
+        c->layernorm_forward(ln.h, mean, rstd, x, lw, lb, Nr, C, 1e-5f);
+        g->layernorm_forward(ln.d, d_mean, d_rstd, d_x, d_lw, d_lb, Nr, C, 1e-5f);
+        CHECK_ACT(ln, 4e-3, "table layernorm_forward");
+        float *q0 = rnd((size_t)Nr * stride, 6, 1);
+        qkv = act_new(q0, (size_t)Nr * stride, dt);
+        c->matmul_forward(qkv.h, 0, ln.h, wa.h, bias, Nr, C, stride);
+        g->matmul_forward(qkv.d, 0, ln.d, wa.d, d_bias, Nr, C, stride);
+        CHECK_ACT(qkv, 8e-3, "table matmul_forward (act out)");
+        float *o32 = malloc((size_t)Nr * stride * 4), *d_o32 = cuda_alloc((size_t)Nr * stride * 4);
+        c->matmul_forward(o32, 1, ln.h, wa.h, bias, Nr, C, stride);
+        g->matmul_forward(d_o32, 1, ln.d, wa.d, d_bias, Nr, C, stride);
+        float *go32 = down(d_o32, (size_t)Nr * stride, 0);
+        CHECK_REL(go32, o32, (size_t)Nr * stride, dt ? 1e-4 : 1e-5, "table matmul_forward (fp32 out)", dt);
+        /* attention through the tables (each saves its own kind of statistics) */
+        float *ydummy = rnd((size_t)Nr * C, 7, 1);
+        Act y = act_new(ydummy, (size_t)Nr * C, dt), dy = act_new(x, (size_t)Nr * C, dt);
+        Act dq = act_new(q0, (size_t)Nr * stride, dt);
+        float *sv_c = malloc(c->attention_saved_count(B, T, H) * 4), *sv_g = cuda_alloc(g->attention_saved_count(B, T, H) * 4);
+        CHECK(g->attention_saved_count(B, T, H) == (size_t)B * H * T, "the CUDA backend saves B*H*T values");
+        c->attention_forward(y.h, sv_c, qkv.h, B, T, H, KV, hd);
+        g->attention_forward(y.d, sv_g, qkv.d, B, T, H, KV, hd);
+        CHECK_ACT(y, 1e-2, "table attention_forward");
+        c->attention_backward(dq.h, dy.h, qkv.h, y.h, sv_c, B, T, H, KV, hd);
+        g->attention_backward(dq.d, dy.d, qkv.d, y.d, sv_g, B, T, H, KV, hd);
+        CHECK_ACT(dq, 2e-2, "table attention_backward");
+        /* cross-entropy over act logits */
+        float *z = rnd((size_t)Nr * V, 8, 10);
+        Act logits = act_new(z, (size_t)Nr * V, dt);
+        int32_t *tg = malloc(Nr * 4);
+        for (int i = 0; i < Nr; i++) tg[i] = (i * 31) % V;
+        int32_t *d_tg = up_bytes(tg, Nr * 4);
+        float *ls = malloc(Nr * 4), *d_ls = cuda_alloc(Nr * 4);
+        double mc = c->cross_entropy_forward_backward(logits.h, ls, tg, Nr, V, 1, 1.0);
+        double mg = g->cross_entropy_forward_backward(logits.d, d_ls, d_tg, Nr, V, 1, 1.0);
+        CHECK_CLOSE(mg, mc, 1e-5, 0, "table cross_entropy mean");
+        CHECK_ACT(logits, 4e-3, "table cross_entropy dlogits");
+        /* conversions */
+        float *back = cuda_alloc((size_t)Nr * C * 4);
+        g->act_to_f32(back, ln.d, (size_t)Nr * C);
+        float *gb = down(back, (size_t)Nr * C, 0), *hb = act_host(&ln);
+        CHECK(!memcmp(gb, hb, (size_t)Nr * C * 4) || dt == CUDA_F32, "act_to_f32 is exact");
+        cuda_free(d_x); cuda_free(d_bias); cuda_free(d_lw); cuda_free(d_lb); cuda_free(d_mean); cuda_free(d_rstd);
+        cuda_free(d_o32); cuda_free(sv_g); cuda_free(d_tg); cuda_free(d_ls); cuda_free(back);
+        act_free(&ln); act_free(&wa); act_free(&qkv); act_free(&y); act_free(&dy); act_free(&dq); act_free(&logits);
+        free(x); free(w); free(bias); free(lw); free(lb); free(mean); free(rstd); free(q0); free(o32); free(go32);
+        free(ydummy); free(sv_c); free(z); free(tg); free(ls); free(gb); free(hb);
     }
 }
 
@@ -900,6 +1064,8 @@ int main(void) {
     CASE(test_moe);
     CASE(test_adamw);
     CASE(test_sum_squares);
+    CASE(test_boundary_ops);
+    CASE(test_backend_table);
 #ifdef MYRIAD_CUDA_EMU
     SKIP(test_peak_flops, "timing has no meaning in the emulation");
 #else
@@ -915,7 +1081,8 @@ int main(void) {
                            "test_layernorm", "test_rmsnorm", "test_gelu_swiglu", "test_residual_scale",
                            "test_embedding", "test_embedding_shard_position", "test_cross_entropy",
                            "test_vocab_parallel", "test_rope", "test_attention_simple", "test_attention_tc",
-                           "test_moe", "test_adamw", "test_sum_squares", "test_peak_flops"};
+                           "test_moe", "test_adamw", "test_sum_squares", "test_boundary_ops",
+                           "test_backend_table", "test_peak_flops"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) printf("skip %s (built without CUDA)\n", names[i]);
     return 0;
 }

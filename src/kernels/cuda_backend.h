@@ -28,6 +28,8 @@ size_t cuda_dtype_size(int dt);
 /* ---- devices and the backend's context ---- */
 /* Visible devices; 0 when there is no driver or no device (never fails). */
 int cuda_device_count(void);
+/* The same, with why none in why (may be NULL) when it returns 0. */
+int cuda_device_count_why(char *why, size_t why_size);
 typedef struct {
     char name[256];
     size_t total_bytes, free_bytes;
@@ -62,7 +64,8 @@ void cuda_copy_to_device(void *dst, const void *host_src, size_t bytes); /* stre
 void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes);   /* returns when the bytes are in dst */
 void cuda_copy_to_host_async(void *pinned_dst, const void *src, size_t bytes); /* stream-ordered */
 void cuda_copy_device(void *dst, const void *src, size_t bytes);
-void *cuda_host_alloc(size_t bytes); /* pinned host memory (dies when it cannot) */
+void *cuda_host_alloc(size_t bytes);     /* pinned host memory (dies when it cannot) */
+void *cuda_host_try_alloc(size_t bytes); /* the same; NULL when it cannot */
 void cuda_host_free(void *p);
 size_t cuda_bytes_in_use(void); /* by cuda_alloc, now and at peak */
 size_t cuda_bytes_peak(void);
@@ -75,17 +78,19 @@ void cuda_convert(void *dst, int dst_dt, const void *src, int src_dt, size_t n);
  * fp32 accumulation; fp32 inputs use exact fp32 unless cuda_set_tf32(1). */
 void cuda_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                int in_dt, int accumulate, void *C, int ldc, int c_dt);
-/* out[N,OC] = inp[N,IC] @ w[OC,IC]^T + bias; inp, w and bias (may be NULL) have in_dt. */
-void cuda_matmul_forward(void *out, int out_dt, const void *inp, const void *w, const void *bias, int in_dt, int N,
+/* out[N,OC] = inp[N,IC] @ w[OC,IC]^T + bias; inp and w have in_dt, bias (may be NULL) is fp32
+ * and is added in fp32 before the output is rounded to out_dt (once). */
+void cuda_matmul_forward(void *out, int out_dt, const void *inp, const void *w, const float *bias, int in_dt, int N,
                          int IC, int OC);
 /* The same with GELU fused into the GEMM's epilogue: pre = inp @ w^T + bias (kept for the
- * backward), out = gelu(pre); everything in dt. */
-void cuda_matmul_forward_gelu(void *out, void *pre, const void *inp, const void *w, const void *bias, int dt, int N,
+ * backward), out = gelu(pre); inp, w, pre and out in dt. */
+void cuda_matmul_forward_gelu(void *out, void *pre, const void *inp, const void *w, const float *bias, int dt, int N,
                               int IC, int OC);
-/* dinp (= or += when accumulate_dinp; may be NULL) = dout @ w, in dt; dw += dout^T @ inp and
- * dbias += column sums of dout (may be NULL), both fp32. dout, inp, w have dt. */
-void cuda_matmul_backward(void *dinp, float *dw, float *dbias, const void *dout, const void *inp, const void *w,
-                          int dt, int N, int IC, int OC, int accumulate_dinp);
+/* dinp (= or += when accumulate_dinp; may be NULL) = dout @ w, in dinp_dt (accumulated in fp32,
+ * rounded once); dw += dout^T @ inp and dbias += column sums of dout (may be NULL), both fp32.
+ * dout, inp, w have dt. */
+void cuda_matmul_backward(void *dinp, int dinp_dt, float *dw, float *dbias, const void *dout, const void *inp,
+                          const void *w, int dt, int N, int IC, int OC, int accumulate_dinp);
 
 /* ---- normalisation: x is the input (and dx its gradient), y the output (and dy); statistics
  * fp32 per row; weights and their gradients fp32. Backward: dx +=, dw +=, db +=. */
@@ -129,6 +134,9 @@ void cuda_vocab_shard_target_logit(const void *logits, int dt, const int32_t *ta
                                    double *out);
 void cuda_vocab_shard_grad(void *logits, int dt, const int32_t *targets, int vocab_lo, int N, int V,
                            const double *max, const double *sum, double scale);
+/* losses[n] = log(sum[n]) - (target[n] - max[n]) rounded to fp32; waits and returns their mean
+ * (summed in double in a fixed order). */
+double cuda_vocab_shard_losses(float *losses, const double *max, const double *sum, const double *target, int N);
 
 /* ---- rotary embeddings: tables fp32, built on the host exactly as the CPU backend builds them ---- */
 void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta);
@@ -159,6 +167,8 @@ void cuda_moe_scatter_rows(void *out, const void *x, const int32_t *idx, int R, 
 /* out[idx[r]] += w[r] * x[r], each output row summed in r order (stable sort by idx) */
 void cuda_moe_combine(void *out, int out_dt, const void *x, int x_dt, const int32_t *idx, const float *w, int R, int C);
 void cuda_moe_row_dot(float *out, const void *a, const int32_t *idx, const void *b, int R, int C, int dt);
+/* dst[slot[a]] = src[a] for a < A */
+void cuda_moe_scatter_scalars(float *dst, const float *src, const int32_t *slot, int A);
 
 /* ---- optimizer and reductions ---- */
 typedef struct {
@@ -172,6 +182,14 @@ typedef struct {
 void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, const CudaAdamWSegment *segs, int nsegs,
                 float grad_scale, double lr, double beta1, double beta2, double eps, double weight_decay, long step,
                 void *p_bf16);
+/* One AdamW update of p[0, n) with scalars formed on the host as optim/adamw.c forms them
+ * (kernels.h's AdamWScalars): p = (apply_decay ? p * decay : p); m = m b1 + g (1 - b1);
+ * v = v b2 + g g (1 - b2); p += neg_step * m / (sqrt(v) / bc2_sqrt + eps). */
+typedef struct {
+    float decay, beta1, beta2, one_minus_beta1, one_minus_beta2, bc2_sqrt, eps, neg_step;
+    int apply_decay;
+} CudaAdamWStep;
+void cuda_adamw_update(float *p, const float *g, float *m, float *v, size_t n, CudaAdamWStep s);
 /* sum of squares in double, in an order fixed by n: the first waits and returns it; the second
  * adds weight * sum to *acc_dev, stream-ordered. */
 double cuda_sum_squares(const float *x, size_t n);

@@ -32,14 +32,23 @@ void cuda_fail(cudaError_t e, const char *what, const char *file, int line) {
 
 extern "C" size_t cuda_dtype_size(int dt) { return dt == CUDA_BF16 ? 2 : 4; }
 
-extern "C" int cuda_device_count(void) {
+extern "C" int cuda_device_count_why(char *why, size_t why_size) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky "no driver" error */
+        if (why && why_size)
+            snprintf(why, why_size, "no CUDA device is usable: %s (%s)", cudaGetErrorString(e),
+                     e == cudaErrorInsufficientDriver
+                         ? "no NVIDIA driver, or one too old for the CUDA runtime myriad was built with"
+                         : cudaGetErrorName(e));
         return 0;
     }
+    if (n == 0 && why && why_size) snprintf(why, why_size, "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)");
     return n;
 }
+
+extern "C" int cuda_device_count(void) { return cuda_device_count_why(NULL, 0); }
 
 extern "C" int cuda_device_info(int device, CudaDeviceInfo *info, char *err, size_t errlen) {
     memset(info, 0, sizeof *info);
@@ -221,10 +230,18 @@ extern "C" void cuda_copy_device(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
 }
 
-extern "C" void *cuda_host_alloc(size_t bytes) {
+extern "C" void *cuda_host_try_alloc(size_t bytes) {
     void *p = NULL;
     if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
         cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void *cuda_host_alloc(size_t bytes) {
+    void *p = cuda_host_try_alloc(bytes);
+    if (!p) {
         myr_die("cannot pin %.1f MiB of host memory for GPU transfers (raise the locked-memory limit: ulimit -l)",
                 bytes / 1048576.0);
     }

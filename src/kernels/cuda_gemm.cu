@@ -117,6 +117,7 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c; /* layouts of the first operand (row-major B), the second (A), C and D */
     cublasLtMatmulAlgo_t algo;
+    int ok; /* the heuristic found an algorithm (else callers take another route) */
 } Plan;
 static Plan *plans;
 static int nplans, cap_plans;
@@ -203,24 +204,22 @@ static Plan *plan_for(const PlanKey *k) {
     cublasStatus_t s = lt.cublasLtMatmulAlgoGetHeuristic_(lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
                                                          &found);
     lt.cublasLtMatmulPreferenceDestroy_(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0)
-        myr_die("cuBLASLt has no algorithm for a %s GEMM M=%d N=%d K=%d (trans %d%d, lda %d ldb %d ldc %d, epilogue %d): %s",
-                k->in_dt == CUDA_BF16 ? "bf16" : "fp32", k->M, k->N, k->K, k->ta, k->tb, k->lda, k->ldb, k->ldc,
-                k->epilogue, s != CUBLAS_STATUS_SUCCESS ? lt.cublasLtGetStatusString_(s) : "none found");
-    p->algo = res.algo;
+    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p->ok) p->algo = res.algo;
     nplans++;
     return p;
 }
 
-static void gemm_run(int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in_dt,
-                     int accumulate, void *C, int ldc, int c_dt, int epilogue, const void *bias, int bias_dt,
-                     void *aux) {
+/* 0, or -1 when cuBLASLt has no algorithm for this combination (nothing is run) */
+static int gemm_run(int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in_dt,
+                    int accumulate, void *C, int ldc, int c_dt, int epilogue, const void *bias, int bias_dt,
+                    void *aux) {
     cuda_require_init("gemm");
-    if (M <= 0 || N <= 0) return;
+    if (M <= 0 || N <= 0) return 0;
     if (K <= 0) { /* an empty sum: C = 0 (or unchanged when accumulating) */
         if (!accumulate)
             for (int i = 0; i < M; i++) cuda_zero((char *)C + (size_t)i * ldc * cuda_dtype_size(c_dt), (size_t)N * cuda_dtype_size(c_dt));
-        return;
+        return epilogue == EPI_NONE ? 0 : -1; /* an epilogue over an empty sum: let the caller's fallback run */
     }
     PlanKey k;
     memset(&k, 0, sizeof k);
@@ -233,6 +232,7 @@ static void gemm_run(int ta, int tb, int M, int N, int K, const void *A, int lda
     if (aux && alignment(aux) < al) al = alignment(aux);
     k.align = al;
     Plan *p = plan_for(&k);
+    if (!p->ok) return -1;
     if (bias)
         lt_check(lt.cublasLtMatmulDescSetAttribute_(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                  "BIAS_POINTER");
@@ -244,37 +244,78 @@ static void gemm_run(int ta, int tb, int M, int N, int K, const void *A, int lda
     lt_check(lt.cublasLtMatmul_(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, C, p->c, C, p->c, &p->algo,
                                workspace, WORKSPACE_BYTES, cuda_current_stream()),
              "Matmul");
+    return 0;
+}
+
+static void gemm_or_die(int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb, int in_dt,
+                        int accumulate, void *C, int ldc, int c_dt) {
+    if (gemm_run(ta, tb, M, N, K, A, lda, B, ldb, in_dt, accumulate, C, ldc, c_dt, EPI_NONE, NULL, 0, NULL))
+        myr_die("cuBLASLt has no algorithm for a %s GEMM M=%d N=%d K=%d (trans %d%d, lda %d ldb %d ldc %d)",
+                in_dt == CUDA_BF16 ? "bf16" : "fp32", M, N, K, ta, tb, lda, ldb, ldc);
 }
 
 extern "C" void cuda_gemm(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                           int in_dt, int accumulate, void *C, int ldc, int c_dt) {
-    gemm_run(trans_a, trans_b, M, N, K, A, lda, B, ldb, in_dt, accumulate, C, ldc, c_dt, EPI_NONE, NULL, 0, NULL);
+    gemm_or_die(trans_a, trans_b, M, N, K, A, lda, B, ldb, in_dt, accumulate, C, ldc, c_dt);
 }
 
-/* ---- the linear layer ---- */
-extern "C" void cuda_matmul_forward(void *out, int out_dt, const void *inp, const void *w, const void *bias, int in_dt,
+/* ---- the linear layer ----
+ * The fp32 bias rides in cuBLASLt's epilogue (added in fp32 before the one rounding of the
+ * output). Where cuBLASLt takes no fp32 bias for the output type, the product goes to fp32
+ * scratch and one kernel adds the bias (and applies GELU) and rounds: the same numbers, one more
+ * pass over the output. */
+template <typename TO>
+__global__ void bias_round_kernel(TO *out, TO *pre, const float *acc, const float *bias, int N, int OC, int gelu) {
+    size_t total = (size_t)N * OC;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float x = acc[i] + (bias ? bias[i % OC] : 0.0f);
+        if (!gelu) {
+            out[i] = from_f32<TO>(x);
+            continue;
+        }
+        TO p = from_f32<TO>(x);
+        pre[i] = p;
+        float v = to_f32(p), u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        out[i] = from_f32<TO>(v / (1.0f + expf(-2.0f * u)));
+    }
+}
+
+static void forward_via_fp32(void *out, void *pre, int out_dt, const void *inp, const void *w, const float *bias,
+                             int in_dt, int N, int IC, int OC, int gelu) {
+    float *acc = (float *)cuda_scratch((size_t)N * OC * sizeof(float));
+    gemm_or_die(0, 1, N, OC, IC, inp, IC, w, IC, in_dt, 0, acc, OC, CUDA_F32);
+    size_t n = (size_t)N * OC;
+    DT_SWITCH(out_dt, TO,
+              MYR_LAUNCH(bias_round_kernel<TO>, grid_for(n, 256), 256, 0, (TO *)out, (TO *)pre, acc, bias, N, OC, gelu));
+}
+
+extern "C" void cuda_matmul_forward(void *out, int out_dt, const void *inp, const void *w, const float *bias, int in_dt,
                                     int N, int IC, int OC) {
-    /* the bias rides in the epilogue when it has the output's type (cuBLASLt's rule) */
-    int fused = bias && in_dt == out_dt;
-    gemm_run(0, 1, N, OC, IC, inp, IC, w, IC, in_dt, 0, out, OC, out_dt, fused ? EPI_BIAS : EPI_NONE,
-             fused ? bias : NULL, in_dt, NULL);
-    if (bias && !fused) cuda_bias_add(out, out_dt, bias, in_dt, N, OC);
-}
-
-extern "C" void cuda_matmul_forward_gelu(void *out, void *pre, const void *inp, const void *w, const void *bias, int dt,
-                                         int N, int IC, int OC) {
-    if (OC % 8 == 0) { /* the epilogue's auxiliary output needs a leading dimension divisible by 8 */
-        gemm_run(0, 1, N, OC, IC, inp, IC, w, IC, dt, 0, out, OC, dt, bias ? EPI_GELU_BIAS : EPI_GELU, bias, dt, pre);
+    if (N <= 0 || OC <= 0) return;
+    if (!gemm_run(0, 1, N, OC, IC, inp, IC, w, IC, in_dt, 0, out, OC, out_dt, bias ? EPI_BIAS : EPI_NONE, bias,
+                  CUDA_F32, NULL))
+        return;
+    if (!bias) {
+        gemm_or_die(0, 1, N, OC, IC, inp, IC, w, IC, in_dt, 0, out, OC, out_dt); /* dies naming the shapes */
         return;
     }
-    cuda_matmul_forward(pre, dt, inp, w, bias, dt, N, IC, OC);
-    cuda_gelu_forward(out, pre, (size_t)N * OC, dt);
+    forward_via_fp32(out, NULL, out_dt, inp, w, bias, in_dt, N, IC, OC, 0);
 }
 
-extern "C" void cuda_matmul_backward(void *dinp, float *dw, float *dbias, const void *dout, const void *inp,
+extern "C" void cuda_matmul_forward_gelu(void *out, void *pre, const void *inp, const void *w, const float *bias, int dt,
+                                         int N, int IC, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    /* the epilogue's auxiliary output needs a leading dimension divisible by 8 */
+    if (OC % 8 == 0 && !gemm_run(0, 1, N, OC, IC, inp, IC, w, IC, dt, 0, out, OC, dt, bias ? EPI_GELU_BIAS : EPI_GELU,
+                                 bias, CUDA_F32, pre))
+        return;
+    forward_via_fp32(out, pre, dt, inp, w, bias, dt, N, IC, OC, 1);
+}
+
+extern "C" void cuda_matmul_backward(void *dinp, int dinp_dt, float *dw, float *dbias, const void *dout, const void *inp,
                                      const void *w, int dt, int N, int IC, int OC, int accumulate_dinp) {
-    if (dinp) gemm_run(0, 0, N, IC, OC, dout, OC, w, IC, dt, accumulate_dinp, dinp, IC, dt, EPI_NONE, NULL, 0, NULL);
-    gemm_run(1, 0, OC, IC, N, dout, OC, inp, IC, dt, 1, dw, IC, CUDA_F32, EPI_NONE, NULL, 0, NULL);
+    if (dinp) gemm_or_die(0, 0, N, IC, OC, dout, OC, w, IC, dt, accumulate_dinp, dinp, IC, dinp_dt);
+    gemm_or_die(1, 0, OC, IC, N, dout, OC, inp, IC, dt, 1, dw, IC, CUDA_F32);
     if (dbias) cuda_bias_backward(dbias, dout, dt, N, OC);
 }
 

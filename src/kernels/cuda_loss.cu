@@ -97,6 +97,22 @@ extern "C" double cuda_cross_entropy_forward_backward(void *logits, int dt, floa
 }
 
 /* ---- vocabulary-parallel pieces ---- */
+__global__ void shard_losses_kernel(float *losses, const double *max, const double *sum, const double *target, int N) {
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x)
+        losses[n] = (float)(log(sum[n]) - (target[n] - max[n]));
+}
+
+extern "C" double cuda_vocab_shard_losses(float *losses, const double *max, const double *sum, const double *target,
+                                          int N) {
+    if (N <= 0) return 0;
+    double *mean = (double *)cuda_scratch(sizeof(double));
+    MYR_LAUNCH(shard_losses_kernel, grid_for(N, 256), 256, 0, losses, max, sum, target, N);
+    MYR_LAUNCH(mean_kernel, 1, 1024, 0, mean, losses, N);
+    double h = 0;
+    cuda_copy_to_host(&h, mean, sizeof h);
+    return h;
+}
+
 template <typename T> __global__ void row_max_kernel(const T *logits, int V, double *max) {
     __shared__ float sh[32];
     const T *z = logits + (size_t)blockIdx.x * V;

@@ -135,3 +135,11 @@ extern "C" void cuda_moe_row_dot(float *out, const void *a, const int32_t *idx, 
     if (R > 0)
         DT_SWITCH(dt, T, MYR_LAUNCH(row_dot_kernel<T>, ceil_div_u(R, 8), 256, 0, out, (const T *)a, idx, (const T *)b, R, C));
 }
+
+__global__ void scatter_scalars_kernel(float *dst, const float *src, const int32_t *slot, int A) {
+    for (int a = blockIdx.x * blockDim.x + threadIdx.x; a < A; a += gridDim.x * blockDim.x) dst[slot[a]] = src[a];
+}
+
+extern "C" void cuda_moe_scatter_scalars(float *dst, const float *src, const int32_t *slot, int A) {
+    if (A > 0) MYR_LAUNCH(scatter_scalars_kernel, grid_for(A, 256), 256, 0, dst, src, slot, A);
+}

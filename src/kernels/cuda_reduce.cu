@@ -53,7 +53,24 @@ extern "C" double cuda_sum_squares(const float *x, size_t n) {
     return h;
 }
 
-/* ---- AdamW ---- */
+/* ---- AdamW: one range with the host's scalars (the kernels.h op), and the whole flat range in
+ * one launch over its tensor segments (cuda_adamw) ---- */
+__global__ void adamw_update_kernel(float *p, const float *g, float *m, float *v, size_t n, CudaAdamWStep s) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float gi = g[i];
+        float pi = s.apply_decay ? p[i] * s.decay : p[i];
+        float mi = m[i] * s.beta1 + gi * s.one_minus_beta1;
+        float vi = v[i] * s.beta2 + (gi * gi) * s.one_minus_beta2;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi + s.neg_step * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
+    }
+}
+
+extern "C" void cuda_adamw_update(float *p, const float *g, float *m, float *v, size_t n, CudaAdamWStep s) {
+    if (n) MYR_LAUNCH(adamw_update_kernel, grid_for(n, 256), 256, 0, p, g, m, v, n, s);
+}
+
 typedef struct {
     float decay, b1, b2, one_b1, one_b2, bc2_sqrt, eps, neg_step, grad_scale;
 } AdamWScalars;

@@ -1,17 +1,17 @@
 /* cuda_rope.cu: rotary position embeddings (rotate-half), in place on the q and k heads of qkv
- * rows. The cos/sin tables are built on the host by the CPU backend's rope_tables (the way
+ * rows. The cos/sin tables are built on the host by the CPU backend's cpu_rope_tables (the way
  * transformers builds them) and copied over, so both backends rotate by the same numbers. */
 #include <stdlib.h>
 
 #include "kernels/cuda_common.cuh"
 
-extern "C" void rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta); /* cpu_rope.c */
+extern "C" void cpu_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta); /* cpu_rope.c */
 
 extern "C" void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta) {
     size_t n = (size_t)max_seq * (hd / 2);
     float *hc = (float *)malloc(n * sizeof(float)), *hs = (float *)malloc(n * sizeof(float));
     if (!hc || !hs) myr_die("out of host memory for the rotary tables");
-    rope_tables(hc, hs, max_seq, hd, theta);
+    cpu_rope_tables(hc, hs, max_seq, hd, theta);
     cuda_copy_to_device(cos_t, hc, n * sizeof(float)); /* pageable source: returns once copied */
     cuda_copy_to_device(sin_t, hs, n * sizeof(float));
     cuda_synchronize();
