@@ -6,7 +6,7 @@
  *                            rounded exactly where the CUDA backend rounds them (emulated)
  *   cuda_backend(dtype, ..)  the CUDA kernels (the .cu files of src/kernels, cuBLASLt), linked when the
  *                            build found nvcc; cuda_absent.c says why not otherwise.
- * Every member is required (no NULLs). The signatures are kernels.h's, with the same meaning;
+ * Every member is required (no NULLs) except those marked optional. The signatures are kernels.h's, with the same meaning;
  * members named like a kernels.h function implement it. */
 #ifndef MYRIAD_KERNELS_BACKEND_H
 #define MYRIAD_KERNELS_BACKEND_H
@@ -32,6 +32,9 @@ typedef struct KernelBackend {
     void (*memset_zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes, CopyKind kind);       /* synchronous */
     void (*copy_async)(void *dst, const void *src, size_t bytes, CopyKind kind); /* pinned host side */
+    /* optional (NULL: a synchronous copy / nothing): dev_snapshot_async / dev_snapshot_wait */
+    void (*snapshot_async)(void *host, const void *dev, size_t bytes);
+    void (*snapshot_wait)(void);
     void *(*host_alloc_pinned)(size_t bytes); /* NULL when out of memory */
     void (*host_free_pinned)(void *p);
     void (*sync)(void);

@@ -280,6 +280,16 @@ void host_free_pinned(void *p) {
     if (p) kb->host_free_pinned(p);
 }
 void dev_sync(void) { kb->sync(); }
+
+void dev_snapshot_async(void *host, const void *dev, size_t bytes) {
+    if (!bytes) return;
+    if (kb->snapshot_async) VCALL(snapshot_async, host, dev, bytes);
+    else VCALL(copy, host, dev, bytes, COPY_D2H);
+}
+
+void dev_snapshot_wait(void) {
+    if (kb->snapshot_wait) kb->snapshot_wait();
+}
 int dev_host_accessible(void) { return kb->host_accessible; }
 
 void act_from_f32(act *dst, const real *src, size_t n) {

@@ -95,6 +95,13 @@ void host_free_pinned(void *p);
 void host_to_dev_async(void *dev, const void *host, size_t bytes);
 void dev_to_host_async(void *host, const void *dev, size_t bytes);
 void dev_sync(void); /* wait for everything queued */
+/* Checkpoint snapshots: a device -> pinned host copy ordered after the work queued so far that
+ * may overlap the compute queued after it (a side stream and copy engine on a GPU: the next
+ * step's forward and backward run while the state is copied); dev_snapshot_wait() waits, on the
+ * host and from any thread, for every snapshot issued. The device buffer must not change until
+ * then (checkpoints wait before the optimizer update). */
+void dev_snapshot_async(void *host, const void *dev, size_t bytes);
+void dev_snapshot_wait(void);
 /* Whether host code may read and write device pointers directly (the CPU backend, unless
  * MYRIAD_DEVICE_GUARD=1 makes its memory inaccessible outside kernels to rehearse a GPU).
  * Code that may skip a staging copy when this holds must give the same bits either way. */

@@ -90,7 +90,8 @@ typedef struct {
 struct StateMirrors {
     Mirror *m;
     int n;
-    long step; /* optimizer step the mirrors hold (-1: not current) */
+    long step;   /* optimizer step the mirrors hold (-1: not current) */
+    int pending; /* filled by snapshots still in flight (dev_snapshot_wait before reading) */
 };
 
 struct StateMirrors *train_state_mirrors(void) {
@@ -126,8 +127,9 @@ static void add_mirror(struct StateMirrors *s, real *dev, size_t count) {
 
 static long opt_step(const TrainState *st) { return st->dp ? st->dp[0].opt[0].step : st->opt->step; }
 
-/* Every state buffer mirrored and its mirror current. */
-static void state_to_host(const TrainState *st) {
+/* Every state buffer mirrored and its mirror current; async: by snapshots that overlap the next
+ * step's compute (readers wait with dev_snapshot_wait), else complete on return. */
+static void state_to_host(const TrainState *st, int async) {
     if (!mirrored(st)) return;
     struct StateMirrors *s = st->mirrors;
     for (int c = 0; c < st->nchunks; c++) {
@@ -141,8 +143,17 @@ static void state_to_host(const TrainState *st) {
             add_mirror(s, o->v, o->hi - o->lo);
         }
     }
-    if (s->step == opt_step(st)) return; /* already holds this step's state */
-    for (int i = 0; i < s->n; i++) dev_to_host(s->m[i].host, s->m[i].dev, s->m[i].count * sizeof(real));
+    if (s->step == opt_step(st)) { /* already holds (or is receiving) this step's state */
+        if (!async && s->pending) dev_snapshot_wait(), s->pending = 0;
+        return;
+    }
+    if (s->pending) dev_snapshot_wait(); /* an earlier snapshot must land before these copies */
+    for (int i = 0; i < s->n; i++) {
+        size_t bytes = s->m[i].count * sizeof(real);
+        if (async) dev_snapshot_async(s->m[i].host, s->m[i].dev, bytes);
+        else dev_to_host(s->m[i].host, s->m[i].dev, bytes);
+    }
+    s->pending = async;
     s->step = opt_step(st);
 }
 
@@ -150,6 +161,7 @@ static void state_to_host(const TrainState *st) {
 static void state_to_device(const TrainState *st) {
     if (!mirrored(st)) return;
     struct StateMirrors *s = st->mirrors;
+    if (s->pending) dev_snapshot_wait(), s->pending = 0;
     for (int i = 0; i < s->n; i++) host_to_dev(s->m[i].dev, s->m[i].host, s->m[i].count * sizeof(real));
     s->step = -1; /* the step count changes after a load */
 }
@@ -225,7 +237,7 @@ int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, 
     CkptWriteOptions opt = {block, keep};
     CkptWriter *w;
     if (ckpt_writer_begin(dir, step, rank, n, &opt, &w)) return -1;
-    state_to_host(st);
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, WRITES, add_piece, w)) {
             ckpt_writer_abort(w);
@@ -279,7 +291,7 @@ static void set_opt_step(const TrainState *st, long step) {
 
 int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
     if (check_experts(st, c)) return -1;
-    state_to_host(st);
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, HOLDS, read_piece, c)) {
             if (st->mirrors) st->mirrors->step = -1; /* partly overwritten */
@@ -353,7 +365,7 @@ static int add_run(void *ctx, const char *name, int ndim, const int64_t *shape, 
 
 int train_state_runs(const TrainState *st, StateRun **out) {
     RunList l = {0};
-    state_to_host(st); /* the runs are host memory: the copy thread reads them */
+    state_to_host(st, 1); /* the runs are host memory; the copy thread waits for the snapshots (dev_snapshot_wait) */
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, OWNS, add_run, &l)) {
             free(l.r);
@@ -365,7 +377,7 @@ int train_state_runs(const TrainState *st, StateRun **out) {
 
 int train_state_unpack(const TrainState *st, const void *src, long step) {
     const unsigned char *p = src;
-    state_to_host(st);
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, unpack_piece, &p);
     state_to_device(st);
     for (int c = 0; st->dp && c < st->nchunks; c++)
