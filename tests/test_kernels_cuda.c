@@ -1004,6 +1004,18 @@ static void test_backend_table(void) {
         double mg = g->cross_entropy_forward_backward(logits.d, d_ls, d_tg, Nr, V, 1, 1.0);
         CHECK_CLOSE(mg, mc, 1e-5, 0, "table cross_entropy mean");
         CHECK_ACT(logits, 4e-3, "table cross_entropy dlogits");
+        /* a checkpoint snapshot is ordered after the work queued before it, and complete at the wait */
+        if (dt == CUDA_F32) {
+            size_t nb = (size_t)Nr * stride * 4;
+            float *snap = g->host_alloc_pinned(nb);
+            memset(snap, 0, nb);
+            g->memset_zero(d_o32, nb); /* a snapshot taken before the matmul would read zeros */
+            g->matmul_forward(d_o32, 1, ln.d, wa.d, d_bias, Nr, C, stride); /* rewrites what go32 holds */
+            g->snapshot_async(snap, d_o32, nb);
+            g->snapshot_wait();
+            CHECK(!memcmp(snap, go32, nb), "snapshot_async after queued kernels, complete at snapshot_wait");
+            g->host_free_pinned(snap);
+        }
         /* conversions */
         float *back = cuda_alloc((size_t)Nr * C * 4);
         g->act_to_f32(back, ln.d, (size_t)Nr * C);

@@ -42,6 +42,29 @@ static void t_copy(void *dst, const void *src, size_t bytes, CopyKind k) {
 static void t_copy_async(void *dst, const void *src, size_t bytes, CopyKind k) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind_of(k), cuda_current_stream()));
 }
+/* Checkpoint snapshots on their own stream, so the device-to-host copy of the state runs on a copy
+ * engine while the next step's kernels run: the stream waits for an event recorded on the compute
+ * stream (the copy sees every queued update), and the wait, which may come from the checkpoint's
+ * copy thread, synchronizes that stream on the device it belongs to. The host side is pinned (the
+ * checkpoint mirrors), else the copy would be synchronous. */
+static cudaStream_t snap_stream;
+static cudaEvent_t snap_ready;
+static int snap_device;
+static void t_snapshot_async(void *host, const void *dev, size_t bytes) {
+    if (!snap_stream) {
+        CUDA_CHECK(cudaGetDevice(&snap_device));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&snap_stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&snap_ready, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventRecord(snap_ready, cuda_current_stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(snap_stream, snap_ready, 0));
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, snap_stream));
+}
+static void t_snapshot_wait(void) {
+    if (!snap_stream) return;
+    CUDA_CHECK(cudaSetDevice(snap_device)); /* this thread's current device (a copy thread starts on 0) */
+    CUDA_CHECK(cudaStreamSynchronize(snap_stream));
+}
 static void t_set_threads(int threads) {
     host_threads = threads < 1 ? 1 : threads;
     cpu_set_threads(host_threads); /* the host's own OpenMP work (data, checkpoints) */
@@ -170,6 +193,8 @@ static void fill_table(int dt) {
     t.memset_zero = cuda_zero;
     t.copy = t_copy;
     t.copy_async = t_copy_async;
+    t.snapshot_async = t_snapshot_async;
+    t.snapshot_wait = t_snapshot_wait;
     t.host_alloc_pinned = cuda_host_try_alloc;
     t.host_free_pinned = cuda_host_free;
     t.sync = cuda_synchronize;

@@ -3,9 +3,10 @@
  * kernel or a copy function (kernels.h) runs, so any host code that reads or writes a device
  * buffer directly (instead of dev_to_host / host_to_dev) faults at once, and MPI can no longer
  * read device buffers, so the staging paths a GPU needs run on the CPU. The tests run the
- * training paths under it (tests/test_gpu_cpu.sh); it is slow and meant only for that.
+ * training paths under it (tests/test_device.sh); it is slow and meant only for that.
  * Opening is counted (nested and from several threads: the checkpoint threads copy while the
- * main thread computes), so memory closes only when the last user leaves. */
+ * main thread computes), so memory closes only when the last user leaves. Checkpoint snapshots
+ * are deferred to their wait (device_guard.h says why). */
 #include "kernels/device_guard.h"
 
 #include <pthread.h>
@@ -78,4 +79,38 @@ void guard_close(void) {
     pthread_mutex_lock(&lock);
     if (--open_count == 0) protect_all(PROT_NONE);
     pthread_mutex_unlock(&lock);
+}
+
+/* ---- deferred snapshots ---- */
+
+typedef struct {
+    void *host;
+    const void *dev;
+    size_t bytes;
+} Snapshot;
+
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+static Snapshot *snaps;
+static size_t nsnaps, snap_cap;
+
+void guard_snapshot_async(void *host, const void *dev, size_t bytes) {
+    pthread_mutex_lock(&snap_lock);
+    if (nsnaps == snap_cap) {
+        snap_cap = snap_cap ? 2 * snap_cap : 16;
+        snaps = realloc(snaps, snap_cap * sizeof *snaps);
+    }
+    snaps[nsnaps++] = (Snapshot){host, dev, bytes};
+    pthread_mutex_unlock(&snap_lock);
+}
+
+/* Held while copying: a second waiter returns only once every queued copy has landed. */
+void guard_snapshot_wait(void) {
+    pthread_mutex_lock(&snap_lock);
+    if (nsnaps) {
+        guard_open();
+        for (size_t i = 0; i < nsnaps; i++) memcpy(snaps[i].host, snaps[i].dev, snaps[i].bytes);
+        guard_close();
+        nsnaps = 0;
+    }
+    pthread_mutex_unlock(&snap_lock);
 }

@@ -10,5 +10,11 @@ void *guard_alloc(size_t bytes);     /* zeroed; inaccessible while memory is clo
 void guard_free(void *p);
 void guard_open(void);               /* device memory readable and writable by this process */
 void guard_close(void);
+/* Checkpoint snapshots as the slowest copy engine would run them: snapshot_async only queues the
+ * copy and snapshot_wait does it (from whichever thread waits first), so a reader that skips the
+ * wait sees stale bytes and an update made before the wait changes what is saved: the tests
+ * catch both orderings a GPU's side stream would get wrong only now and then. */
+void guard_snapshot_async(void *host, const void *dev, size_t bytes);
+void guard_snapshot_wait(void);
 
 #endif

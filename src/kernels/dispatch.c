@@ -120,6 +120,8 @@ int kernels_select(KernelOptions *o) {
         guarded_table.alloc = guard_alloc;
         guarded_table.free = guard_free;
         guarded_table.host_accessible = 0;
+        guarded_table.snapshot_async = guard_snapshot_async;
+        guarded_table.snapshot_wait = guard_snapshot_wait;
         kb = &guarded_table;
         guarded = 1;
     }
