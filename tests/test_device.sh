@@ -54,7 +54,7 @@ for fam in gpt2-tiny llama-tiny; do
     F=tests/fixtures/$fam
     run="$M train --init $F --data $F/tokens.bin $(flags $F) --device cpu --threads 1"
     if $run --dtype fp32 --log "$T/$fam-fp32.jsonl" >/dev/null 2>"$T/err" &&
-        $run --dtype bf16 --log "$T/$fam-bf16.jsonl" >/dev/null 2>"$T/err" &&
+        $run --dtype bf16 --log "$T/$fam-bf16.jsonl" >/dev/null 2>"$T/$fam-bf16.err" &&
         compare "$T/$fam-fp32.jsonl" "$F/expected.json" 1e-5 &&
         compare "$T/$fam-bf16.jsonl" "$F/expected_bf16.json" 2e-2 "$T/$fam-fp32.jsonl"; then
         pass "bf16_matches_torch_autocast_$fam"
@@ -64,6 +64,17 @@ for fam in gpt2-tiny llama-tiny; do
         pass "guard_changes_no_bits_$fam"
     else fail "guard_changes_no_bits_$fam" "$(tail -2 $T/err)"; fi
 done
+
+# the memory planned before allocating is what the run then holds at peak (within 10%; transients
+# such as MoE buffers are not planned)
+if $PY - "$T/llama-tiny-bf16.err" "$T/llama-tiny-bf16.jsonl" <<'EOF'
+import json, re, sys
+planned = float(re.search(r"device memory planned per rank: ([0-9.]+) MiB", open(sys.argv[1]).read()).group(1))
+peak = max(json.loads(l)["mem_peak_gib"] for l in open(sys.argv[2])) * 1024
+print(f"# planned {planned:.2f} MiB, peak {peak:.2f} MiB")
+sys.exit(0 if planned <= peak * 1.001 and peak <= planned * 1.1 else 1)
+EOF
+then pass "planned_memory_matches_peak"; else fail "planned_memory_matches_peak"; fi
 
 # a checkpoint saved through the device path (the guard: host mirrors) resumes on the plain CPU path
 F=tests/fixtures/llama-tiny

@@ -68,17 +68,21 @@ static void acct_add(void *p, size_t bytes) {
     pthread_mutex_unlock(&acct_lock);
 }
 
-static void acct_remove(void *p) {
+/* forget p; its bytes (0 if unknown) */
+static size_t acct_remove(void *p) {
+    size_t bytes = 0;
     pthread_mutex_lock(&acct_lock);
     if (nslots) {
         size_t k = slot_of(p);
         while (slots[k].p && slots[k].p != p) k = (k + 1) % nslots;
         if (slots[k].p == p) {
-            in_use -= slots[k].bytes;
+            bytes = slots[k].bytes;
+            in_use -= bytes;
             slots[k].p = &tombstone;
         }
     }
     pthread_mutex_unlock(&acct_lock);
+    return bytes;
 }
 
 void kernels_memory_usage(size_t *now, size_t *peak) {
@@ -153,10 +157,75 @@ int kernels_device_info(DeviceInfo *out) {
     return 0;
 }
 
+/* ---- reuse of freed device blocks ----
+ * Where device memory is not host memory (a GPU; the guard), freed blocks are kept and handed out
+ * again for allocations of the same size class (four classes per power of two, so a block wastes
+ * at most a fifth): a GPU's allocator is slow and its free waits for the device, and pipeline
+ * slots and MoE layers allocate and free buffers every micro-batch. One compute stream orders a
+ * reused block's new work after its old work. The cache is emptied when an allocation fails. On
+ * the CPU backend blocks go straight back to malloc. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t bytes;
+} *cache;
+static size_t ncache, cache_cap;
+
+static int caching(void) { return !kb->host_accessible; }
+
+static size_t size_class(size_t b) {
+    if (b <= 4096) return (b + 255) / 256 * 256;
+    size_t top = 4096;
+    while (top * 2 < b) top *= 2; /* top < b <= 2 * top */
+    size_t step = top / 4;
+    return (b + step - 1) / step * step;
+}
+
+static void *cache_take(size_t bytes) {
+    void *p = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = ncache; i-- > 0;)
+        if (cache[i].bytes == bytes) {
+            p = cache[i].p;
+            cache[i] = cache[--ncache];
+            break;
+        }
+    pthread_mutex_unlock(&cache_lock);
+    return p;
+}
+
+static void cache_put(void *p, size_t bytes) {
+    pthread_mutex_lock(&cache_lock);
+    if (ncache == cache_cap) {
+        cache_cap = cache_cap ? 2 * cache_cap : 64;
+        cache = realloc(cache, cache_cap * sizeof *cache);
+    }
+    cache[ncache].p = p;
+    cache[ncache++].bytes = bytes;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+static void cache_release(void) {
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < ncache; i++) kb->free(cache[i].p);
+    ncache = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
 /* ---- memory and copies ---- */
 
 void *dev_alloc_bytes(size_t bytes) {
-    void *p = kb->alloc(bytes ? bytes : 1);
+    if (!bytes) bytes = 1;
+    void *p = NULL;
+    if (caching()) {
+        bytes = size_class(bytes);
+        if ((p = cache_take(bytes))) VCALL(memset_zero, p, bytes); /* zeroed like a new block */
+    }
+    if (!p) p = kb->alloc(bytes);
+    if (!p && ncache) {
+        cache_release();
+        p = kb->alloc(bytes);
+    }
     if (!p) {
         DeviceInfo d;
         int known = kernels_device_info(&d) == 0;
@@ -165,7 +234,7 @@ void *dev_alloc_bytes(size_t bytes) {
                 kb->device, bytes / 1048576.0, known ? d.free_bytes / 1048576.0 : 0.0,
                 known ? d.total_bytes / 1048576.0 : 0.0, known ? " on " : "", known ? d.name : "");
     }
-    acct_add(p, bytes ? bytes : 1);
+    acct_add(p, bytes);
     return p;
 }
 
@@ -174,8 +243,9 @@ act *dev_alloc_act(size_t count) { return dev_alloc_bytes(count * kb->act_size);
 
 void dev_free(void *p) {
     if (!p) return;
-    acct_remove(p);
-    kb->free(p);
+    size_t bytes = acct_remove(p);
+    if (caching() && bytes) cache_put(p, bytes);
+    else kb->free(p);
 }
 
 void dev_zero_bytes(void *p, size_t bytes) {

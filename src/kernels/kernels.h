@@ -60,7 +60,7 @@ const char *dtype_name(Dtype dt); /* "fp32", "bf16" */
 int dtype_parse(const char *s, Dtype *out); /* -1 unless s is fp32 or bf16 */
 
 typedef struct {
-    char name[128];       /* "NVIDIA H200", or the CPU's model name */
+    char name[256];       /* "NVIDIA H200", or the CPU's model name */
     size_t total_bytes;   /* device memory (the CPU: physical memory) */
     size_t free_bytes;    /* free now (the CPU: MemAvailable) */
     int ordinal;          /* which GPU; 0 on the CPU */

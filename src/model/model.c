@@ -116,7 +116,7 @@ struct ActivationSlot {
     void *acts_mem;
     size_t acts_bytes;
     Activations a;
-    int32_t *tokens, *targets, *tokens_host, *targets_host;
+    int32_t *tokens, *targets;
     int ready_for_backward;
 };
 
@@ -134,15 +134,13 @@ static void free_activations(Model *m) {
     memset(a, 0, sizeof *a);
     dev_free(m->tokens);
     dev_free(m->targets);
-    host_free_pinned(m->tokens_host);
-    host_free_pinned(m->targets_host);
-    m->tokens = m->targets = m->tokens_host = m->targets_host = NULL;
+    m->tokens = m->targets = NULL;
     m->B = m->T = 0;
 }
 
 static void save_slot(Model *m, struct ActivationSlot *s) {
     *s = (struct ActivationSlot){m->B, m->T, m->acts_mem, m->acts_bytes, m->a, m->tokens, m->targets,
-                                 m->tokens_host, m->targets_host, m->ready_for_backward};
+                                 m->ready_for_backward};
 }
 
 static void load_slot(Model *m, const struct ActivationSlot *s) {
@@ -153,8 +151,6 @@ static void load_slot(Model *m, const struct ActivationSlot *s) {
     m->a = s->a;
     m->tokens = s->tokens;
     m->targets = s->targets;
-    m->tokens_host = s->tokens_host;
-    m->targets_host = s->targets_host;
     m->ready_for_backward = s->ready_for_backward;
 }
 
@@ -181,6 +177,7 @@ void model_destroy(Model *m) {
     }
     free(m->slots);
     dev_free(m->scratch_mem);
+    host_free_pinned(m->staging);
     if (m->on_host) {
         free(m->params);
         m->params = NULL;
@@ -379,8 +376,11 @@ static void ensure_activations(Model *m, int B, int T) {
     if (m->live_slots > m->peak_live_slots) m->peak_live_slots = m->live_slots;
     m->tokens = dev_alloc_bytes(N * sizeof(int32_t));
     m->targets = dev_alloc_bytes(N * sizeof(int32_t));
-    m->tokens_host = host_alloc_pinned(N * sizeof(int32_t));
-    m->targets_host = host_alloc_pinned(N * sizeof(int32_t));
+    if (N > m->staging_n) { /* shared by the slots (see tokens_to_device) */
+        host_free_pinned(m->staging);
+        m->staging = host_alloc_pinned(2 * N * sizeof(int32_t));
+        m->staging_n = N;
+    }
     m->B = B;
     m->T = T;
     if (m->scratch_B == B && m->scratch_T == T) return; /* scratch is shared by all slots */
@@ -560,9 +560,10 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
     return model_forward_stage(m, x, NULL, targets, B, T, grad_scale);
 }
 
-/* Tokens (or targets) of the running forward to the device: through the slot's pinned staging
- * buffer, asynchronously. The staging buffer is written again only by this slot's next forward,
- * after the step's synchronising reads (the loss, the gradient norm) have drained the copy. */
+/* Tokens (or targets) of the running forward to the device: through the model's pinned staging
+ * buffer, asynchronously. It is written again only by the next forward, and every forward ends
+ * with a read that waits for the device (the loss on the last stage, the copy of the stage output
+ * on the others), so the copy has completed by then. */
 static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host, size_t n) {
     memcpy(staging, host, n * sizeof(int32_t));
     host_to_dev_async(dev, staging, n * sizeof(int32_t));
@@ -588,7 +589,7 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
         host_to_dev(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
         goto layers;
     }
-    tokens_to_device(m->tokens, m->tokens_host, x, (size_t)N);
+    tokens_to_device(m->tokens, m->staging, x, (size_t)N);
     HOOK(before_forward, 0);
     refresh_weights(m, 0);
     if (tp) { /* vocab-parallel embedding: each rank fills the rows of its tokens, then sum */
@@ -622,8 +623,11 @@ layers:
     gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
     matmul_forward(a->logits, 0, a->normf_in, WT(lm_head), NULL, N, C, V);
     HOOK(after_forward, unit_head(m));
-    if (!targets) return 0;
-    tokens_to_device(m->targets, m->targets_host, targets, (size_t)N);
+    if (!targets) {
+        dev_sync(); /* the logits are read next anyway; and the staging buffer is free again */
+        return 0;
+    }
+    tokens_to_device(m->targets, m->staging + N, targets, (size_t)N);
     double loss = tp ? vocab_parallel_cross_entropy(m, N, grad_scale)
                      : cross_entropy_forward_backward(a->logits, a->losses, m->targets, N, V, grad_scale > 0, grad_scale);
     m->ready_for_backward = grad_scale > 0;

@@ -118,7 +118,7 @@ typedef struct {
     Activations a;
     GradScratch s;
     int32_t *tokens, *targets;        /* device copies of the running forward's batch */
-    int32_t *tokens_host, *targets_host; /* pinned host staging of the asynchronous copies */
+    int32_t *staging; int staging_n;  /* pinned host staging of their asynchronous copies (2 x staging_n) */
     int ready_for_backward; /* the last forward was a training forward */
     int scratch_B, scratch_T;
     /* activation slots (pipeline parallelism keeps several micro-batches in flight): the fields

@@ -15,6 +15,14 @@ int dcomm_direct(void) {
     return direct;
 }
 
+/* Direct use of device buffers by MPI: MPI does not order itself after the queued kernels that
+ * produce them, so wait for those first (nothing to wait for on the CPU). */
+static int direct_ready(void) {
+    if (!dcomm_direct()) return 0;
+    if (!dev_host_accessible()) dev_sync();
+    return 1;
+}
+
 /* ---- pinned staging pool ---- */
 
 typedef struct {
@@ -56,7 +64,7 @@ static void stage_put(void *p) {
 /* ---- blocking ---- */
 
 int dcomm_all_reduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op) {
-    if (dcomm_direct()) return comm_all_reduce(c, buf, buf, count, dt, op);
+    if (direct_ready()) return comm_all_reduce(c, buf, buf, count, dt, op);
     size_t bytes = count * comm_dtype_size(dt);
     void *h = stage_get(bytes);
     dev_to_host(h, buf, bytes);
@@ -67,7 +75,7 @@ int dcomm_all_reduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op) 
 }
 
 int dcomm_reduce_scatter(Comm *c, const void *send, void *recv, size_t recvcount, CommDtype dt, CommOp op) {
-    if (dcomm_direct()) return comm_reduce_scatter(c, send, recv, recvcount, dt, op);
+    if (direct_ready()) return comm_reduce_scatter(c, send, recv, recvcount, dt, op);
     size_t piece = recvcount * comm_dtype_size(dt), bytes = piece * (size_t)comm_size(c);
     char *h = stage_get(bytes);
     dev_to_host(h, send, bytes);
@@ -79,7 +87,7 @@ int dcomm_reduce_scatter(Comm *c, const void *send, void *recv, size_t recvcount
 }
 
 int dcomm_all_gather(Comm *c, const void *send, void *recv, size_t sendcount, CommDtype dt) {
-    if (dcomm_direct()) return comm_all_gather(c, send, recv, sendcount, dt);
+    if (direct_ready()) return comm_all_gather(c, send, recv, sendcount, dt);
     size_t piece = sendcount * comm_dtype_size(dt), bytes = piece * (size_t)comm_size(c);
     char *h = stage_get(bytes), *mine = h + (size_t)comm_rank(c) * piece;
     dev_to_host(mine, send, piece);
@@ -91,7 +99,7 @@ int dcomm_all_gather(Comm *c, const void *send, void *recv, size_t sendcount, Co
 
 int dcomm_all_to_all_v(Comm *c, const void *send, const size_t *sendcounts, const size_t *sdispls, void *recv,
                        const size_t *recvcounts, const size_t *rdispls, CommDtype dt) {
-    if (dcomm_direct()) return comm_all_to_all_v(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, dt);
+    if (direct_ready()) return comm_all_to_all_v(c, send, sendcounts, sdispls, recv, recvcounts, rdispls, dt);
     int P = comm_size(c);
     size_t es = comm_dtype_size(dt), sn = 0, rn = 0;
     for (int r = 0; r < P; r++) {
@@ -124,7 +132,7 @@ static int start(DevRequest **out, CommRequest *req, void *dev, void *host, size
 
 /* The host copy of buf's `bytes` (staged), or buf itself (direct). */
 static void *stage_in(void *buf, size_t bytes) {
-    if (dcomm_direct()) return buf;
+    if (direct_ready()) return buf;
     void *h = stage_get(bytes);
     dev_to_host(h, buf, bytes);
     return h;
@@ -155,7 +163,7 @@ int dcomm_iall_gather(Comm *c, void *buf, size_t sendcount, CommDtype dt, DevReq
     size_t piece = sendcount * comm_dtype_size(dt), off = (size_t)comm_rank(c) * piece;
     size_t bytes = piece * (size_t)comm_size(c);
     char *h = buf;
-    if (!dcomm_direct()) { /* only the own piece needs to go to the host */
+    if (!direct_ready()) { /* only the own piece needs to go to the host */
         h = stage_get(bytes);
         dev_to_host(h + off, (char *)buf + off, piece);
     }

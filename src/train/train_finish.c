@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "launch/heartbeat.h"
 #include "model/hf_weights.h"
 #include "parallel/tensor_parallel.h"
@@ -115,6 +116,12 @@ static void report_run(TrainJob *j) {
     if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
     long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
     if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
+    if (o->steps > 0 && j->rank0 && !dev_host_accessible()) { /* device memory is not in the RSS */
+        size_t now, peak;
+        kernels_memory_usage(&now, &peak);
+        printf("device memory: peak %.1f MiB = %.3f x planned %.1f MiB (rank 0)\n", peak / 1048576.0,
+               peak / j->memory_need.total, j->memory_need.total / 1048576.0);
+    }
     if (j->dp) {
         print_dp_memory(&j->dp[0], j->rank0);
         if (j->rank0 && timed > 0)
