@@ -27,7 +27,8 @@ NVCCFLAGS   ?= -O3 -std=c++17 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wno-unuse
                -DMYRIAD_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
 CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
 LIB_OBJS    += $(patsubst src/%.cu,build/obj/%.o,$(CU_SRCS))
-CUDA_DEFS   := -DMYRIAD_CUDA=1 # C files: the .cu side provides cuda_backend (cuda_absent.c steps aside)
+# C files: the .cu side provides cuda_backend (cuda_absent.c steps aside); NVCC_EXTRA: more nvcc flags
+CUDA_DEFS   := -DMYRIAD_CUDA=1
 CPU_LDLIBS  := $(LDLIBS)
 LDLIBS      += -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
 # The same kernel sources compiled for the CPU emulation of the device (tests/cuda_emu.h).
@@ -55,7 +56,7 @@ build/obj64/%.o: src/%.c $(wildcard src/*/*.h)
 
 build/obj/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
 
 build/emu/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h) tests/cuda_emu.h
 	@mkdir -p $(dir $@)

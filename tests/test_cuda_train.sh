@@ -19,7 +19,7 @@ trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
-PY=/usr/bin/python3
+PY=${MYRIAD_PYTHON:-/usr/bin/python3} # json only; scripts/gpu_check.sh names one where /usr/bin has none
 DEV=${MYRIAD_TEST_DEVICE:-cuda}
 CASES="fixture_fp32_gpt2-tiny fixture_bf16_gpt2-tiny fixture_fp32_llama-tiny fixture_bf16_llama-tiny
 dp2_shared_gpu_fp32 dp2_shared_gpu_bf16 tp2_shared_gpu_fp32 tp2_shared_gpu_bf16 checkpoint_gpu_to_cpu

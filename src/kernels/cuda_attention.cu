@@ -288,10 +288,16 @@ extern "C" int cuda_attention_impl_for(int dt, int hd) {
     return CUDA_ATTN_TC; /* auto picks the tensor cores whenever they apply */
 }
 
+/* the tensor-core kernels move 16-byte pieces of rows (cp.async, vector stores) */
+static int aligned16(const void *a, const void *b, const void *c, const void *d) {
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
+}
+
 extern "C" void cuda_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int H, int KV, int hd,
                                        int dt) {
     if (B <= 0 || T <= 0) return;
-    if (cuda_attention_impl_for(dt, hd) == CUDA_ATTN_TC) attention_forward_tc(out, lse, qkv, B, T, H, KV, hd);
+    if (cuda_attention_impl_for(dt, hd) == CUDA_ATTN_TC && aligned16(out, qkv, NULL, NULL))
+        attention_forward_tc(out, lse, qkv, B, T, H, KV, hd);
     else attention_forward_simple(out, lse, qkv, B, T, H, KV, hd, dt);
 }
 
@@ -299,6 +305,7 @@ extern "C" void cuda_attention_backward(void *dqkv, const void *dout, const void
                                         int B, int T, int H, int KV, int hd, int dt) {
     if (B <= 0 || T <= 0) return;
     const float *D = attention_backward_rowdots(dout, out, B, T, H, hd, dt);
-    if (cuda_attention_impl_for(dt, hd) == CUDA_ATTN_TC) attention_backward_tc(dqkv, dout, qkv, lse, D, B, T, H, KV, hd);
+    if (cuda_attention_impl_for(dt, hd) == CUDA_ATTN_TC && aligned16(dqkv, dout, qkv, out))
+        attention_backward_tc(dqkv, dout, qkv, lse, D, B, T, H, KV, hd);
     else attention_backward_simple(dqkv, dout, qkv, lse, D, B, T, H, KV, hd, dt);
 }

@@ -19,7 +19,9 @@
  * Each output element is summed by one thread in a fixed order. The usual FlashAttention-2
  * backward folds dQ into the first kernel with floating-point atomics (fewer FLOPs, results that
  * vary run to run); this one spends two more tile products per tile pair to stay deterministic.
- * Shared-memory rows are padded by 16 bytes so ldmatrix reads hit 8 distinct bank groups. */
+ * Tiles stream through two shared-memory buffers with cp.async: the next tile loads while this
+ * one is multiplied. Shared-memory rows are padded by 16 bytes so ldmatrix reads hit 8 distinct
+ * bank groups. */
 #include "kernels/cuda_attention.cuh"
 #include "kernels/cuda_mma.cuh"
 
@@ -27,16 +29,15 @@ enum { TC_THREADS = 128, BM = 64 }; /* 4 warps x 16 rows */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-/* Copies ROWS rows of HD bf16 (row r at src + r * src_stride) into dst (rows of HD + 8), 16
- * bytes per thread and step; rows at or past `valid` are zeros. */
+/* Starts copying ROWS rows of HD bf16 (row r at src + r * src_stride) into dst (rows of HD + 8),
+ * 16 bytes per thread and step, asynchronously (cp.async: the caller commits, waits and syncs);
+ * rows at or past `valid` become zeros. */
 template <int HD, int ROWS>
 __device__ __forceinline__ void tile_load(bf16 *dst, const bf16 *src, size_t src_stride, int valid) {
     constexpr int CH = HD / 8, LDS = HD + 8;
     for (int i = threadIdx.x; i < ROWS * CH; i += TC_THREADS) {
         int r = i / CH, c = i % CH;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r < valid) v = *reinterpret_cast<const uint4 *>(src + (size_t)r * src_stride + c * 8);
-        *reinterpret_cast<uint4 *>(dst + r * LDS + c * 8) = v;
+        cp_async_16(dst + r * LDS + c * 8, r < valid ? src + (size_t)r * src_stride + c * 8 : src, r < valid);
     }
 }
 
@@ -68,15 +69,23 @@ __global__ void __launch_bounds__(TC_THREADS)
     attn_fwd_tc(bf16 *out, float *lse, const bf16 *qkv, int T, int H, int KV, float scale_log2) {
     constexpr int LDS = HD + 8, KS = HD / 16, NT = HD / 8;
     MYR_DYNAMIC_SMEM(bf16, smem);
-    bf16 *sQ = smem, *sK = sQ + BM * LDS, *sV = sK + BM * LDS;
+    bf16 *sQ = smem, *sKV = sQ + BM * LDS; /* then K, V of buffer 0, K, V of buffer 1 */
     const int ntiles = (T + BM - 1) / BM, qt = ntiles - 1 - blockIdx.x;
     const int bh = blockIdx.y, b = bh / H, h = bh % H, g = h / (H / KV);
     const int stride = (H + 2 * KV) * HD, q0 = qt * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int row0 = q0 + warp * 16 + gq; /* this thread's rows: row0 and row0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * stride;
-
+    /* key/value tile kt goes to buffer kt & 1 while the other is in use */
+    auto issue = [&](int kt) {
+        bf16 *k = sKV + (kt & 1) * 2 * BM * LDS;
+        tile_load<HD, BM>(k, base + (size_t)kt * BM * stride + (H + g) * HD, stride, T - kt * BM);
+        tile_load<HD, BM>(k + BM * LDS, base + (size_t)kt * BM * stride + (H + KV + g) * HD, stride, T - kt * BM);
+    };
     tile_load<HD, BM>(sQ, base + (size_t)q0 * stride + h * HD, stride, T - q0);
+    issue(0);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[KS][4];
 #pragma unroll
@@ -89,10 +98,11 @@ __global__ void __launch_bounds__(TC_THREADS)
 
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * BM;
-        __syncthreads(); /* every warp is done with the previous tile */
-        tile_load<HD, BM>(sK, base + (size_t)k0 * stride + (H + g) * HD, stride, T - k0);
-        tile_load<HD, BM>(sV, base + (size_t)k0 * stride + (H + KV + g) * HD, stride, T - k0);
+        if (kt < qt) issue(kt + 1);
+        cp_async_commit();
+        cp_async_wait<1>(); /* tile kt has landed (the next may still be in flight) */
         __syncthreads();
+        const bf16 *sK = sKV + (kt & 1) * 2 * BM * LDS, *sV = sK + BM * LDS;
         float s[8][4];
 #pragma unroll
         for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
@@ -147,6 +157,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 mma_bf16(o[jn + 1], pa, vf[2], vf[3]);
             }
         }
+        __syncthreads(); /* every warp is done with this buffer before it is refilled */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -170,16 +181,23 @@ __global__ void __launch_bounds__(TC_THREADS)
                    int KV, float scale, float scale_log2) {
     constexpr int LDS = HD + 8, KS = HD / 16, NT = HD / 8, SN = BN / 8;
     MYR_DYNAMIC_SMEM(bf16, smem);
-    bf16 *sQ = smem, *sdO = sQ + BM * LDS, *sK = sdO + BM * LDS, *sV = sK + BN * LDS;
+    bf16 *sQ = smem, *sdO = sQ + BM * LDS, *sKV = sdO + BM * LDS; /* K, V of buffer 0, then of buffer 1 */
     const int ntiles = (T + BM - 1) / BM, qt = ntiles - 1 - blockIdx.x;
     const int bh = blockIdx.y, b = bh / H, h = bh % H, g = h / (H / KV);
     const int stride = (H + 2 * KV) * HD, C = H * HD, q0 = qt * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int row0 = q0 + warp * 16 + gq;
     const bf16 *base = qkv + (size_t)b * T * stride;
-
+    auto issue = [&](int i) { /* key/value tile i (BN rows from i * BN) into buffer i & 1 */
+        bf16 *k = sKV + (i & 1) * 2 * BN * LDS;
+        tile_load<HD, BN>(k, base + (size_t)i * BN * stride + (H + g) * HD, stride, T - i * BN);
+        tile_load<HD, BN>(k + BN * LDS, base + (size_t)i * BN * stride + (H + KV + g) * HD, stride, T - i * BN);
+    };
     tile_load<HD, BM>(sQ, base + (size_t)q0 * stride + h * HD, stride, T - q0);
     tile_load<HD, BM>(sdO, dout + ((size_t)b * T + q0) * C + h * HD, C, T - q0);
+    issue(0);
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     uint32_t qf[KS][4], df[KS][4];
 #pragma unroll
@@ -198,11 +216,14 @@ __global__ void __launch_bounds__(TC_THREADS)
 #pragma unroll
     for (int j = 0; j < NT; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
     const int kend = q0 + BM < T ? q0 + BM : T; /* keys [0, kend) are visible to some row */
-    for (int k0 = 0; k0 < kend; k0 += BN) {
+    const int ntile_k = (kend + BN - 1) / BN;
+    for (int i = 0; i < ntile_k; i++) {
+        const int k0 = i * BN;
+        if (i + 1 < ntile_k) issue(i + 1);
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
-        tile_load<HD, BN>(sK, base + (size_t)k0 * stride + (H + g) * HD, stride, T - k0);
-        tile_load<HD, BN>(sV, base + (size_t)k0 * stride + (H + KV + g) * HD, stride, T - k0);
-        __syncthreads();
+        const bf16 *sK = sKV + (i & 1) * 2 * BN * LDS, *sV = sK + BN * LDS;
         float s[SN][4], dp[SN][4];
 #pragma unroll
         for (int j = 0; j < SN; j++)
@@ -242,6 +263,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                 mma_bf16(dq[jn + 1], a, kf[2], kf[3]);
             }
         }
+        __syncthreads(); /* the buffer is refilled next */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -260,34 +282,51 @@ __global__ void __launch_bounds__(TC_THREADS)
                     int KV, float scale, float scale_log2) {
     constexpr int LDS = HD + 8, KS = HD / 16, NT = HD / 8, QN = BQ / 8;
     MYR_DYNAMIC_SMEM(bf16, smem);
-    bf16 *sK = smem, *sV = sK + BM * LDS, *sQ = sV + BM * LDS, *sdO = sQ + BQ * LDS;
-    float *sL = reinterpret_cast<float *>(sdO + BQ * LDS), *sD = sL + BQ;
+    /* K, V; then per buffer (2): Q, dO (BQ rows each); then per buffer: lse (log2 units), D */
+    bf16 *sK = smem, *sV = sK + BM * LDS, *sQD = sV + BM * LDS;
+    float *sLD = reinterpret_cast<float *>(sQD + 4 * BQ * LDS);
     const int kt = blockIdx.x, bg = blockIdx.y, b = bg / KV, g = bg % KV, group = H / KV;
     const int stride = (H + 2 * KV) * HD, C = H * HD, k0 = kt * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int key0 = k0 + warp * 16 + gq; /* this thread's keys: key0 and key0 + 8 */
     const bf16 *base = qkv + (size_t)b * T * stride;
-
+    /* iteration i: query head g * group + i / nq, queries from k0 + (i % nq) * BQ (queries before
+     * k0 see none of these keys) */
+    const int nq = (T - k0 + BQ - 1) / BQ, iters = group * nq;
+    auto issue = [&](int i) {
+        const int h = g * group + i / nq, q0 = k0 + (i % nq) * BQ;
+        const size_t bh = (size_t)b * H + h;
+        bf16 *q = sQD + (i & 1) * 2 * BQ * LDS;
+        float *l = sLD + (i & 1) * 2 * BQ;
+        tile_load<HD, BQ>(q, base + (size_t)q0 * stride + h * HD, stride, T - q0);
+        tile_load<HD, BQ>(q + BQ * LDS, dout + ((size_t)b * T + q0) * C + h * HD, C, T - q0);
+        for (int j = threadIdx.x; j < BQ; j += TC_THREADS) {
+            int t = q0 + j;
+            l[j] = t < T ? lse[bh * T + t] * LOG2E : INFINITY; /* queries past the end: P = 0 */
+            l[BQ + j] = t < T ? Dg[bh * T + t] : 0.0f;
+        }
+    };
     tile_load<HD, BM>(sK, base + (size_t)k0 * stride + (H + g) * HD, stride, T - k0);
     tile_load<HD, BM>(sV, base + (size_t)k0 * stride + (H + KV + g) * HD, stride, T - k0);
+    issue(0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
     float dk[NT][4], dv[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[j][e] = dv[j][e] = 0.0f;
 
-    for (int h = g * group; h < (g + 1) * group; h++) {
-        const size_t bh = (size_t)b * H + h;
-        for (int q0 = k0; q0 < T; q0 += BQ) { /* queries before k0 see none of these keys */
+    for (int i = 0; i < iters; i++) {
+        {
+            const int q0 = k0 + (i % nq) * BQ;
+            if (i + 1 < iters) issue(i + 1);
+            cp_async_commit();
+            cp_async_wait<1>();
             __syncthreads();
-            tile_load<HD, BQ>(sQ, base + (size_t)q0 * stride + h * HD, stride, T - q0);
-            tile_load<HD, BQ>(sdO, dout + ((size_t)b * T + q0) * C + h * HD, C, T - q0);
-            for (int i = threadIdx.x; i < BQ; i += TC_THREADS) {
-                int t = q0 + i;
-                sL[i] = t < T ? lse[bh * T + t] * LOG2E : INFINITY;
-                sD[i] = t < T ? Dg[bh * T + t] : 0.0f;
-            }
-            __syncthreads();
+            const bf16 *sQ = sQD + (i & 1) * 2 * BQ * LDS, *sdO = sQ + BQ * LDS;
+            const float *sL = sLD + (i & 1) * 2 * BQ, *sD = sL + BQ;
             float st[QN][4], dpt[QN][4]; /* S^T and dP^T: 16 keys x BQ queries per warp */
 #pragma unroll
             for (int j = 0; j < QN; j++)
@@ -336,6 +375,7 @@ __global__ void __launch_bounds__(TC_THREADS)
                     mma_bf16(dk[jn + 1], sa, qb[2], qb[3]);
                 }
             }
+            __syncthreads(); /* the buffer is refilled next */
         }
     }
 #pragma unroll
@@ -361,7 +401,7 @@ template <typename K> static void allow_smem(K kernel, size_t bytes) {
 }
 
 template <int HD> static void forward(void *out, float *lse, const void *qkv, int B, int T, int H, int KV) {
-    const size_t smem = (size_t)3 * BM * (HD + 8) * sizeof(bf16);
+    const size_t smem = (size_t)5 * BM * (HD + 8) * sizeof(bf16); /* Q, and K, V twice */
     allow_smem(attn_fwd_tc<HD>, smem);
     dim3 grid(ceil_div_u(T, BM), B * H);
     const float scale_log2 = LOG2E / sqrtf((float)HD);
@@ -372,8 +412,8 @@ template <int HD, int BN, int BQ>
 static void backward(void *dqkv, const void *dout, const void *qkv, const float *lse, const float *D, int B, int T,
                      int H, int KV) {
     const float scale = 1.0f / sqrtf((float)HD), scale_log2 = scale * LOG2E;
-    const size_t smem_dq = (size_t)(2 * BM + 2 * BN) * (HD + 8) * sizeof(bf16);
-    const size_t smem_dkv = (size_t)(2 * BM + 2 * BQ) * (HD + 8) * sizeof(bf16) + 2 * BQ * sizeof(float);
+    const size_t smem_dq = (size_t)(2 * BM + 4 * BN) * (HD + 8) * sizeof(bf16); /* Q, dO, and K, V twice */
+    const size_t smem_dkv = (size_t)(2 * BM + 4 * BQ) * (HD + 8) * sizeof(bf16) + 4 * BQ * sizeof(float);
     allow_smem(attn_bwd_dq_tc<HD, BN>, smem_dq);
     allow_smem(attn_bwd_dkv_tc<HD, BQ>, smem_dkv);
     dim3 gq(ceil_div_u(T, BM), B * H), gk(ceil_div_u(T, BM), B * KV);

@@ -44,9 +44,6 @@ int cuda_initialized(void);
 void cuda_shutdown(void);
 /* fp32 GEMMs on the TF32 tensor cores (10-bit mantissa inputs): off unless allowed. */
 void cuda_set_tf32(int allow);
-/* 1 (default): bit-identical results run to run. 0 allows the faster attention backward whose
- * dq sum uses float atomics (results vary in the last bits). */
-void cuda_set_deterministic(int on);
 /* Attention implementation: CUDA_ATTN_AUTO (tensor cores for bf16 with head size 64 or 128 on
  * sm_80+, else the fp32-arithmetic kernels), or force one. MYRIAD_CUDA_ATTN=simple|tc overrides. */
 enum { CUDA_ATTN_AUTO = 0, CUDA_ATTN_SIMPLE = 1, CUDA_ATTN_TC = 2 };
@@ -86,6 +83,9 @@ void cuda_matmul_forward(void *out, int out_dt, const void *inp, const void *w, 
  * backward), out = gelu(pre); inp, w, pre and out in dt. */
 void cuda_matmul_forward_gelu(void *out, void *pre, const void *inp, const void *w, const float *bias, int dt, int N,
                               int IC, int OC);
+/* How many linear-layer calls took the fp32-scratch route (cuBLASLt without an fp32 bias for
+ * the output type) since the start: a figure for the device check's report. */
+long cuda_matmul_fallbacks(void);
 /* dinp (= or += when accumulate_dinp; may be NULL) = dout @ w, in dinp_dt (accumulated in fp32,
  * rounded once); dw += dout^T @ inp and dbias += column sums of dout (may be NULL), both fp32.
  * dout, inp, w have dt. */

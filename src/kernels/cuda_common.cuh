@@ -51,7 +51,6 @@ cudaStream_t cuda_current_stream();
 void *cuda_scratch(size_t bytes);
 int cuda_sm_count();
 int cuda_cc_major();
-int cuda_deterministic();
 int cuda_tf32_allowed();
 int cuda_attention_choice();
 void cuda_require_init(const char *what);

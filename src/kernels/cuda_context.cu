@@ -1,5 +1,5 @@
 /* cuda_context.cu: the CUDA backend's context: device selection and facts, the one stream every
- * op runs on, scratch memory, settings (TF32, determinism, attention choice), and the memory
+ * op runs on, scratch memory, settings (TF32, attention choice), and the memory
  * calls (device allocations with in-use/peak counters, copies, pinned host memory, dtype
  * conversion). The CUDA runtime is linked statically; the driver (libcuda) is loaded by it at the
  * first call, so a machine without a GPU or driver runs the binary and gets 0 devices here. */
@@ -14,9 +14,9 @@ static struct {
     cudaStream_t stream;
     void *scratch;
     size_t scratch_bytes;
-    int tf32, deterministic, attention;
+    int tf32, attention;
     size_t in_use, peak;
-} ctx = {0, 0, 1, 0, 0, NULL, NULL, 0, 0, 1, CUDA_ATTN_AUTO, 0, 0};
+} ctx = {0, 0, 1, 0, 0, NULL, NULL, 0, 0, CUDA_ATTN_AUTO, 0, 0};
 
 /* cudaMalloc'd sizes, to count bytes in use (cudaFree does not say) */
 typedef struct {
@@ -128,12 +128,10 @@ void cuda_require_init(const char *what) {
 cudaStream_t cuda_current_stream() { return ctx.stream; }
 int cuda_sm_count() { return ctx.sm_count; }
 int cuda_cc_major() { return ctx.cc_major; }
-int cuda_deterministic() { return ctx.deterministic; }
 int cuda_tf32_allowed() { return ctx.tf32; }
 int cuda_attention_choice() { return ctx.attention; }
 
 extern "C" void cuda_set_tf32(int allow) { ctx.tf32 = allow != 0; }
-extern "C" void cuda_set_deterministic(int on) { ctx.deterministic = on != 0; }
 extern "C" void cuda_set_attention_impl(int impl) { ctx.attention = impl; }
 extern "C" void cuda_synchronize(void) { CUDA_CHECK(cudaStreamSynchronize(ctx.stream)); }
 extern "C" void *cuda_stream(void) { return (void *)ctx.stream; }

@@ -280,8 +280,12 @@ __global__ void bias_round_kernel(TO *out, TO *pre, const float *acc, const floa
     }
 }
 
+static long fallbacks;
+extern "C" long cuda_matmul_fallbacks(void) { return fallbacks; }
+
 static void forward_via_fp32(void *out, void *pre, int out_dt, const void *inp, const void *w, const float *bias,
                              int in_dt, int N, int IC, int OC, int gelu) {
+    fallbacks++;
     float *acc = (float *)cuda_scratch((size_t)N * OC * sizeof(float));
     gemm_or_die(0, 1, N, OC, IC, inp, IC, w, IC, in_dt, 0, acc, OC, CUDA_F32);
     size_t n = (size_t)N * OC;

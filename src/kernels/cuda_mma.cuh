@@ -49,6 +49,31 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const bf16 *row) {
 #endif
 }
 
+/* 16 bytes global -> shared without a trip through registers (cp.async, sm_80+); zeros when
+ * !valid (src is then not read). Completion: cp_async_commit() closes a group of copies,
+ * cp_async_wait<N>() waits until at most N groups are in flight; a __syncthreads() after it makes
+ * the data visible to the block. The emulation copies at once. */
+__device__ __forceinline__ void cp_async_16(void *dst, const void *src, bool valid) {
+#ifdef MYRIAD_CUDA_EMU
+    if (valid) memcpy(dst, src, 16);
+    else memset(dst, 0, 16);
+#else
+    unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    int bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(bytes));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef MYRIAD_CUDA_EMU
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#ifndef MYRIAD_CUDA_EMU
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 /* two fp32 values as one register of two bf16 (lo in the low half), rounded to nearest even */
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     bf16 l = __float2bfloat16_rn(lo), h = __float2bfloat16_rn(hi);
