@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench/dispatch_cost.sh: what the run-time backend table (src/kernels/backend.h, dispatch.c) costs
+# on the CPU. It builds the project at BASE (default 319874a: main before the table, every kernel
+# a direct call) in a temporary folder with CUDA=0, then runs the same training alternately with
+# that binary and with this one (--device cpu, fp32), ROUNDS times each, and prints the CPU time
+# (user + sys) of each and their ratio. The shape is the most dispatch-bound one the fixtures give:
+# the 2-layer, width-32 GPT-2 fixture, 4 x 8 tokens a step, one thread, 300 steps (thousands of
+# kernel calls a second, each doing almost nothing).
+set -u
+cd "$(dirname "$0")/.."
+BASE=${BASE:-319874a}
+ROUNDS=${ROUNDS:-5}
+NEW=./bin/myriad
+[ -x "$NEW" ] || { echo "build first: make -j2"; exit 1; }
+W=$(mktemp -d /tmp/myriad-dispatch-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+git archive "$BASE" | tar -x -C "$W" || { echo "cannot read commit $BASE"; exit 1; }
+echo "building $BASE (before the backend table) in $W ..."
+make -C "$W" -j2 CUDA=0 bin/myriad >"$W/build.log" 2>&1 || { echo "build of $BASE failed: $W/build.log"; tail -5 "$W/build.log"; exit 1; }
+F=tests/fixtures/gpt2-tiny
+ARGS="train --init $F --data $F/tokens.bin --batch 4 --seq 8 --steps 300 --threads 1 --print-every 1000000"
+grep -q avx512f /proc/cpuinfo && isa="AVX-512" || isa="AVX2/FMA"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($isa); $ROUNDS alternating rounds"
+/usr/bin/python3 - "$W/bin/myriad" "$NEW" "$ROUNDS" $ARGS <<'PY'
+import os, resource, statistics, subprocess, sys
+old, new, rounds, args = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+env = dict(os.environ, OMP_NUM_THREADS="1")
+def cpu(cmd):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+cpu([old] + args); cpu([new] + args + ["--device", "cpu"])  # warm the page cache
+t_old, t_new = [], []
+for _ in range(rounds):
+    t_old.append(cpu([old] + args))
+    t_new.append(cpu([new] + args + ["--device", "cpu"]))
+mo, mn = statistics.median(t_old), statistics.median(t_new)
+print(f"{'binary':<44} {'median CPU s':>12} {'all runs':>30}")
+print(f"{'before (direct calls)':<44} {mo:12.3f} {' '.join(f'{x:.2f}' for x in t_old):>30}")
+print(f"{'after (backend table, --device cpu fp32)':<44} {mn:12.3f} {' '.join(f'{x:.2f}' for x in t_new):>30}")
+print(f"ratio after/before: {mn / mo:.3f}")
+PY
