@@ -6,28 +6,32 @@
 
 #include "kernels/kernels.h"
 
-enum { CHUNK = 1 << 20 }; /* elements copied to the host at a time when weights live on a device */
+enum { CHUNK = 1 << 20 }; /* elements copied to the host at a time when the buffer lives on a device */
+
+size_t count_nonfinite(const real *x, size_t n) {
+    size_t bad = 0;
+    if (dev_host_accessible()) {
+        for (size_t k = 0; k < n; k++) bad += !isfinite(x[k]);
+        return bad;
+    }
+    real *buf = malloc((n < CHUNK ? n : CHUNK) * sizeof(real) + 1);
+    for (size_t k0 = 0; k0 < n; k0 += CHUNK) {
+        size_t m = n - k0 < CHUNK ? n - k0 : CHUNK;
+        dev_to_host(buf, x + k0, m * sizeof(real));
+        for (size_t k = 0; k < m; k++) bad += !isfinite(buf[k]);
+    }
+    free(buf);
+    return bad;
+}
 
 size_t model_count_nonfinite(const Model *m, const char **first) {
     size_t bad = 0;
     if (first) *first = NULL;
-    int host = dev_host_accessible(); /* else the weights are read through the host in chunks */
-    real *buf = host ? NULL : malloc(CHUNK * sizeof(real));
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
-        size_t here = 0;
-        for (size_t k0 = 0; k0 < p->numel; k0 += CHUNK) {
-            size_t n = p->numel - k0 < CHUNK ? p->numel - k0 : CHUNK;
-            const real *x = m->params + p->offset + k0;
-            if (!host) {
-                dev_to_host(buf, x, n * sizeof(real));
-                x = buf;
-            }
-            for (size_t k = 0; k < n; k++) here += !isfinite(x[k]);
-        }
+        size_t here = count_nonfinite(m->params + p->offset, p->numel);
         if (here && first && !*first) *first = p->name;
         bad += here;
     }
-    free(buf);
     return bad;
 }

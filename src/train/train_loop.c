@@ -126,7 +126,7 @@ int train_params_finite(TrainJob *j) {
     for (int c = 0; c < j->vpp; c++) {
         const DataParallel *dp = j->dp ? &j->dp[c] : NULL;
         if (dp && dp->o.zero >= 3) { /* the parameters live in the shards */
-            for (size_t i = 0; i < dp->shard_elems; i++) bad += !isfinite(dp->param_shard[i]);
+            bad += count_nonfinite(dp->param_shard, dp->shard_elems);
         } else
             bad += model_count_nonfinite(&j->chunks[c], NULL);
     }
