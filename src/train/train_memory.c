@@ -78,11 +78,11 @@ void train_memory_check(TrainJob *j) {
     char who[64] = "";
     if (share > 1) snprintf(who, sizeof who, " x %d ranks sharing it", share);
     train_layout_error(j->rank,
-                       "the run needs %.2f GiB of %s memory per rank%s (parameters %.2f, gradients %.2f, AdamW %.2f, "
-                       "bf16 weights %.2f, activations %.2f GiB at micro-batch %d x %d) but %.2f GiB is free on %s: "
+                       "the run needs %.2f GiB (%.0f bytes) of %s memory per rank%s (parameters %.2f, gradients %.2f, AdamW %.2f, "
+                       "bf16 weights %.2f, activations %.2f GiB at micro-batch %d x %d) but %.2f GiB (%.0f bytes) is free on %s: "
                        "reduce --micro-batch, --batch or --seq, use --recompute full, --zero 1..3, more ranks "
                        "(--dp/--tp/--pp)%s, or a smaller model",
-                       n.total / GIB, kernels_device(), who, n.params / GIB, n.grads / GIB, n.optim / GIB,
-                       n.working / GIB, n.acts / GIB, j->micro, j->o.seq, free_b / GIB, j->device.name,
+                       n.total / GIB, n.total, kernels_device(), who, n.params / GIB, n.grads / GIB, n.optim / GIB,
+                       n.working / GIB, n.acts / GIB, j->micro, j->o.seq, free_b / GIB, free_b, j->device.name,
                        kernels_dtype() == DTYPE_F32 ? ", --dtype bf16" : "");
 }
