@@ -17,10 +17,24 @@
 #include "util/opts.h"
 #include "util/error.h"
 
+static int parse_device(void *dst, const char *v) {
+    if (strcmp(v, "cpu") && strcmp(v, "cuda")) return myr_error("unknown --device '%s' (use cpu or cuda)", v);
+    ((KernelOptions *)dst)->device = v;
+    return 0;
+}
+
+static int parse_dtype(void *dst, const char *v) {
+    Dtype dt;
+    if (dtype_parse(v, &dt)) return myr_error("unknown --dtype '%s' (use fp32 or bf16)", v);
+    ((KernelOptions *)dst)->dtype = (int)dt;
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *init = NULL, *data = NULL, *tok_given = NULL;
     int B = 0, T = 0, K = 0, threads = 0, sample = 0;
     long long seed = 1337;
+    KernelOptions ko = {NULL, -1, kernels_local_rank(), 0};
     const Opt rows[] = {
         OPT_STR("--init", "DIR", &init, "the model: DIR/config.json + DIR/model.safetensors (required)"),
         OPT_STR("--data", "PATH", &data, "llm.c token shards: a file, a directory or a glob (required)"),
@@ -33,10 +47,12 @@ int cmd_eval(int argc, char **argv) {
         OPT_I64("--seed", "S", &seed, 0, 1e18, "the sample's seed (default 1337)"),
         OPT_STR("--tokenizer", "T.json", &tok_given,
                 "the model's tokenizer (default: tokenizer.json in DIR, else beside PATH)"),
+        OPT_CALL("--device", "cpu|cuda", &ko, parse_device, "where it runs (default: cuda when a GPU is visible, else cpu)"),
+        OPT_CALL("--dtype", "fp32|bf16", &ko, parse_dtype, "activation precision (default: bf16 on cuda, fp32 on cpu)"),
         OPT_END};
     OptCommand cmd = {.name = "eval",
                       .usage = "usage: myriad eval --init DIR --data PATH --batch B --seq T [--batches K] [--threads N]\n"
-                               "                   [--sample N [--seed S]] [--tokenizer T.json]\n"
+                               "                   [--sample N [--seed S]] [--tokenizer T.json] [--device cpu|cuda] [--dtype fp32|bf16]\n"
                                "  Mean cross-entropy of the model in DIR over batches 0..K-1 of PATH in --no-shuffle order;\n"
                                "  prints one JSON line {\"loss\": x, \"tokens\": n}. A model whose loss is not finite\n"
                                "  (a non-finite weight) prints \"loss\": null and exits with code 3.",
@@ -46,6 +62,7 @@ int cmd_eval(int argc, char **argv) {
     init = path_trim(strdup(init));
     data = path_trim(strdup(data));
     if (B <= 0 || T <= 0) myr_die("eval: --batch B and --seq T are required");
+    if (kernels_select(&ko)) myr_die_last();
     kernels_set_threads(threads > 0 ? threads : kernels_threads());
     Model m;
     if (hf_load(init, &m)) myr_die_last();

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "io/path_check.h"
 #include "launch/heartbeat.h"
 #include "model/hf_weights.h"
@@ -30,10 +31,10 @@ static double peak_rss_bytes(void) {
 }
 
 /* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
- * activations the forward stores for backward (model_activation_count). */
+ * activations the forward stores for backward (model_activation_bytes). */
 static void print_memory(const Model *m, int B, int T) {
     double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
-    double acts = (double)model_activation_count(m, B, T) * sizeof(real);
+    double acts = (double)model_activation_bytes(m, B, T);
     double analytic = 4 * psize + acts;
     double rss = peak_rss_bytes();
     printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
@@ -110,6 +111,12 @@ static void report_run(TrainJob *j) {
     if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
     long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
     if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
+    if (o->steps > 0 && j->rank0 && !dev_host_accessible()) { /* device memory is not in the RSS */
+        size_t now, peak;
+        kernels_memory_usage(&now, &peak);
+        printf("device memory: peak %.1f MiB = %.3f x planned %.1f MiB (rank 0)\n", peak / 1048576.0,
+               peak / j->memory_need.total, j->memory_need.total / 1048576.0);
+    }
     if (j->dp) {
         print_dp_memory(&j->dp[0], j->rank0);
         if (j->rank0 && timed > 0)
@@ -229,6 +236,7 @@ void train_job_destroy(TrainJob *j) {
     tokens_close(j->train);
     if (j->val) tokens_close(j->val);
     trainer_destroy(&j->t);
+    train_state_mirrors_free(j->state.mirrors);
     if (j->pl) pipeline_destroy(j->pl);
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);

@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "data/loader.h"
 #include "data/shards.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
@@ -25,11 +26,17 @@
 #include "train/trainer.h"
 #include "tokenizer/tokenizer.h"
 
+/* Device bytes a run needs on one rank (train_memory.c). */
+typedef struct {
+    double params, grads, optim, working, acts, total;
+} TrainMemory;
+
 typedef struct {
     TrainOptions o;
 
     /* processes and layout (train_layout.c) */
     int distributed; /* several processes (mpirun/srun) */
+    DeviceInfo device; /* the selected device (train_layout.c) */
     int world, rank, rank0;
     int tp, pp, vpp, ep, dp_size;
     int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
@@ -50,10 +57,13 @@ typedef struct {
     DataParallel *dp;       /* [vpp], or NULL in a single process */
     double **tensor_weight; /* [vpp] per-tensor weight in the global norm */
     Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
-    double peak_flops, flops_per_step;
+    double peak_flops, flops_per_step; /* peak_flops: one device's MFU denominator (0: unknown) */
+    int peak_devices;                   /* devices the job runs on (ranks sharing a GPU count it once) */
+    char peak_source[64];
     Trainer t;
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */
+    TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
     const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
     Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
@@ -102,5 +112,10 @@ int train_agree_failure(TrainJob *j, int failed);
 double train_now_s(void);
 /* Every parameter of every rank is finite (collective). */
 int train_params_finite(TrainJob *j);
+
+/* train_memory.c: device bytes this rank needs, from the planned (not yet allocated) chunks; and
+ * the check against the device's free memory (a one-line error naming both, and what to change). */
+void train_memory_need(const TrainJob *j, TrainMemory *need);
+void train_memory_check(TrainJob *j);
 
 #endif

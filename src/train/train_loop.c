@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "kernels/kernels.h"
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
@@ -128,7 +129,7 @@ int train_params_finite(TrainJob *j) {
     for (int c = 0; c < j->vpp; c++) {
         const DataParallel *dp = j->dp ? &j->dp[c] : NULL;
         if (dp && dp->o.zero >= 3) { /* the parameters live in the shards */
-            for (size_t i = 0; i < dp->shard_elems; i++) bad += !isfinite(dp->param_shard[i]);
+            bad += count_nonfinite(dp->param_shard, dp->shard_elems);
         } else
             bad += model_count_nonfinite(&j->chunks[c], NULL);
     }
@@ -237,8 +238,11 @@ void train_job_run(TrainJob *j) {
         }
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
-                          .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
+                          .mfu = j->peak_flops > 0 ? j->flops_per_step / dt / (j->peak_flops * j->peak_devices) : 0,
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+        size_t mem_now, mem_peak;
+        kernels_memory_usage(&mem_now, &mem_peak);
+        rep.mem_bytes = (double)mem_now, rep.mem_peak_bytes = (double)mem_peak;
         if (r.nonfinite) {
             skips_in_a_row++;
             j->skipped_steps++;

@@ -12,7 +12,8 @@ is made, said here and in each command's log line: --steps N (N > 2) runs 2 step
 --stop-after and --save-every become 1 and the validation at the end uses 2 batches (--eval-batches
 2 unless given); `make demo` gets DEMO_STEPS=2 DEMO_EVAL_BATCHES=2 DEMO_SAMPLE=16; `bench comm`
 times 2 iterations after 1 warm-up (-n 2 -w 1); the README's install and build lines are what built the program
-under test and `make test` is this suite, so those three are not run.
+under test and `make test` is this suite, so those three are not run. A command with --device cuda
+is skipped ("no CUDA device") where the program refuses --device cuda (no GPU, or built without CUDA).
 
 Every command shown anywhere (runnable lines, synopses in other blocks, and `inline` spans that
 start with myriad or bin/myriad) must use only flags that its command's --help lists, and
@@ -163,6 +164,22 @@ def substitute(cmd):
     return cmd, notes
 
 
+_cuda = None
+
+
+def cuda_usable():
+    """Whether `--device cuda` can run here: asked once, of the program itself (a machine without a
+    GPU, or a build without CUDA, answers with its one-line "--device cuda: ..." refusal)."""
+    global _cuda
+    if _cuda is None:
+        fx = os.path.join(REPO, "tests/fixtures/gpt2-tiny")
+        p = subprocess.run([os.path.join(REPO, "bin/myriad"), "train", "--init", fx, "--data", fx + "/tokens.bin",
+                            "--batch", "2", "--seq", "8", "--steps", "1", "--device", "cuda", "--threads", "1"],
+                           capture_output=True, text=True, errors="replace", timeout=120)
+        _cuda = not (p.returncode != 0 and "--device cuda: " in p.stderr)
+    return _cuda
+
+
 def make_clone():
     top = tempfile.mkdtemp(prefix="myriad-docs-")
     clone = os.path.join(top, "clone")
@@ -213,6 +230,9 @@ try:
                     cmd = " && ".join(parts)
                 if skip:
                     print(f"skip doc_runs {name} ({skip})")
+                    continue
+                if "--device cuda" in cmd and not cuda_usable():
+                    print(f"skip doc_runs {name} (no CUDA device)")
                     continue
                 if "../shared" in cmd and not os.path.isdir(os.path.join(top, "shared")):
                     print(f"skip doc_runs {name} (../shared not present)")
