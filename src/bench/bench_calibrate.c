@@ -27,6 +27,7 @@
 
 #include "bench/bench.h"
 #include "comm/comm.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -170,7 +171,10 @@ static double time_attention(int b, int T, int H, int hd, int reps) {
     for (size_t i = 0; i < qkv; i++) q[i] = (real)((i % 97) * 0.001);
     for (size_t i = 0; i < y; i++) dout[i] = (real)((i % 89) * 0.001);
     double t;
-    TIMED(reps, (attention_forward(o, A, q, b, T, H, H, hd), attention_backward(dq, dout, q, A, b, T, H, H, hd)), t);
+    TIMED(reps,
+          (attention_forward((act *)o, A, (const act *)q, b, T, H, H, hd),
+           attention_backward((act *)dq, (const act *)dout, (const act *)q, (const act *)o, A, b, T, H, H, hd)),
+          t);
     dev_free(q); dev_free(dq); dev_free(A); dev_free(o); dev_free(dout);
     return t;
 }
