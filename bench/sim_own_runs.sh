@@ -30,13 +30,17 @@ run() { # RANKS ARGS...: myriad under the launcher (one rank: directly)
     local n=$1; shift
     if [ "$n" = 1 ]; then $B "$@" </dev/null; else $B run -n "$n" -- "$@" </dev/null; fi
 }
-predict() { # CALPREFIX RANKS SIMFLAGS -> predicted seconds
+predict() { # CALPREFIX RANKS SIMFLAGS -> predicted seconds: the step, and its waits (exposed comm + bubble)
     $B sim --gpu "$1.hw.json" --cluster "$1.cluster.json" --software myriad $SHAPE --dropout 0 --seq $SEQ --dtype fp32 \
-        --global-batch $BATCH --recompute none --gpus "$2" $3 --json | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])"
+        --global-batch $BATCH --recompute none --gpus "$2" $3 --json | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin); b = d['breakdown_s']
+print(d['step_time_s'], sum(b[k] for k in ('tp_comm', 'cp_comm', 'pp_comm', 'dp_comm', 'ep_comm', 'bubble')))"
 }
 echo "myriad train vs myriad sim on this machine ($(nproc) cores, $(grep -m1 -o 'avx512f' /proc/cpuinfo || echo avx2)), $(date -u +%F)"
 echo "model: $SHAPE, batch $BATCH x $SEQ tokens, fp32; $rounds rounds, steps 2..$steps measured"
-printf '%-8s %5s %10s %10s %8s  %s\n' layout round "measured" "predicted" "ratio" "load (1/5/15 min)"
+echo "waits: predicted exposed communication + pipeline bubble; measured: rank 0's exposed gradient reduction (dp only)"
+printf '%-8s %5s %10s %10s %8s %10s %10s  %s\n' layout round "measured" "predicted" "ratio" "wait meas" "wait pred" "load (1/5/15 min)"
 echo "$LAYOUTS" >"$W/layouts"
 while IFS='|' read -r name ranks threads tflags sflags tokens tps; do
     [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
@@ -48,13 +52,14 @@ while IFS='|' read -r name ranks threads tflags sflags tokens tps; do
         load=$(cut -d' ' -f1-3 /proc/loadavg)
         run "$ranks" bench calibrate $CAL --tokens "$tokens" --tp "$tps" --threads "$threads" --name "cpu-$name" \
             --out "$W/cal-b" >/dev/null 2>"$W/err" || { cat "$W/err"; exit 1; }
-        meas=$(/usr/bin/python3 -c "
+        read -r meas wmeas < <(/usr/bin/python3 -c "
 import json, statistics, sys
-ms = [json.loads(l)['ms'] for l in open('$W/log.jsonl')][1:]
-print(statistics.median(ms) / 1e3)")
-        pa=$(predict "$W/cal-a" "$ranks" "$sflags"); pb=$(predict "$W/cal-b" "$ranks" "$sflags")
-        pred=$(/usr/bin/python3 -c "print(($pa + $pb) / 2)")
-        printf '%-8s %5d %9.3fs %9.3fs %8.3f  %s\n' "$name" "$r" "$meas" "$pred" "$(/usr/bin/python3 -c "print($pred / $meas)")" "$load"
+rows = [json.loads(l) for l in open('$W/log.jsonl')][1:]
+print(statistics.median(r['ms'] for r in rows) / 1e3, statistics.median(r.get('comm_exposed_ms', 0) for r in rows) / 1e3)")
+        read -r pa wa < <(predict "$W/cal-a" "$ranks" "$sflags"); read -r pb wb < <(predict "$W/cal-b" "$ranks" "$sflags")
+        pred=$(/usr/bin/python3 -c "print(($pa + $pb) / 2)"); wpred=$(/usr/bin/python3 -c "print(($wa + $wb) / 2)")
+        printf '%-8s %5d %9.3fs %9.3fs %8.3f %9.3fs %9.3fs  %s\n' "$name" "$r" "$meas" "$pred" \
+            "$(/usr/bin/python3 -c "print($pred / $meas)")" "$wmeas" "$wpred" "$load"
         echo "$name $meas $pred" >>"$W/all"
     done
 done <"$W/layouts"

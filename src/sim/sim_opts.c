@@ -48,59 +48,62 @@ static int flag_num(const char *flag, const char *v, double lo, double hi, doubl
     return 0;
 }
 
-/* The valued flags: name, placeholder, help, and which command takes them ('b' both, 's' sim,
- * 'p' plan). A section row has a NULL meta. Values are applied by name (apply_value below). */
-typedef struct { const char *name, *meta, *help; char scope; } FlagRow;
+/* The valued flags: name, placeholder, help, which command takes them ('b' both, 's' sim,
+ * 'p' plan) and, for an integer, its range [lo, hi] (hi 0: a text value with its own parser).
+ * The table checks the range; a section row has a NULL meta. Values are applied by name
+ * (apply_value below). */
+#define BIG (1 << 30)
+typedef struct { const char *name, *meta, *help; char scope; int lo, hi; } FlagRow;
 static const FlagRow flag_rows[] = {
-    {"model:", NULL, NULL, 'b'},
-    {"--model", "NAME|FILE", "a model of configs/models or a .json file", 'b'},
-    {"--arch", "gpt2|llama|nemotron", "model family of the shape flags (default gpt2)", 'b'},
-    {"--layers", "N", "transformer blocks", 'b'},
-    {"--hidden", "N", "model width", 'b'},
-    {"--heads", "N", "attention heads", 'b'},
-    {"--kv-heads", "N", "key/value heads (default heads)", 'b'},
-    {"--ffn", "N", "MLP width (default 4 x hidden; gated 8/3 x hidden)", 'b'},
-    {"--vocab", "N", "vocabulary size", 'b'},
-    {"--experts", "E", "mixture of experts: routed experts per layer", 'b'},
-    {"--top-k", "K", "experts per token", 'b'},
-    {"--expert-ffn", "N", "MLP width of an expert (default --ffn)", 'b'},
-    {"--dropout", "0|1", "dropout kernels on (1) or off (0)", 'b'},
-    {"--seq", "N", "sequence length (default: the model's)", 'b'},
-    {"cluster:", NULL, NULL, 'b'},
-    {"--gpu", "NAME", "a GPU of configs/hardware (default: the cluster's)", 'b'},
-    {"--cluster", "NAME|FILE", "a cluster of configs/clusters or a .json file (default: the GPU's design)", 'b'},
-    {"--gpus", "N", "GPUs of the job; above the cluster's size the same design is built bigger", 'b'},
-    {"layout (plan: each one given is fixed, the others are searched):", NULL, NULL, 'b'},
-    {"--tp", "N", "tensor parallel", 'b'},
-    {"--cp", "N", "context parallel (ring attention)", 'b'},
-    {"--pp", "N", "pipeline stages", 'b'},
-    {"--vpp", "N|auto", "model chunks per stage (interleaved 1F1B); auto searches", 'b'},
-    {"--dp", "N", "data parallel (default: --gpus / (tp x cp x pp); plan derives it)", 'b'},
-    {"--ep", "N", "expert parallel", 'b'},
-    {"--etp", "N", "expert tensor parallel (default tp)", 'b'},
-    {"--stage-layers", "a,b,..", "layers of each pipeline stage", 'b'},
-    {"--first-stage-layers", "N", "layers of the first pipeline stage (the rest split evenly)", 'b'},
-    {"--last-stage-layers", "N", "layers of the last pipeline stage", 'b'},
-    {"--micro-batch", "N|auto", "sequences per micro-batch; auto searches", 'b'},
-    {"--global-batch", "N", "sequences per step (default 2^22 tokens, a multiple of dp)", 'b'},
-    {"--recompute", "none|selective|full", "activation recomputation", 'b'},
-    {"--zero", "0-3", "ZeRO stage (3 = FSDP)", 'b'},
-    {"software:", NULL, NULL, 'b'},
-    {"--software", "NAME|list", "software preset (list: the presets and what they switch)", 'b'},
-    {"--dtype", "fp32|tf32|bf16|fp16|fp8", "math and weights precision (default bf16)", 'b'},
-    {"--fp8-scaling", "delayed|current", "fp8 scaling recipe", 'b'},
-    {"--schedule", "1f1b|interleaved|gpipe", "pipeline schedule", 'b'},
-    {"--attention", "fused|fa2|unfused", "attention kernels (flash = fused)", 'b'},
-    {"--tp-overlap", "on|off", "TP communication overlapped with GEMMs", 'b'},
-    {"--grad-bytes", "2|4", "bytes per gradient element in the reduction", 'b'},
-    {"--capacity-factor", "X", "MoE expert capacity factor (0 = dropless)", 'b'},
-    {"--moe-imbalance", "X", "MoE routing imbalance: busiest expert / mean (>= 1)", 'b'},
-    {"--mem-headroom", "F|P%", "HBM share kept free (default 10%)", 'b'},
-    {"run and output:", NULL, NULL, 'b'},
-    {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b'},
-    {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b'},
-    {"--trace", "FILE", "Chrome trace of the simulated step (Perfetto)", 's'},
-    {"--top", "K", "layouts printed (default 5)", 'p'},
+    {"model:", NULL, NULL, 'b', 0, 0},
+    {"--model", "NAME|FILE", "a model of configs/models or a .json file", 'b', 0, 0},
+    {"--arch", "gpt2|llama|nemotron", "model family of the shape flags (default gpt2)", 'b', 0, 0},
+    {"--layers", "N", "transformer blocks", 'b', 1, BIG},
+    {"--hidden", "N", "model width", 'b', 1, BIG},
+    {"--heads", "N", "attention heads", 'b', 1, BIG},
+    {"--kv-heads", "N", "key/value heads (default heads)", 'b', 1, BIG},
+    {"--ffn", "N", "MLP width (default 4 x hidden; gated 8/3 x hidden)", 'b', 1, BIG},
+    {"--vocab", "N", "vocabulary size", 'b', 1, BIG},
+    {"--experts", "E", "mixture of experts: routed experts per layer", 'b', 1, BIG},
+    {"--top-k", "K", "experts per token", 'b', 1, BIG},
+    {"--expert-ffn", "N", "MLP width of an expert (default --ffn)", 'b', 1, BIG},
+    {"--dropout", "0|1", "dropout kernels on (1) or off (0)", 'b', 0, 0},
+    {"--seq", "N", "sequence length (default: the model's)", 'b', 1, BIG},
+    {"cluster:", NULL, NULL, 'b', 0, 0},
+    {"--gpu", "NAME", "a GPU of configs/hardware (default: the cluster's)", 'b', 0, 0},
+    {"--cluster", "NAME|FILE", "a cluster of configs/clusters or a .json file (default: the GPU's design)", 'b', 0, 0},
+    {"--gpus", "N", "GPUs of the job; above the cluster's size the same design is built bigger", 'b', 1, BIG},
+    {"layout (plan: each one given is fixed, the others are searched):", NULL, NULL, 'b', 0, 0},
+    {"--tp", "N", "tensor parallel", 'b', 1, BIG},
+    {"--cp", "N", "context parallel (ring attention)", 'b', 1, BIG},
+    {"--pp", "N", "pipeline stages", 'b', 1, BIG},
+    {"--vpp", "N|auto", "model chunks per stage (interleaved 1F1B); auto searches", 'b', 0, 0},
+    {"--dp", "N", "data parallel (default: --gpus / (tp x cp x pp); plan derives it)", 'b', 1, BIG},
+    {"--ep", "N", "expert parallel", 'b', 1, BIG},
+    {"--etp", "N", "expert tensor parallel (default tp)", 'b', 1, BIG},
+    {"--stage-layers", "a,b,..", "layers of each pipeline stage", 'b', 0, 0},
+    {"--first-stage-layers", "N", "layers of the first pipeline stage (the rest split evenly)", 'b', 1, BIG},
+    {"--last-stage-layers", "N", "layers of the last pipeline stage", 'b', 1, BIG},
+    {"--micro-batch", "N|auto", "sequences per micro-batch; auto searches", 'b', 0, 0},
+    {"--global-batch", "N", "sequences per step (default 2^22 tokens, a multiple of dp)", 'b', 1, BIG},
+    {"--recompute", "none|selective|full", "activation recomputation", 'b', 0, 0},
+    {"--zero", "0-3", "ZeRO stage (3 = FSDP)", 'b', 0, 3},
+    {"software:", NULL, NULL, 'b', 0, 0},
+    {"--software", "NAME|list", "software preset (list: the presets and what they switch)", 'b', 0, 0},
+    {"--dtype", "fp32|tf32|bf16|fp16|fp8", "math and weights precision (default bf16)", 'b', 0, 0},
+    {"--fp8-scaling", "delayed|current", "fp8 scaling recipe", 'b', 0, 0},
+    {"--schedule", "1f1b|interleaved|gpipe", "pipeline schedule", 'b', 0, 0},
+    {"--attention", "fused|fa2|unfused", "attention kernels (flash = fused)", 'b', 0, 0},
+    {"--tp-overlap", "on|off", "TP communication overlapped with GEMMs", 'b', 0, 0},
+    {"--grad-bytes", "2|4", "bytes per gradient element in the reduction", 'b', 0, 0},
+    {"--capacity-factor", "X", "MoE expert capacity factor (0 = dropless)", 'b', 0, 0},
+    {"--moe-imbalance", "X", "MoE routing imbalance: busiest expert / mean (>= 1)", 'b', 0, 0},
+    {"--mem-headroom", "F|P%", "HBM share kept free (default 10%)", 'b', 0, 0},
+    {"run and output:", NULL, NULL, 'b', 0, 0},
+    {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b', 0, 0},
+    {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b', 0, BIG},
+    {"--trace", "FILE", "Chrome trace of the simulated step (Perfetto)", 's', 0, 0},
+    {"--top", "K", "layouts printed (default 5)", 'p', 1, BIG},
 };
 #define NFLAGS (int)(sizeof flag_rows / sizeof flag_rows[0])
 
@@ -327,7 +330,11 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
     o->hot_spares = -1;
     o->mem_headroom = SIM_DEFAULT_HEADROOM;
     const char *val[NFLAGS];
+    int ival[NFLAGS], given[NFLAGS];
+    static char itext[NFLAGS][16]; /* an integer value as text, applied like the others */
     memset(val, 0, sizeof val);
+    memset(ival, 0, sizeof ival);
+    memset(given, 0, sizeof given);
     SimSwitches sw;
     memset(&sw, 0, sizeof sw);
     /* the table: the valued rows of this command, then the switches */
@@ -337,6 +344,7 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         const FlagRow *r = &flag_rows[i];
         if (r->scope != 'b' && r->scope != (plan ? 'p' : 's')) continue;
         if (!r->meta) rows[n++] = (Opt)OPT_SECTION(r->name);
+        else if (r->hi) rows[n++] = OPT_GIVEN(OPT_INT(r->name, r->meta, &ival[i], r->lo, r->hi, r->help), &given[i]);
         else rows[n++] = (Opt)OPT_STR(r->name, r->meta, &val[i], r->help);
     }
     rows[n++] = (Opt)OPT_SWITCH("--sp", &sw.sp, "sequence parallelism (with tp; the default)");
@@ -359,6 +367,11 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
             return 1;
         }
     opts_parse(&cmd, argc, argv);
+    for (int i = 0; i < NFLAGS; i++)
+        if (given[i]) {
+            snprintf(itext[i], sizeof itext[i], "%d", ival[i]);
+            val[i] = itext[i];
+        }
     const char *model = NULL, *cluster = NULL, *gpu = NULL, *software = NULL;
     for (int i = 0; i < NFLAGS; i++) {
         if (!val[i]) continue;
@@ -376,6 +389,14 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
         if (val[i] && !strcmp(flag_rows[i].name, "--arch") && apply_value(o, "--arch", val[i])) return -1;
     for (int i = 0; i < NFLAGS; i++)
         if (val[i] && strcmp(flag_rows[i].name, "--arch") && apply_value(o, flag_rows[i].name, val[i])) return -1;
+    for (int i = 0; i < NFLAGS; i++) /* the schedule against the chunks, whatever the flags' order */
+        if (val[i] && !strcmp(flag_rows[i].name, "--schedule")) {
+            int chunks = o->layout.vpp > 1 || o->search_vpp;
+            if (!strcmp(val[i], "interleaved") && !chunks)
+                return myr_error("--schedule interleaved needs --vpp 2 or more (or --vpp auto)");
+            if (!strcmp(val[i], "gpipe") && chunks)
+                return myr_error("--schedule gpipe runs one model chunk per stage: drop --vpp");
+        }
     o->json = sw.json;
     if (sw.sp) o->layout.sp = 1, o->set_sp = 1;
     if (sw.no_sp) o->layout.sp = 0, o->set_sp = 1;
