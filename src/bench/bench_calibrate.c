@@ -89,18 +89,37 @@ static int opt_tp_list(void *dst, const char *v) {
 }
 
 static double g_window = 0.25;
+/* Several ranks: the ranks of a run wait for each other at every collective and transfer, so a
+ * step advances at the pace of the slowest rank, not the typical one. On a shared CPU the ranks
+ * lose the processor at different moments (time-slicing), and a per-rank median hides that. So
+ * each timing window starts on all ranks together (a barrier) and counts at the slowest rank's
+ * time per call over that window. One rank: no effect. */
+static Comm *g_lockstep;
 
-/* Median seconds per call of `call`, each window repeating it for at least g_window seconds. */
+static void lockstep_start(void) {
+    if (g_lockstep && comm_barrier(g_lockstep)) myr_die_last();
+}
+
+static double lockstep_slowest(double per_call) {
+    if (!g_lockstep) return per_call;
+    float mine = (float)per_call, worst;
+    if (comm_all_reduce(g_lockstep, &mine, &worst, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    return worst;
+}
+
+/* Median seconds per call of `call`, each window repeating it for at least g_window seconds
+ * (with several ranks: the slowest rank's, see g_lockstep). */
 #define TIMED(reps, call, out)                                                   \
     do {                                                                         \
         double t_[32];                                                           \
         int n_ = 0;                                                              \
         call;                                                                    \
         for (int r_ = 0; r_ < (reps) && n_ < 32; r_++) {                         \
+            lockstep_start();                                                    \
             double t0_ = now_s(), dt_;                                           \
             long k_ = 0;                                                         \
             do { call; k_++; dt_ = now_s() - t0_; } while (dt_ < g_window);      \
-            t_[n_++] = dt_ / k_;                                                 \
+            t_[n_++] = lockstep_slowest(dt_ / k_);                               \
         }                                                                        \
         out = median(t_, n_);                                                    \
     } while (0)
@@ -227,8 +246,8 @@ static void write_files(const Opts *o, double rows[][4], int nrows, double peak,
     fprintf(f, "%s\", \"triad_gbps\": %.4g, \"allreduce_alpha_us\": %.4g, \"allreduce_gbps\": %.4g, "
                "\"p2p_alpha_us\": %.4g, \"p2p_gbps\": %.4g},\n", l, bw / 1e9, ar_alpha * 1e6, ar_bw / 1e9, p2p_alpha * 1e6,
             p2p_bw / 1e9);
-    fprintf(f, "  \"sources\": [\"myriad bench calibrate on %d rank(s) x %d thread(s): medians of %d runs, then over "
-               "ranks; gemm_table in GFLOP/s (M, N, K as the simulator asks for them); peak = the best row\"]\n}\n",
+    fprintf(f, "  \"sources\": [\"myriad bench calibrate on %d rank(s) x %d thread(s): medians of %d runs (each "
+               "window started on all ranks together and timed at the slowest rank), then over ranks; gemm_table in GFLOP/s (M, N, K as the simulator asks for them); peak = the best row\"]\n}\n",
             np, o->threads, o->reps);
     fclose(f);
     snprintf(path, sizeof path, "%s.cluster.json", o->out);
@@ -279,6 +298,7 @@ int bench_calibrate(int argc, char **argv) {
     if (comm_init(&argc, &argv, &co) < 0) myr_die_last();
     Comm *w = comm_world();
     int me = comm_rank(w), np = comm_size(w);
+    if (np > 1) g_lockstep = w;
     kernels_set_threads(o.threads);
     int C = o.hidden, F = o.ffn, V = o.vocab, maxn = 0;
     for (int i = 0; i < o.ntokens; i++) maxn = o.tokens[i] > maxn ? o.tokens[i] : maxn;
