@@ -4,47 +4,24 @@
 
 #include "kernels/cpu_kernels.h"
 
+#define MOE_ELEM real
+#define MOE_ROW_FN static inline
+#include "kernels/moe_router_row.h"
+
 void cpu_moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k) {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        real *p = probs + (size_t)n * E;
-        double mx = p[0], sum = 0;
-        for (int e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
-        for (int e = 0; e < E; e++) sum += exp((double)p[e] - mx);
-        for (int e = 0; e < E; e++) p[e] = (real)(exp((double)p[e] - mx) / sum);
-        /* k passes of arg-max; a strict > keeps the lower index on ties */
-        int32_t *t = topk + (size_t)n * k;
-        double chosen = 0;
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= t[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            t[j] = best;
-            chosen += p[best];
-        }
-        for (int j = 0; j < k; j++) gates[(size_t)n * k + j] = (real)(p[t[j]] / chosen);
-    }
+    for (int n = 0; n < N; n++)
+        moe_router_topk_row(probs + (size_t)n * E, topk + (size_t)n * k, gates + (size_t)n * k, E, k);
 }
 
 void cpu_moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
                          const real *daux, int N, int T, int E, int k) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const real *p = probs + (size_t)n * E, *g = gates + (size_t)n * k, *dg = dgates + (size_t)n * k;
-        const int32_t *t = topk + (size_t)n * k;
         real *d = dlogits + (size_t)n * E;
         for (int e = 0; e < E; e++) d[e] = daux[(size_t)(n / T) * E + e]; /* d probs first */
-        /* gate j = p[t_j] / S with S = sum of the chosen p: d p[t_i] += (dg_i - sum_j dg_j g_j) / S */
-        double S = 0, dot = 0;
-        for (int j = 0; j < k; j++) S += p[t[j]], dot += (double)dg[j] * g[j];
-        for (int j = 0; j < k; j++) d[t[j]] += (real)((dg[j] - dot) / S);
-        /* softmax: dlogit = p * (dp - sum(dp * p)) */
-        double s = 0;
-        for (int e = 0; e < E; e++) s += (double)d[e] * p[e];
-        for (int e = 0; e < E; e++) d[e] = (real)(p[e] * (d[e] - s));
+        moe_router_backward_row(d, probs + (size_t)n * E, topk + (size_t)n * k, gates + (size_t)n * k,
+                                dgates + (size_t)n * k, E, k);
     }
 }
 

@@ -28,6 +28,21 @@ __device__ __forceinline__ float group_sum(float v, int tpr) {
     return v;
 }
 
+/* the backward's two dot products of one row pair, each split over the row's tpr lanes:
+ * *s = a . A and *p = b . B (A, B: rows of a staged tile, from dimension d0 on) */
+__device__ __forceinline__ void row_dots2(float *s, float *p, const float (&a)[DPT], const float *A,
+                                          const float (&b)[DPT], const float *B, int d0, int hd, int tpr) {
+    float sdot = 0.0f, pdot = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DPT; d++)
+        if (d0 + d < hd) {
+            sdot += a[d] * A[d0 + d];
+            pdot += b[d] * B[d0 + d];
+        }
+    *s = group_sum(sdot, tpr);
+    *p = group_sum(pdot, tpr);
+}
+
 /* loads `rows` rows of hd values (row r at src + r * stride) into tile[r * hd + d], zero past `valid` */
 template <typename T>
 __device__ __forceinline__ void stage_rows(float *tile, const T *src, size_t stride, int rows, int valid, int hd) {
@@ -149,15 +164,8 @@ __global__ void __launch_bounds__(THREADS) attn_bwd_dq_simple(int tpr, T *dqkv, 
         __syncthreads();
 #pragma unroll 1
         for (int j = 0; j < KT; j++) {
-            float sdot = 0.0f, pdot = 0.0f;
-#pragma unroll
-            for (int d = 0; d < DPT; d++)
-                if (d0 + d < hd) {
-                    sdot += q[d] * sk[j * hd + d0 + d];
-                    pdot += dy[d] * sv[j * hd + d0 + d];
-                }
-            sdot = group_sum(sdot, tpr);
-            pdot = group_sum(pdot, tpr);
+            float sdot, pdot;
+            row_dots2(&sdot, &pdot, q, sk + j * hd, dy, sv + j * hd, d0, hd, tpr);
             float p = live && k0 + j <= t ? expf(sdot * scale - row_lse) : 0.0f;
             float ds = p * (pdot - Dr) * scale;
 #pragma unroll
@@ -206,15 +214,8 @@ __global__ void __launch_bounds__(THREADS) attn_bwd_dkv_simple(int tpr, T *dqkv,
             __syncthreads();
 #pragma unroll 1
             for (int j = 0; j < KT; j++) {
-                float sdot = 0.0f, pdot = 0.0f;
-#pragma unroll
-                for (int d = 0; d < DPT; d++)
-                    if (d0 + d < hd) {
-                        sdot += k[d] * sq[j * hd + d0 + d];
-                        pdot += v[d] * sdy[j * hd + d0 + d];
-                    }
-                sdot = group_sum(sdot, tpr);
-                pdot = group_sum(pdot, tpr);
+                float sdot, pdot;
+                row_dots2(&sdot, &pdot, k, sq + j * hd, v, sdy + j * hd, d0, hd, tpr);
                 int tq = t0 + j;
                 float p = live && j < nq && tq >= s ? expf(sdot * scale - slse[j]) : 0.0f;
                 float ds = p * (pdot - sD[j]) * scale;

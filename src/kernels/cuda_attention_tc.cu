@@ -112,8 +112,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int np = 0; np < 4; np++) {
                 uint32_t kf[4];
                 ldsm_x4(kf, b_frag_nk(sK, LDS, np * 16, ks * 16, lane));
-                mma_bf16(s[2 * np], qf[ks], kf[0], kf[1]);
-                mma_bf16(s[2 * np + 1], qf[ks], kf[2], kf[3]);
+                mma_bf16_x2(s[2 * np], s[2 * np + 1], qf[ks], kf);
             }
         const bool diagonal = kt == qt;
 #pragma unroll
@@ -153,8 +152,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int jn = 0; jn < NT; jn += 2) {
                 uint32_t vf[4];
                 ldsm_x4_trans(vf, b_frag_kn(sV, LDS, kk * 16, jn * 8, lane));
-                mma_bf16(o[jn], pa, vf[0], vf[1]);
-                mma_bf16(o[jn + 1], pa, vf[2], vf[3]);
+                mma_bf16_x2(o[jn], o[jn + 1], pa, vf);
             }
         }
         __syncthreads(); /* every warp is done with this buffer before it is refilled */
@@ -235,11 +233,9 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int np = 0; np < SN / 2; np++) {
                 uint32_t kf[4], vf[4];
                 ldsm_x4(kf, b_frag_nk(sK, LDS, np * 16, ks * 16, lane));
-                mma_bf16(s[2 * np], qf[ks], kf[0], kf[1]);
-                mma_bf16(s[2 * np + 1], qf[ks], kf[2], kf[3]);
+                mma_bf16_x2(s[2 * np], s[2 * np + 1], qf[ks], kf);
                 ldsm_x4(vf, b_frag_nk(sV, LDS, np * 16, ks * 16, lane)); /* dP = dO V^T */
-                mma_bf16(dp[2 * np], df[ks], vf[0], vf[1]);
-                mma_bf16(dp[2 * np + 1], df[ks], vf[2], vf[3]);
+                mma_bf16_x2(dp[2 * np], dp[2 * np + 1], df[ks], vf);
             }
         const bool diagonal = k0 + BN > q0;
 #pragma unroll
@@ -259,8 +255,7 @@ __global__ void __launch_bounds__(TC_THREADS)
             for (int jn = 0; jn < NT; jn += 2) {
                 uint32_t kf[4];
                 ldsm_x4_trans(kf, b_frag_kn(sK, LDS, kk * 16, jn * 8, lane)); /* dQ += dS K */
-                mma_bf16(dq[jn], a, kf[0], kf[1]);
-                mma_bf16(dq[jn + 1], a, kf[2], kf[3]);
+                mma_bf16_x2(dq[jn], dq[jn + 1], a, kf);
             }
         }
         __syncthreads(); /* the buffer is refilled next */
@@ -341,11 +336,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int np = 0; np < QN / 2; np++) {
                     uint32_t qb[4], ob[4];
                     ldsm_x4(qb, b_frag_nk(sQ, LDS, np * 16, ks * 16, lane));
-                    mma_bf16(st[2 * np], ka, qb[0], qb[1]);
-                    mma_bf16(st[2 * np + 1], ka, qb[2], qb[3]);
+                    mma_bf16_x2(st[2 * np], st[2 * np + 1], ka, qb);
                     ldsm_x4(ob, b_frag_nk(sdO, LDS, np * 16, ks * 16, lane));
-                    mma_bf16(dpt[2 * np], va, ob[0], ob[1]);
-                    mma_bf16(dpt[2 * np + 1], va, ob[2], ob[3]);
+                    mma_bf16_x2(dpt[2 * np], dpt[2 * np + 1], va, ob);
                 }
             }
             const bool diagonal = q0 < k0 + BM;
@@ -368,11 +361,9 @@ __global__ void __launch_bounds__(TC_THREADS)
                 for (int jn = 0; jn < NT; jn += 2) {
                     uint32_t ob[4], qb[4];
                     ldsm_x4_trans(ob, b_frag_kn(sdO, LDS, kk * 16, jn * 8, lane)); /* dV += P^T dO */
-                    mma_bf16(dv[jn], pa, ob[0], ob[1]);
-                    mma_bf16(dv[jn + 1], pa, ob[2], ob[3]);
+                    mma_bf16_x2(dv[jn], dv[jn + 1], pa, ob);
                     ldsm_x4_trans(qb, b_frag_kn(sQ, LDS, kk * 16, jn * 8, lane)); /* dK += dS^T Q */
-                    mma_bf16(dk[jn], sa, qb[0], qb[1]);
-                    mma_bf16(dk[jn + 1], sa, qb[2], qb[3]);
+                    mma_bf16_x2(dk[jn], dk[jn + 1], sa, qb);
                 }
             }
             __syncthreads(); /* the buffer is refilled next */

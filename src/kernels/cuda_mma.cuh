@@ -27,6 +27,12 @@ __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32
 #endif
 }
 
+/* d0 += a * b[0..1], d1 += a * b[2..3]: a 16-wide B tile from one ldsm_x4 feeds two n8 MMAs */
+__device__ __forceinline__ void mma_bf16_x2(float d0[4], float d1[4], const uint32_t a[4], const uint32_t b[4]) {
+    mma_bf16(d0, a, b[0], b[1]);
+    mma_bf16(d1, a, b[2], b[3]);
+}
+
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const bf16 *row) {
 #ifdef MYRIAD_CUDA_EMU
     emu::ldmatrix_x4(r, row, false);

