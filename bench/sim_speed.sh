@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/sim_speed.sh: how fast the simulator answers (issue 6, acceptance 5). Prints wall time per
+# bench/sim_speed.sh: how fast the simulator answers (issue 6, acceptance 5; issue 17, acceptance 7). Prints wall time per
 # run (best of N) for: one step of the 1T model on 3,072 GPUs (budget 0.1 s), one step of a
 # 10,240-GPU layout (budget 1 s), `myriad plan` for GPT-3 175B on 1,024 GPUs (budget 30 s), and
 # the ratio of each to `myriad sim --help` measured in the same run (process start-up baseline).
@@ -30,5 +30,11 @@ t=$(best 1 $B plan --model gpt3-175b --gpus 1024 --tokens 300B --global-batch 15
 row "plan GPT-3 175B on 1,024 GPUs" "$t" "30"
 t=$(best 1 $B plan --model llama3-405b --cluster llama3-24k --gpus 16128 --tokens 15T --global-batch 2016)
 row "plan Llama 3 405B on 16,128 GPUs" "$t" "-"
-t=$(best 3 $B sim validate ../shared/validation/published_a100.csv)
-[ -r ../shared/validation/published_a100.csv ] && row "sim validate published_a100.csv (18 runs, searched)" "$t" "-"
+t=$(best 1 $B plan --model llama3-405b --cluster llama3-24k --gpus 16384 --tokens 15T --global-batch 2048 --tp 8)
+row "plan Llama 3 405B on 16,384 GPUs, tp 8" "$t" "-"
+if [ -r ../shared/validation/published_a100.csv ]; then
+    t=$(best 3 $B sim validate ../shared/validation/published_a100.csv)
+    row "sim validate published_a100.csv (18 runs, searched)" "$t" "-"
+    t=$(best 1 $B sim validate ../shared/validation/published_modern.csv)
+    row "sim validate published_modern.csv (54 runs, searched)" "$t" "-"
+fi

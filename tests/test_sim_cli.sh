@@ -39,6 +39,8 @@ err=$($B sim --model gpt3-175b --gpus 1024 --tp 16 --global-batch 1536 2>&1); rc
 check sim_tp_exceeds_domain bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'tp 16 exceeds the 8-GPU scale-up domain'"
 err=$($B sim --model gpt3-175b --gpus 8 --tp 8 --global-batch 8 --zero 0 2>&1); rc=$?
 check sim_memory_overflow bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -Eq 'needs [0-9]+\.[0-9] GiB per GPU, has 80'"
+err=$($B sim --gpu h100-sxm --gpus 16384 --model llama3-70b --tp 8 --pp 8 --vpp 5 --dtype fp8 2>&1); rc=$?
+check sim_interleave_says_way_out bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'give --global-batch a multiple of dp 256 x micro-batch 1 x pp 8 = 2048, or --vpp 1'"
 err=$($B sim --model gpt3-175b --tp x 2>&1); rc=$?
 check sim_bad_number bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--tp expects an integer'"
 err=$($B sim --model gpt3-175b --frobnicate 2>&1); rc=$?
@@ -64,13 +66,74 @@ PY
 
 # plan: ranks layouts, says why others were dropped, --json, --compare
 out=$($B plan --model gpt3-175b --gpus 1024 --tokens 300B --global-batch 1536 --top 3 2>&1); rc=$?
-check plan_runs bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'do not fit in 80 GiB (e.g. .* needs [0-9.]* GiB per GPU, has 80)' && [ \$(echo \"$out\" | grep -c '^[123] ') -eq 3 ]"
+check plan_runs bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'above the memory limit; e.g. .* needs [0-9.]* GiB per GPU, above 72.0 GiB' && [ \$(echo \"$out\" | grep -c '^[123] ') -eq 3 ]"
 $B plan --model llama2-7b --cluster h100-ib --gpus 256 --json >"$T/plan.json" 2>"$T/err"
 check plan_json python3 -c "import json; d=json.load(open('$T/plan.json')); assert d['layouts'] and d['layouts'][0]['days'] <= d['layouts'][-1]['days']"
 out=$($B plan --model llama2-70b --gpus 2048 --tokens 2T --compare configs/clusters/h100-ib.json configs/clusters/h100-roce-4to1.json 2>&1); rc=$?
 check plan_compare bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'network capex' && echo \"$out\" | grep -q 'h100-roce-4to1'"
 
+# the cluster follows --gpu, is named, and is built to size (issue 17, acceptance 4)
+out=$($B sim --gpu h100-sxm --gpus 16384 --model llama3-70b --tp 8 --pp 8 --vpp 5 --global-batch 2048 2>&1); rc=$?
+check sim_default_cluster_named bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'cluster h100-ib (the default for h100-sxm' && echo \"$out\" | grep -q '16384 x h100-sxm'"
+out=$($B sim --gpu h100-sxm --gpus 24576 --model llama3-70b --tp 8 --pp 8 --vpp 5 --global-batch 3072 2>&1); rc=$?
+check sim_cluster_built_bigger bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'cluster h100-ib holds 16384 GPUs; built the same design with 24576 GPUs'"
+out=$($B sim --gpu no-such-gpu --gpus 8 --model llama3-8b 2>&1); rc=$?
+check sim_unknown_gpu bash -c "[ $rc -ne 0 ] && echo \"$out\" | grep -q \"unknown hardware 'no-such-gpu'\""
+
+# Llama 3 405B's layout: 126 layers over pp 16 with one layer fewer on the first and the last stage,
+# tp 8, cp 1 at 8k and cp 16 at 128k, on the 24,576-GPU RoCE cluster (acceptance 2)
+for v in "8192 1 2048" "131072 16 128"; do
+    set -- $v
+    $B sim --model llama3-405b --cluster llama3-24k --gpus 16384 --tp 8 --pp 16 --first-stage-layers 7 --last-stage-layers 7 \
+        --seq $1 --cp $2 --global-batch $3 --micro-batch 1 --recompute full --json >"$T/l3.json" 2>"$T/err"
+    check llama3_405b_seq$1 python3 - "$T/l3.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+l = d["layout"]
+assert l["stage_layers"][0] == 7 and l["stage_layers"][-1] == 7 and sum(l["stage_layers"]) == 126, l["stage_layers"]
+assert d["memory_gib"]["total"] <= 80 and d["cluster"] == "llama3-24k", (d["memory_gib"], d["cluster"])
+assert d["step_time_s"] > 0
+PY
+done
+err=$($B sim --model llama3-405b --gpus 16384 --gpu h100-sxm --tp 8 --pp 16 2>&1); rc=$?
+check sim_uneven_named bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'pp 16 x vpp 1 does not divide the 126 layers (give --first-stage-layers'"
+
+# plan: the flags fix their dimension; one default batch with sim; the headroom; binding constraints
+$B plan --model llama3-70b --gpu h100-sxm --gpus 512 --tp 8 --json >"$T/p8.json" 2>"$T/err"
+check plan_tp_fixed python3 -c "import json; d=json.load(open('$T/p8.json')); assert d['layouts'] and all(x['tp'] == 8 for x in d['layouts']); assert all(x['memory_gib'] <= d['memory_limit_gib'] for x in d['layouts'])"
+$B plan --model llama3-70b --gpu h100-sxm --gpus 512 --json >"$T/pd.json" 2>"$T/err"
+$B sim --model llama3-70b --gpu h100-sxm --gpus 512 --tp 8 --pp 4 --json >"$T/sd.json" 2>"$T/err"
+check plan_sim_same_default_batch python3 -c "import json; p=json.load(open('$T/pd.json')); s=json.load(open('$T/sd.json')); assert p['global_batch'] == 512 and s['layout']['global_batch'] == 512, (p['global_batch'], s['layout']['global_batch'])"
+$B plan --model llama3-70b --gpu h100-sxm --gpus 512 --hot-spares 0 --json >"$T/p0.json" 2>"$T/err"
+check plan_hot_spares python3 -c "import json; a=json.load(open('$T/pd.json')); b=json.load(open('$T/p0.json')); assert a['hot_spares'] >= 1 and b['hot_spares'] == 0 and b['goodput'] < a['goodput']; assert abs(b['goodput'] - a['goodput_without_spares']) < 1e-6"
+out=$($B plan --model gpt3-175b --gpus 1024 --dtype fp8 2>&1); rc=$?
+check plan_fp8_on_a100 bash -c "[ $rc -ne 0 ] && echo \"$out\" | grep -q 'no layout fits: of [0-9]* layouts' && echo \"$out\" | grep -q 'a100-80g has no fp8 tensor cores'"
+err=$($B plan --model llama3-70b --gpus 64 --dp 8 2>&1); rc=$?
+check plan_dp_refused bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--dp is what plan derives'"
+check sim_software_list bash -c "$B sim --software list | grep -q '^torchtitan-eager'"
+
 # validation sets
+if [ -r ../shared/validation/published_modern.csv ]; then
+    $B sim validate ../shared/validation/published_modern.csv --json >"$T/vm.json" 2>"$T/err"
+    # acceptance: median <= 5%, every row within 15% but the three that docs/SIMULATOR.md lists as
+    # known misses (torchtitan's context-parallel rows -32%, -31%; NeMo 25.11's Llama 3 70B +18%);
+    # every row reported, every layout fits
+    check validate_modern python3 - "$T/vm.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("# modern median", d["median_abs_error"], "max", d["max_abs_error"])
+assert len(d["rows"]) == 54 and d["predicted"] + d["not_simulated"] == 54
+assert all(r.get("reason") for r in d["rows"] if not r["simulated"])
+assert d["median_abs_error"] <= 0.05, d["median_abs_error"]
+known = {"llama3.1-8b-t2-fsdp1-cp8-256k-8gpu", "llama3.1-405b-t6-4d-cp8-256k-512gpu", "llama3-70b-64gpu-fp8cs"}
+out = [(r["case"], round(r["error"], 3)) for r in d["rows"] if r["simulated"] and abs(r["error"]) > 0.15]
+print("# outside 15%:", out)
+assert all(c in known for c, _ in out), out
+assert d["fit_in_memory"] == d["predicted"]
+PY
+else
+    echo "skip validate_modern (../shared/validation not present)"
+fi
 if [ -r ../shared/validation/published_a100.csv ] && [ -r ../shared/validation/memory_a100.csv ]; then
     $B sim validate ../shared/validation/published_a100.csv --json >"$T/v.json" 2>"$T/err"
     check validate_step_time python3 -c "import json; d=json.load(open('$T/v.json')); print('# step time median', d['median_abs_error'], 'max', d['max_abs_error']); assert d['median_abs_error'] <= 0.05 and d['max_abs_error'] <= 0.15 and len(d['rows']) == 18"

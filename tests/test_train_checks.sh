@@ -56,12 +56,19 @@ expect_error stop_after_beyond_steps "--stop-after 9 is beyond --steps 4" $M tra
 expect_error inject_beyond_steps "--inject-nan 9 is beyond --steps 4" $M train $common --steps 4 --inject-nan 9
 expect_error moe_routing_needs_experts "this model has no experts" $M train $common --steps 2 --moe-routing "$T/r"
 expect_error max_seq_with_init "drop --preset and the shape flags" $M train --init tests/fixtures/gpt2-tiny --max-seq 32 --data $T/tok.bin --batch 2 --seq 8 --steps 1
-expect_error plan_refuses_layout_flags "unknown option '--tp'" $M plan --model gpt3-175b --gpus 64 --tp 8
+# plan fixes a layout flag it is given and searches the rest (issue #17): every ranked row has tp 8
+$M plan --model gpt3-175b --gpus 64 --tp 8 >"$T/plan" 2>"$T/err"; rc=$?
+rows=$(awk '/^#  *tp/ {t = 1; next} t && $1 ~ /^[0-9]+$/' "$T/plan" | wc -l)
+other=$(awk '/^#  *tp/ {t = 1; next} t && $1 ~ /^[0-9]+$/ && $2 != 8' "$T/plan" | wc -l)
+[ $rc = 0 ] && [ "$rows" -ge 1 ] && [ "$other" = 0 ] && pass plan_fixes_layout_flags ||
+    fail plan_fixes_layout_flags "rc=$rc rows=$rows with another tp=$other $(head -c 300 "$T/err")"
 expect_error sim_spares_need_tokens "give --tokens X" $M sim --model gpt3-175b --gpus 64 --hot-spares 2
 expect_error eval_batches_need_val "this run has no validation data" $M train $common --steps 2 --eval-batches 3
 expect_error cut_link_needs_host_fault "--cut-link-cmd runs when a host@ fault fires" $M run -n 2 --cut-link-cmd true -- mesh
 expect_error skip_bad_needs_trace "--resample and --skip-bad apply to a --trace" $M sched simulate --synthetic --gpus 64 --policy fifo --skip-bad
-expect_error sim_interleaved_needs_vpp "--schedule interleaved needs --vpp 2" $M sim --model gpt3-175b --gpus 64 --schedule interleaved
+# a layout that fits (tp 8 pp 8 on 1,024 GPUs), so that the schedule is what is refused
+expect_error sim_interleaved_needs_vpp "--schedule interleaved needs --vpp 2" $M sim --model gpt3-175b --gpus 1024 --tp 8 --pp 8 --schedule interleaved
+expect_error sim_gpipe_refuses_vpp "--schedule gpipe runs one model chunk per stage" $M sim --model gpt3-175b --gpus 1024 --tp 8 --pp 8 --vpp 2 --schedule gpipe
 
 # 3. before the first step: output paths, validation data, data size (no "step" line printed)
 expect_error save_unwritable "--save /proc/x: cannot write in /proc" $M train $common --steps 2 --save /proc/x

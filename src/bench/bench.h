@@ -5,5 +5,6 @@
 
 int bench_comm(int argc, char **argv); /* bench_comm.c */
 int bench_sgemm(int argc, char **argv); /* bench_sgemm.c */
+int bench_calibrate(int argc, char **argv); /* bench_calibrate.c */
 
 #endif

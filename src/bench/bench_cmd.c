@@ -15,6 +15,7 @@ typedef struct {
 static const Bench benches[] = {
     {"comm", bench_comm, "collective bandwidth and correctness, nccl-tests style (run under mpirun)"},
     {"sgemm", bench_sgemm, "fp32 GEMM rate of myriad's kernel and BLAS at training-step and square shapes"},
+    {"calibrate", bench_calibrate, "measure this machine (GEMMs by shape, attention, bandwidth, MPI) into myriad sim configs"},
 };
 
 static void usage(FILE *out) {

@@ -232,24 +232,51 @@ static int check_keys(const char *path, const char *where, const cJSON *obj, con
 }
 
 static const char *const gpu_keys[] = {"name", "peak_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbps", "nics", "nic_gbps",
-                                       "tdp_w", "sms", "gemm_eff", "hbm_eff", "kernel_us", NULL};
+                                       "tdp_w", "sms", "gemm_eff", "gemm_eff_fp8", "sustained", "attn_eff", "attn_eff_fa2", "hbm_eff",
+                                       "kernel_us", "tile", "gemm_table", "measured", NULL};
 static const char *const dtype_keys[] = {"fp32", "tf32", "bf16", "fp16", "fp8", NULL};
 static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node", "scaleup_domain", "scaleup_gbps",
                                            "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
                                            "planes", "tiers", "net_eff", "scaleup_eff", "pue", "host_w_per_gpu",
                                            "gpu_hour_usd", "switch_usd", "optic_usd", "nic_usd", "gpu_usd", "storage_gbps",
-                                           "host_mem_gbps", NULL};
+                                           "host_mem_gbps", "measured", NULL};
 static const char *const tier_keys[] = {"name", "radix", "oversubscription", "latency_us", "gpus_below", NULL};
 static const char *const model_keys[] = {"name", "arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
-                                         "experts", "top_k", "expert_ffn", NULL};
+                                         "experts", "top_k", "expert_ffn", "tied_embeddings", "dropout", NULL};
 
 void sim_gpu_defaults(GpuSpec *g) {
     memset(g, 0, sizeof *g);
     g->nics = 1;
     g->sms = 108;
     g->gemm_eff = 0.80;
+    g->attn_eff = 0.5;
+    g->sustained = 1.0;
     g->hbm_eff = 0.80;
     g->kernel_us = 4.0;
+    g->tile = 128;
+}
+
+/* "gemm_table": [[M, N, K, GFLOP/s], ...] measured by myriad bench calibrate */
+static int get_gemm_table(const char *path, const cJSON *root, GpuSpec *g) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "gemm_table");
+    if (!t) return 0;
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) > 64)
+        return myr_error("%s: \"gemm_table\" must be an array of at most 64 [M, N, K, GFLOP/s] rows", path);
+    g->ngemm = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, t) {
+        if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != 4)
+            return myr_error("%s: gemm_table[%d] must be [M, N, K, GFLOP/s]", path, g->ngemm);
+        for (int j = 0; j < 4; j++) {
+            const cJSON *x = cJSON_GetArrayItem(row, j);
+            if (!cJSON_IsNumber(x) || x->valuedouble <= 0)
+                return myr_error("%s: gemm_table[%d][%d] must be a positive number", path, g->ngemm, j);
+            g->gemm_table[g->ngemm][j] = x->valuedouble;
+        }
+        g->gemm_table[g->ngemm][3] *= 1e9;
+        g->ngemm++;
+    }
+    return 0;
 }
 
 int sim_load_gpu(const char *name, GpuSpec *g) {
@@ -276,16 +303,25 @@ int sim_load_gpu(const char *name, GpuSpec *g) {
         rc |= get_num(path, root, "tdp_w", &g->tdp_w);
         rc |= get_int(path, root, "sms", &g->sms);
         rc |= get_num(path, root, "gemm_eff", &g->gemm_eff);
+        rc |= get_num(path, root, "gemm_eff_fp8", &g->gemm_eff_fp8);
+        rc |= get_num(path, root, "sustained", &g->sustained);
+        rc |= get_num(path, root, "attn_eff", &g->attn_eff);
+        rc |= get_num(path, root, "attn_eff_fa2", &g->attn_eff_fa2);
         rc |= get_num(path, root, "hbm_eff", &g->hbm_eff);
         rc |= get_num(path, root, "kernel_us", &g->kernel_us);
+        rc |= get_int(path, root, "tile", &g->tile);
+        if (!rc) rc = get_gemm_table(path, root, g);
     }
     cJSON_Delete(root);
     if (rc) return -1;
     if (g->peak_tflops[DT_BF16] <= 0 && g->peak_tflops[DT_FP16] <= 0)
         return myr_error("%s: peak_tflops needs bf16 or fp16", path);
     if (g->hbm_gib <= 0 || g->hbm_tbps <= 0) return myr_error("%s: hbm_gib and hbm_tbps must be positive", path);
-    if (g->sms <= 0 || g->gemm_eff <= 0 || g->gemm_eff > 1 || g->hbm_eff <= 0 || g->hbm_eff > 1)
-        return myr_error("%s: sms must be positive and gemm_eff, hbm_eff in (0, 1]", path);
+    if (g->sms <= 0 || g->gemm_eff <= 0 || g->gemm_eff > 1 || g->hbm_eff <= 0 || g->hbm_eff > 1 || g->attn_eff <= 0 ||
+        g->attn_eff > 1 || g->sustained <= 0 || g->sustained > 1 || g->gemm_eff_fp8 < 0 || g->gemm_eff_fp8 > 1 || g->attn_eff_fa2 < 0 || g->attn_eff_fa2 > 1 ||
+        g->tile < 1 || g->kernel_us < 0)
+        return myr_error("%s: sms and tile must be positive, kernel_us >= 0 and gemm_eff, gemm_eff_fp8, attn_eff, "
+                         "attn_eff_fa2, hbm_eff in (0, 1]", path);
     return 0;
 }
 
@@ -350,6 +386,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     rc |= get_num(path, root, "gpu_usd", &c->gpu_usd);
     rc |= get_num(path, root, "storage_gbps", &c->storage_gbps);
     rc |= get_num(path, root, "host_mem_gbps", &c->host_mem_gbps);
+
     const cJSON *tiers = cJSON_GetObjectItemCaseSensitive(root, "tiers");
     if (!rc && tiers) {
         if (!cJSON_IsArray(tiers) || cJSON_GetArraySize(tiers) < 1 || cJSON_GetArraySize(tiers) > SIM_MAX_TIERS)
@@ -405,6 +442,7 @@ int sim_load_model(const char *name, SimModel *m) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
     char arch[16] = "gpt2";
+    int tied = -1, dropout = -1;
     int rc = check_keys(path, "", root, model_keys);
     const char *req[] = {"layers", "hidden", "heads", "vocab"};
     for (int i = 0; i < 4 && !rc; i++) rc |= need(path, root, req[i]);
@@ -424,12 +462,16 @@ int sim_load_model(const char *name, SimModel *m) {
         rc |= get_int(path, root, "experts", &m->experts);
         rc |= get_int(path, root, "top_k", &m->top_k);
         rc |= get_int(path, root, "expert_ffn", &m->expert_ffn);
+        rc |= get_bool(path, root, "tied_embeddings", &tied);
+        rc |= get_bool(path, root, "dropout", &dropout);
     }
     cJSON_Delete(root);
     if (rc) return -1;
-    if (!strcmp(arch, "llama")) m->llama = 1;
-    else if (!strcmp(arch, "gpt2") || !strcmp(arch, "gpt")) m->llama = 0;
-    else return myr_error("%s: arch must be \"gpt2\" or \"llama\", got \"%s\"", path, arch);
+    SimArch ar;
+    if (sim_arch_parse(arch, &ar)) return myr_error("%s: arch must be \"gpt2\", \"llama\" or \"nemotron\", got \"%s\"", path, arch);
+    sim_model_set_arch(m, ar);
+    if (tied >= 0) m->tied = tied;
+    if (dropout >= 0) m->dropout = dropout;
     if (!m->ffn) m->ffn = 4 * m->hidden;
     if (m->experts > 1 && !m->expert_ffn) m->expert_ffn = m->ffn;
     if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->kv_heads < 1 || m->vocab < 1 || m->seq < 1)

@@ -13,9 +13,31 @@ int sim_dtype_parse(const char *s, SimDtype *out) {
         if (!strcmp(s, dtype_names[d])) { *out = (SimDtype)d; return 0; }
     return myr_error("unknown dtype '%s' (use fp32, tf32, bf16, fp16 or fp8)", s);
 }
-/* Storage of activations/weights used by the math: fp8 training keeps bf16 master copies of
- * activations for most ops (Transformer Engine), so we count fp8 as 2 bytes too (conservative). */
+/* Storage of activations/weights used by the math: fp8 training keeps bf16 activations between
+ * the fp8 GEMMs and bf16 parameters (Transformer Engine, torchao), so fp8 counts 2 bytes here; the
+ * fp8 copies themselves are priced in fp8.c. */
 double sim_dtype_bytes(SimDtype d) { return (d == DT_FP32 || d == DT_TF32) ? 4.0 : 2.0; }
+
+static const char *arch_names[] = {"gpt2", "llama", "nemotron"};
+const char *sim_arch_name(SimArch a) { return a >= ARCH_GPT && a <= ARCH_NEMOTRON ? arch_names[a] : "?"; }
+int sim_arch_parse(const char *s, SimArch *out) {
+    if (!strcmp(s, "gpt")) { *out = ARCH_GPT; return 0; }
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, arch_names[i])) { *out = (SimArch)i; return 0; }
+    return myr_error("unknown arch '%s' (use gpt2, llama or nemotron)", s);
+}
+
+void sim_model_set_arch(SimModel *m, SimArch a) {
+    m->arch = a;
+    m->llama = a == ARCH_LLAMA;
+    m->gated = a == ARCH_LLAMA;
+    m->tied = a == ARCH_GPT;
+    m->learned_pos = a == ARCH_GPT;
+    m->bias = a == ARCH_GPT;
+    m->rmsnorm = a == ARCH_LLAMA;
+    m->rope = a != ARCH_GPT;
+    m->dropout = a == ARCH_GPT;
+}
 
 static const char *recompute_names[] = {"none", "selective", "full"};
 const char *sim_recompute_name(Recompute r) { return recompute_names[r]; }
@@ -25,50 +47,32 @@ int sim_recompute_parse(const char *s, Recompute *out) {
     return myr_error("unknown recompute mode '%s' (use none, selective or full)", s);
 }
 
-void sim_layout_defaults(Layout *l) {
-    memset(l, 0, sizeof *l);
-    l->tp = l->cp = l->pp = l->vpp = l->dp = l->ep = 1;
-    l->micro_batch = 1;
-    l->global_batch = 0;
-    l->seq = 0;
-    l->recompute = RECOMPUTE_SELECTIVE;
-    l->sp = 1;
-    l->zero = 1;
-    l->dtype = DT_BF16;
-    l->schedule = SCHED_1F1B;
-    l->flash = 1;
-    l->overlap_dp = 1;
-    l->grad_bytes = 4;
-    l->fused_grad_accum = 1;
-    l->overlap_p2p = 1;
-}
-
 static double kv_dim(const SimModel *m) { return (double)m->kv_heads * (m->hidden / m->heads); }
 
 /* Weights of one dense MLP of inner size f (GPT: fc1 + fc2 with biases; Llama: gate, up, down). */
-static double mlp_params(const SimModel *m, double f) {
+double sim_mlp_params(const SimModel *m, double f) {
     double h = m->hidden;
-    return m->llama ? 3.0 * h * f : 2.0 * h * f + f + h;
+    return (m->gated ? 3.0 : 2.0) * h * f + (m->bias ? f * (m->gated ? 2 : 1) + h : 0);
 }
 
 double sim_model_layer_params(const SimModel *m) {
     double h = m->hidden, kv = kv_dim(m);
-    double attn = h * (h + 2 * kv) + h * h + (m->llama ? 0 : (h + 2 * kv) + h);
-    double norms = m->llama ? 2 * h : 4 * h;
-    double mlp = m->experts > 1 ? m->experts * mlp_params(m, m->expert_ffn) + h * m->experts : mlp_params(m, m->ffn);
+    double attn = h * (h + 2 * kv) + h * h + (m->bias ? (h + 2 * kv) + h : 0);
+    double norms = (m->rmsnorm ? 1 : 2) * 2 * h;
+    double mlp = m->experts > 1 ? m->experts * sim_mlp_params(m, m->expert_ffn) + h * m->experts : sim_mlp_params(m, m->ffn);
     return attn + norms + mlp;
 }
 
 double sim_model_params(const SimModel *m) {
     double h = m->hidden;
-    double emb = (double)m->vocab * h * (m->llama ? 2 : 1) + (m->llama ? 0 : (double)m->seq * h);
-    double final_norm = m->llama ? h : 2 * h;
+    double emb = (double)m->vocab * h * (m->tied ? 1 : 2) + (m->learned_pos ? (double)m->seq * h : 0);
+    double final_norm = m->rmsnorm ? h : 2 * h;
     return m->layers * sim_model_layer_params(m) + emb + final_norm;
 }
 
 double sim_model_active_params(const SimModel *m) {
     if (m->experts <= 1) return sim_model_params(m);
-    double inactive = (double)(m->experts - m->top_k) * mlp_params(m, m->expert_ffn);
+    double inactive = (double)(m->experts - m->top_k) * sim_mlp_params(m, m->expert_ffn);
     return sim_model_params(m) - m->layers * inactive;
 }
 
@@ -78,7 +82,7 @@ static double layer_fwd_flops(const SimModel *m, double s) {
     double h = m->hidden, kv = kv_dim(m);
     double gemm_w = h * (h + 2 * kv) + h * h;
     double f = m->experts > 1 ? m->expert_ffn : m->ffn;
-    double mlp_w = (m->llama ? 3.0 : 2.0) * h * f * (m->experts > 1 ? m->top_k : 1);
+    double mlp_w = (m->gated ? 3.0 : 2.0) * h * f * (m->experts > 1 ? m->top_k : 1);
     if (m->experts > 1) mlp_w += h * m->experts; /* router */
     return 2.0 * s * (gemm_w + mlp_w) + 4.0 * s * s * h;
 }
@@ -92,21 +96,9 @@ double sim_narayanan_flops(int B, int s, int l, int h, int V) {
     return 96.0 * B * s * l * hh * (1.0 + s / (6.0 * h) + V / (16.0 * l * (double)h));
 }
 
-int sim_software_preset(Layout *l, const char *name) {
-    if (!strcmp(name, "current")) {
-        Layout d;
-        sim_layout_defaults(&d);
-        l->flash = d.flash; l->fused_grad_accum = d.fused_grad_accum; l->overlap_p2p = d.overlap_p2p;
-        l->overlap_dp = d.overlap_dp; l->zero = d.zero; l->grad_bytes = d.grad_bytes;
-        return 0;
-    }
-    if (strcmp(name, "megatron-2021") && strcmp(name, "megatron-2022"))
-        return myr_error("unknown software preset '%s' (use current, megatron-2021 or megatron-2022)", name);
-    l->flash = 0;
-    l->overlap_p2p = 0;
-    l->overlap_dp = 0;
-    l->zero = 0;
-    l->grad_bytes = 4;
-    l->fused_grad_accum = !strcmp(name, "megatron-2022");
-    return 0;
+double sim_megatron_flops(const SimModel *m, double B, double s) {
+    double h = m->hidden, l = m->layers, a = m->heads, gq = m->kv_heads;
+    double f = m->experts > 1 ? m->expert_ffn : m->ffn, k = m->experts > 1 ? m->top_k : 1;
+    double gate = m->gated ? 1.5 : 1.0;
+    return 12.0 * B * s * l * h * h * ((1 + gq / a + s / h) + f / h * k * gate + m->vocab / (2.0 * l * h));
 }

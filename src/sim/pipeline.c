@@ -39,8 +39,32 @@ static int build_order(int p, int v, int m, PipeSchedule sched, int s, int *ops)
     return n;
 }
 
+/* Peak activation weight a stage holds, walking its op order alone (no timing): each forward of
+ * virtual stage k adds weight[k] (its layers), each backward removes it. */
+double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight) {
+    if (sched == SCHED_GPIPE) v = 1;
+    int per = 2 * m * v;
+    int *ops = malloc(sizeof(int) * (size_t)per);
+    if (!ops) return 0;
+    int n = build_order(p, v, m, sched, stage, ops);
+    double held = 0, peak = 0;
+    for (int i = 0; i < n; i++) {
+        int chunk = (ops[i] >> 1) % v;
+        double w = weight[chunk * p + stage];
+        held += (ops[i] & 1) ? -w : w;
+        if (held > peak) peak = held;
+    }
+    free(ops);
+    return peak;
+}
+
 int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                  PipeResult *out, TraceWriter *trace) {
+    return sim_pipeline_ex(p, v, m, sched, fwd, bwd, p2p, NULL, out, trace);
+}
+
+int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
+                    double *chunk_done, PipeResult *out, TraceWriter *trace) {
     if (p < 1 || p > 1024 || v < 1 || m < 1) return myr_error("pipeline: need 1 <= pp <= 1024 and micro-batches >= 1");
     if (v > 1 && sched != SCHED_GPIPE && m % p)
         return myr_error("interleaved schedule needs the number of micro-batches (%d) to be a multiple of pp %d", m, p);
@@ -100,6 +124,7 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
                 held[s] += bw ? -1 : 1;
                 if (held[s] > out->peak_inflight[s]) out->peak_inflight[s] = held[s];
                 if (bw) out->last_bwd[s] = dur;
+                if (bw && chunk_done) chunk_done[vs] = clock[s];
                 if (trace) {
                     char name[64];
                     if (v > 1) snprintf(name, sizeof name, "%c mb%d chunk%d", bw ? 'B' : 'F', mb, chunk);

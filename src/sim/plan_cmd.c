@@ -1,6 +1,9 @@
-/* plan_cmd.c: `myriad plan`: the best layouts of a model on a cluster, ranked by days to train,
- * and `myriad plan --compare A.json B.json`: two cluster designs side by side (best layout, time,
- * goodput, network bill of materials, power, energy and money of the run). */
+/* plan_cmd.c: `myriad plan`: the best layouts of a model on a cluster, ranked by days to train
+ * including failures (the goodput with the default or given hot spares, and without spares, side
+ * by side), and `myriad plan --compare A.json B.json`: two cluster designs side by side (best
+ * layout, time, goodput, network bill of materials, power, energy and money of the run). Every
+ * layout flag on the line fixes that dimension; no recommended layout uses more than the memory
+ * headroom allows; when nothing fits, the binding constraints are named with counts. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,43 +14,101 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static int run_plan(SimOpts *o, PlanResult *pr) {
-    if (sim_plan(&o->model, &o->cluster, &o->gpu, o->gpus, &o->layout, o->tokens, o->top_k, pr)) return -1;
-    return 0;
+static void fixed_of(const SimOpts *o, PlanFixed *fx) {
+    memset(fx, 0, sizeof *fx);
+    fx->tp = o->set_tp; fx->cp = o->set_cp; fx->pp = o->set_pp; fx->vpp = o->set_vpp && !o->search_vpp;
+    fx->ep = o->set_ep; fx->etp = o->set_etp; fx->micro_batch = o->set_mb; fx->recompute = o->set_recompute;
+    fx->sp = o->set_sp; fx->stages = o->set_stages;
+    fx->mem_cap = (1 - o->mem_headroom) * o->gpu.hbm_gib * GIB;
 }
 
-static void print_plan(const SimOpts *o, const PlanResult *pr) {
-    printf("plan for %s (%.1f B parameters) on %d x %s (%s), %.4g tokens\n", o->model.name,
-           sim_model_params(&o->model) / 1e9, o->gpus, o->gpu.name, o->cluster.name, o->tokens > 0 ? o->tokens : 1e12);
-    printf("%d layouts considered: %d invalid, %d do not fit in %g GiB%s%s%s\n", pr->considered, pr->invalid, pr->no_fit,
-           o->gpu.hbm_gib, pr->why_no_fit[0] ? " (" : "", pr->why_no_fit, pr->why_no_fit[0] ? ")" : "");
-    printf("%-3s %3s %3s %3s %4s %5s %3s %3s %5s %-9s %9s %6s %8s %9s\n", "#", "tp", "cp", "pp", "vpp", "dp", "ep", "mb",
-           "batch", "recompute", "step s", "MFU", "mem GiB", "days");
+static int run_plan(const SimOpts *o, PlanResult *pr) {
+    if (o->set_dp) return myr_error("--dp is what plan derives from --gpus and the other dimensions; leave it out");
+    PlanFixed fx;
+    fixed_of(o, &fx);
+    return sim_plan(&o->model, &o->cluster, &o->gpu, o->gpus, &o->layout, &fx, o->tokens, o->top_k, pr);
+}
+
+static void stages_text(const SimModel *m, const PlanEntry *e, char *buf, size_t cap) {
+    Layout x = e->layout;
+    x.vpp = e->res.vpp;
+    if (!sim_uneven(&x)) { snprintf(buf, cap, "even"); return; }
+    int p = x.pp;
+    snprintf(buf, cap, "%d/%d/%d", sim_stage_layer_count(m, &x, 0), p > 2 ? sim_stage_layer_count(m, &x, 1) : 0,
+             sim_stage_layer_count(m, &x, p - 1));
+}
+
+static void print_plan(const SimOpts *o, const PlanResult *pr, const ReliabilityResult *rel, const ReliabilityResult *none,
+                       int spares) {
+    double tokens = o->tokens > 0 ? o->tokens : 1e12;
+    printf("plan for %s (%.1f B parameters) on %d x %s, %.4g tokens\n", o->model.name, sim_model_params(&o->model) / 1e9,
+           o->gpus, o->gpu.name, tokens);
+    printf("%s\n", o->cluster_note);
+    printf("global batch %d x %d tokens%s; memory limit %.1f GiB (%g GiB less %.0f%% headroom)\n", o->layout.global_batch,
+           o->layout.seq, o->batch_defaulted ? " (default: 2^22 tokens; each layout rounds it to a multiple of dp)" : "",
+           (1 - o->mem_headroom) * o->gpu.hbm_gib, o->gpu.hbm_gib, 100 * o->mem_headroom);
+    printf("failures: job MTBF %.1f h; with %d hot spare nodes%s goodput %.1f%%, without spares %.1f%%\n", rel->mtbf_h,
+           spares, o->hot_spares < 0 ? " (default)" : "", 100 * rel->goodput, 100 * none->goodput);
+    int refused = 0;
+    for (int i = 0; i < PLAN_NREASONS; i++) refused += i == PLAN_GPUS ? 0 : pr->count[i];
+    printf("%d layouts of %d GPUs considered, %d turned down", pr->considered, o->gpus, refused);
+    if (pr->count[PLAN_MEMORY]) printf(" (%d above the memory limit; e.g. %s)", pr->count[PLAN_MEMORY], pr->example[PLAN_MEMORY]);
+    printf("\n%-3s %3s %3s %3s %4s %5s %3s %3s %5s %-9s %-8s %8s %6s %7s %8s %9s %9s\n", "#", "tp", "cp", "pp", "vpp", "dp",
+           "ep", "mb", "batch", "recompute", "stages", "step s", "MFU", "mem GiB", "days", "+failures", "no spares");
     for (int i = 0; i < pr->nbest; i++) {
         const PlanEntry *e = &pr->best[i];
-        printf("%-3d %3d %3d %3d %4d %5d %3d %3d %5d %-9s %9.3f %5.1f%% %8.1f %9.2f\n", i + 1, e->layout.tp, e->layout.cp,
-               e->layout.pp, e->res.vpp, e->layout.dp, e->layout.ep, e->res.micro_batch, e->layout.global_batch,
-               sim_recompute_name(e->layout.recompute), e->res.step_time, 100 * e->res.mfu, e->res.mem.total / GIB, e->days);
+        char st[32];
+        stages_text(&o->model, e, st, sizeof st);
+        printf("%-3d %3d %3d %3d %4d %5d %3d %3d %5d %-9s %-8s %8.3f %5.1f%% %7.1f %8.2f %9.2f %9.2f\n", i + 1,
+               e->layout.tp, e->layout.cp, e->layout.pp, e->res.vpp, e->layout.dp, e->layout.ep, e->res.micro_batch,
+               e->layout.global_batch, sim_recompute_name(e->layout.recompute), st, e->res.step_time, 100 * e->res.mfu,
+               e->res.mem.total / GIB, e->days, e->days / rel->goodput, e->days / none->goodput);
     }
-    if (!pr->nbest) printf("no layout fits: use more GPUs, a GPU with more memory, or --zero 3\n");
+    if (!pr->nbest) {
+        char why[2048];
+        sim_plan_why_none(pr, why, sizeof why);
+        printf("%s\n", why);
+    } else if (pr->best[0].res.bubble > 0.25 * pr->best[0].res.step_time) {
+        const PlanEntry *e = &pr->best[0];
+        printf("note: %d micro-batches per pipeline leave a %.0f%% bubble; a larger --global-batch fills the pipeline\n",
+               e->res.microbatches, 100 * e->res.bubble / e->res.step_time);
+    }
     if (o->why) {
         printf("\nrejected layouts:\n");
         for (int i = 0; i < pr->nrejected; i++) printf("  %s\n", pr->rejected[i]);
     }
 }
 
-static void print_plan_json(const SimOpts *o, const PlanResult *pr) {
-    printf("{\"model\":\"%s\",\"gpus\":%d,\"considered\":%d,\"invalid\":%d,\"no_fit\":%d,\"layouts\":[", o->model.name,
-           o->gpus, pr->considered, pr->invalid, pr->no_fit);
+static void print_plan_json(const SimOpts *o, const PlanResult *pr, const ReliabilityResult *rel,
+                            const ReliabilityResult *none, int spares) {
+    printf("{\"model\":\"%s\",\"gpus\":%d,\"cluster\":\"%s\",\"cluster_note\":\"%s\",\"global_batch\":%d,"
+           "\"memory_limit_gib\":%.4f,\"hot_spares\":%d,\"goodput\":%.5f,\"goodput_without_spares\":%.5f,\"considered\":%d,"
+           "\"turned_down\":{",
+           o->model.name, o->gpus, o->cluster.name, o->cluster_note, o->layout.global_batch,
+           (1 - o->mem_headroom) * o->gpu.hbm_gib, spares, rel->goodput, none->goodput, pr->considered);
+    for (int i = 0; i < PLAN_NREASONS; i++) printf("%s\"%s\":%d", i ? "," : "", sim_plan_reason_name(i), pr->count[i]);
+    printf("},\"layouts\":[");
     for (int i = 0; i < pr->nbest; i++) {
         const PlanEntry *e = &pr->best[i];
+        Layout x = e->layout;
+        x.vpp = e->res.vpp;
         printf("%s{\"tp\":%d,\"cp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"micro_batch\":%d,\"global_batch\":%d,"
-               "\"recompute\":\"%s\",\"step_time_s\":%.6g,\"mfu\":%.5f,\"memory_gib\":%.4f,\"days\":%.6g}",
+               "\"recompute\":\"%s\",\"sp\":%s,\"first_stage_layers\":%d,\"last_stage_layers\":%d,\"step_time_s\":%.6g,"
+               "\"mfu\":%.5f,\"memory_gib\":%.4f,\"days\":%.6g,\"days_with_failures\":%.6g,"
+               "\"days_with_failures_without_spares\":%.6g}",
                i ? "," : "", e->layout.tp, e->layout.cp, e->layout.pp, e->res.vpp, e->layout.dp, e->layout.ep,
-               e->res.micro_batch, e->layout.global_batch, sim_recompute_name(e->layout.recompute), e->res.step_time,
-               e->res.mfu, e->res.mem.total / GIB, e->days);
+               e->res.micro_batch, e->layout.global_batch, sim_recompute_name(e->layout.recompute),
+               e->layout.sp && e->layout.tp > 1 ? "true" : "false", sim_stage_layer_count(&o->model, &x, 0),
+               sim_stage_layer_count(&o->model, &x, x.pp - 1), e->res.step_time, e->res.mfu, e->res.mem.total / GIB,
+               e->days, e->days / rel->goodput, e->days / none->goodput);
     }
-    printf("]}\n");
+    printf("]");
+    if (!pr->nbest) {
+        char why[2048];
+        sim_plan_why_none(pr, why, sizeof why);
+        printf(",\"why_none\":\"%s\"", why);
+    }
+    printf("}\n");
 }
 
 static int compare(SimOpts *o) {
@@ -59,10 +120,11 @@ static int compare(SimOpts *o) {
         side[i] = *o;
         if (sim_load_cluster(o->compare[i], &side[i].cluster)) return -1;
         if (sim_load_gpu(side[i].cluster.gpu, &side[i].gpu)) return -1;
+        if (sim_cluster_fit(&side[i].cluster, o->gpus, NULL, 0)) return -1;
         side[i].top_k = 1;
         if (run_plan(&side[i], &pr[i])) return -1;
         sim_cost(&side[i].cluster, &side[i].gpu, o->gpus, &cost[i]);
-        sim_opts_reliability(&side[i], &rel[i]);
+        sim_opts_reliability(&side[i], -1, &rel[i]);
     }
     double tokens = o->tokens > 0 ? o->tokens : 1e12;
     printf("%s (%.1f B) on %d GPUs, %.4g tokens\n\n", o->model.name, sim_model_params(&o->model) / 1e9, o->gpus, tokens);
@@ -108,6 +170,7 @@ int cmd_plan(int argc, char **argv) {
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 1);
     if (rc == 1) return 0;
+    if (rc == 2) { sim_software_list(stdout); return 0; }
     if (rc) myr_die_last();
     if (o.compare[0]) {
         if (compare(&o)) myr_die_last();
@@ -115,9 +178,13 @@ int cmd_plan(int argc, char **argv) {
     }
     PlanResult pr;
     if (run_plan(&o, &pr)) myr_die_last();
-    if (o.json) print_plan_json(&o, &pr);
-    else print_plan(&o, &pr);
-    int none = pr.nbest == 0;
+    int spares = sim_opts_spares(&o);
+    ReliabilityResult rel, none;
+    sim_opts_reliability(&o, spares, &rel);
+    sim_opts_reliability(&o, 0, &none);
+    if (o.json) print_plan_json(&o, &pr, &rel, &none, spares);
+    else print_plan(&o, &pr, &rel, &none, spares);
+    int nothing = pr.nbest == 0;
     sim_plan_free(&pr);
-    return none ? 1 : 0;
+    return nothing ? 1 : 0;
 }

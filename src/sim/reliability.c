@@ -76,3 +76,19 @@ void sim_reliability(const FailureRates *f, const ReliabilityInput *in, Reliabil
     o->interval_s = o->daly_s;
     o->goodput = sim_daly_goodput(o->interval_s, o->ckpt_s, o->restart_s, M);
 }
+
+/* Hot spares a run keeps by default: enough nodes that one is free when a hardware fault strikes
+ * with probability >= 99%, counting the nodes in repair as Poisson with mean N x (hardware fault
+ * rate) x repair time (the M/G/inf queue above; production clusters size spare blocks against the
+ * nodes under repair this way: Meta, "Sparing Strategies to Minimize Reliability Impact on Large
+ * Training Jobs", MLSys 2026). At least one node for multi-node jobs. */
+int sim_default_hot_spares(int gpus, int gpus_per_node) {
+    FailureRates f;
+    sim_failure_rates_default(&f);
+    if (gpus_per_node < 1) gpus_per_node = 8;
+    if (gpus <= gpus_per_node) return 0;
+    double mean = gpus * (total_rate(&f) - f.software) * 4.0;
+    int k = 1;
+    while (poisson_below(mean, k) < 0.99 && k < 100000) k++;
+    return k;
+}

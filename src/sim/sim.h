@@ -24,10 +24,20 @@ typedef struct {
     double nic_gbps;              /* Gb/s per NIC */
     double tdp_w;
     int sms;                      /* streaming multiprocessors (GEMM wave quantization) */
-    /* achievable fractions (calibrated; see docs/SIMULATOR.md) */
-    double gemm_eff;     /* best cuBLAS efficiency on large, well-shaped GEMMs */
+    /* achievable fractions (from published microbenchmarks; see docs/SIMULATOR.md) */
+    double gemm_eff;     /* best cuBLAS efficiency on large, well-shaped 16-bit GEMMs */
+    double gemm_eff_fp8; /* the same for fp8 GEMMs (0 = gemm_eff) */
+    double sustained;    /* GEMM throughput sustained in multi-GPU training over single-GPU microbenchmarks
+                          * (power-limited clocks; fitted, see docs/SIMULATOR.md); 1 = as benchmarked */
+    double attn_eff;     /* fused attention (cuDNN / FlashAttention-3 class) fwd+bwd, fraction of 16-bit peak */
+    double attn_eff_fa2; /* FlashAttention-2 (PyTorch SDPA's flash backend), the same (0 = attn_eff) */
     double hbm_eff;      /* achievable fraction of HBM bandwidth for streaming kernels */
     double kernel_us;    /* fixed cost per kernel (launch + ramp/tail) */
+    int tile;            /* GEMM output tile side (128 on GPUs) */
+    /* measured GEMM rates (myriad bench calibrate): M, N, K, FLOP/s; used instead of the tile
+     * model when present (nearest measured shape in log space, scaled by its FLOPs) */
+    int ngemm;
+    double gemm_table[64][4];
 } GpuSpec;
 
 /* ---------- cluster (configs/clusters/NAME.json) ---------- */
@@ -66,28 +76,54 @@ typedef struct {
 } ClusterSpec;
 
 /* ---------- model (configs/models/NAME.json or flags) ---------- */
+typedef enum { ARCH_GPT = 0, ARCH_LLAMA, ARCH_NEMOTRON } SimArch;
 typedef struct {
     char name[64];
-    int llama;        /* 0: GPT (LayerNorm, GELU MLP, tied embeddings); 1: Llama (RMSNorm, SwiGLU, untied) */
+    /* arch presets (sim_model_set_arch): gpt = LayerNorm, GELU MLP (2 matrices, biases), learned
+     * positions, tied embeddings, dropout; llama = RMSNorm, SwiGLU (3 matrices), rotary, untied, no
+     * biases; nemotron = LayerNorm, squared-ReLU MLP (2 matrices), rotary, untied, no biases */
+    int llama;        /* the arch is llama (kept for the places that only ask that) */
+    SimArch arch;
+    int gated;        /* MLP with a gate: 3 matrices (SwiGLU) */
+    int tied;         /* output layer shares the embedding table */
+    int learned_pos;  /* learned position table of seq x hidden */
+    int bias;         /* linear layers have biases */
+    int rmsnorm;      /* RMSNorm (1 statistic) instead of LayerNorm */
+    int rope;         /* rotary position embedding on q and k */
+    int dropout;      /* dropout after attention and MLP (masks kept for backward) */
     int layers, hidden, heads, kv_heads, ffn, vocab;
     int experts, top_k, expert_ffn; /* MoE: experts > 1 replaces every MLP by `experts` MLPs of expert_ffn */
     int seq;          /* default sequence length */
 } SimModel;
+void sim_model_set_arch(SimModel *m, SimArch a);
+int sim_arch_parse(const char *s, SimArch *out);
+const char *sim_arch_name(SimArch a);
 
 double sim_model_params(const SimModel *m);        /* all parameters */
 double sim_model_layer_params(const SimModel *m);  /* one transformer layer */
 double sim_model_active_params(const SimModel *m); /* per token (MoE: top_k experts) */
+double sim_mlp_params(const SimModel *m, double f);  /* one dense MLP of inner size f */
 /* Forward FLOPs of one sequence of length s through the whole model (attention counted as full
  * s x s, the convention of Narayanan et al. 2021); training = 3x, with full recompute 4x. */
 double sim_model_fwd_flops(const SimModel *m, int s);
 /* Narayanan et al. eq. (3): 96 B s l h^2 (1 + s/6h + V/16lh), GPT shapes, full recompute. */
 double sim_narayanan_flops(int B, int s, int l, int h, int V);
+/* Model FLOPs of B sequences of length s by Megatron-LM's num_floating_point_operations (also
+ * NeMo's): 12 B s l h^2 ((1 + g/a + s/h) + f/h k (3/2 if gated) + V/(2 l h)): full s x s attention. */
+double sim_megatron_flops(const SimModel *m, double B, double s);
 
 /* ---------- layout ---------- */
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
 typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED } PipeSchedule;
+/* FP8 scaling: delayed (Transformer Engine's default: the scale comes from an amax history, the
+ * amax of each cast is taken by the cast kernel itself) or current (per-tensor scale of this very
+ * tensor: an amax pass reads the tensor before its cast; TE current scaling, torchao tensorwise) */
+typedef enum { FP8_DELAYED = 0, FP8_CURRENT } Fp8Scaling;
+typedef enum { ATTN_UNFUSED = 0, ATTN_FUSED, ATTN_FA2 } AttnKernel;
+#define SIM_MAX_VSTAGES 512
 typedef struct {
     int tp, cp, pp, vpp, dp, ep;
+    int etp;              /* expert tensor parallelism (0 = tp) */
     int micro_batch;      /* sequences per micro-batch per data-parallel rank; 0 = search */
     int global_batch;     /* sequences per step */
     int seq;
@@ -96,18 +132,38 @@ typedef struct {
     int zero;             /* 0..3 */
     SimDtype dtype;
     PipeSchedule schedule;/* interleaved is implied by vpp > 1 */
-    int flash;            /* fused (flash) attention; 0: unfused softmax/dropout (Megatron 2021) */
+    int flash;            /* attention kernel (AttnKernel): fused (cuDNN/FA3), fa2, or unfused softmax/dropout */
     int overlap_dp;       /* overlap the data-parallel gradient reduction with backward */
     int grad_bytes;       /* bytes per gradient element kept for accumulation (Megatron: 4, ZeRO paper: 2) */
     int fused_grad_accum; /* weight-gradient GEMMs accumulate into the main gradients directly */
     int overlap_p2p;      /* pipeline sends/receives run asynchronously to compute */
+    /* software mechanisms (set by --software presets; see software.c) */
+    int tp_overlap;       /* TP all-gather/reduce-scatter overlapped with the GEMMs (TE userbuffers, AsyncTP) */
+    int sp_regather;      /* sp keeps the sequence shard of GEMM inputs and gathers it again for wgrad (Megatron) */
+    int fused_elementwise;/* norms, activations, rotary, residuals as fused kernels (TE, torch.compile); 0 = eager ops */
+    int selective_op;     /* "selective" recompute means torchtitan's op-level policy (re-run every 2nd matmul) */
+    int reshard;          /* zero 3: parameters gathered again for backward (FSDP reshard_after_forward) */
+    int fp8_scaling;      /* Fp8Scaling */
+    int fp8_gather;       /* zero 3 / distributed optimizer all-gather parameters in fp8 */
+    int optimizer_passes; /* 0 = Megatron's fused mixed-precision Adam; 1 = a plain fp32 AdamW (torch) */
+    int fp8_cache;        /* fp8 weights (and transposes) cast once per step and kept (Transformer Engine) */
+    int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
+    double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */
+    double bucket;        /* gradient-reduction bucket, elements (Megatron-LM 40 M) */
+    int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */
+    /* uneven pipelines: layers of the first / last pipeline stage (0 = even), or every virtual stage */
+    int first_layers, last_layers;
+    int n_stage_layers;
+    int stage_layers[SIM_MAX_VSTAGES];
+    /* mixture of experts */
+    double capacity_factor;  /* tokens an expert takes, over the mean (0 = dropless) */
+    double moe_imbalance;    /* busiest expert's tokens over the mean, dropless routing */
 } Layout;
 void sim_layout_defaults(Layout *l);
-/* Software presets: "current" (the defaults: flash attention, fused gradient accumulation, overlapped
- * p2p and data-parallel reduction, distributed optimizer), "megatron-2022" (Korthikanti et al. 2022:
- * unfused attention, fused gradient accumulation, blocking p2p, no overlap, no ZeRO, fp32 gradients),
- * "megatron-2021" (Narayanan et al. 2021: as 2022 but gradient accumulation as a separate pass). */
+/* Software presets (software.c): which mechanisms a generation of training software has. -1 with
+ * the list of names if unknown. sim_software_list prints name, summary and sources. */
 int sim_software_preset(Layout *l, const char *name);
+void sim_software_list(FILE *out);
 const char *sim_recompute_name(Recompute r);
 int sim_recompute_parse(const char *s, Recompute *out);
 
@@ -120,6 +176,13 @@ int sim_load_cluster(const char *name_or_path, ClusterSpec *c);
 int sim_load_model(const char *name_or_path, SimModel *m);
 void sim_cluster_defaults(ClusterSpec *c);
 void sim_gpu_defaults(GpuSpec *g);
+
+/* ---------- which cluster, how big (cluster_size.c) ---------- */
+const char *sim_default_cluster(const char *gpu);               /* configs/clusters name, NULL if none */
+int sim_load_default_cluster(const char *gpu, ClusterSpec *c);  /* that cluster, or a built-in fat-tree */
+/* Make the cluster hold `gpus`: size a file without "gpus", or build the same design with more
+ * nodes (and switch tiers if needed). note (may be NULL) gets one line when something was built. */
+int sim_cluster_fit(ClusterSpec *c, int gpus, char *note, size_t cap);
 
 /* ---------- network (cluster.c) ---------- */
 /* A group of `size` GPUs whose ranks are `stride` apart in the layout's rank order. */
@@ -151,13 +214,39 @@ double sim_ring_gather(int n, double bytes, double bw, double a); /* reduce-scat
 double sim_tree_allreduce(int n, double bytes, double bw, double a);
 
 /* ---------- kernels (gemm_eff.c) ---------- */
+double sim_peak_flops(const GpuSpec *g, SimDtype dt); /* FLOP/s of the dtype (16-bit peak if fp16/bf16 missing) */
 double sim_gemm_eff(const GpuSpec *g, double M, double N, double K);
 double sim_gemm_time(const GpuSpec *g, SimDtype dt, double M, double N, double K, double batch);
 double sim_membound_time(const GpuSpec *g, double bytes, int kernels);
 
+/* ---------- pipeline stages (stages.c) ---------- */
+int sim_uneven(const Layout *l); /* --stage-layers or --first/--last-stage-layers given */
+/* Layers of every virtual stage k = chunk * pp + stage (pp * vpp entries); -1 with the reason. */
+int sim_vstage_layers(const SimModel *m, const Layout *l, int *count);
+int sim_stage_layer_count(const SimModel *m, const Layout *l, int stage); /* layers of one pipeline stage */
+int sim_parse_stage_list(const char *s, Layout *l);                      /* "7,8,8,7" -> stage_layers */
+
+/* ---------- one layer (layer.c) ---------- */
+typedef struct {
+    double tokens;                 /* local tokens of the micro-batch */
+    double gemm_f, gemm_b;         /* weight GEMMs: forward; dgrad + wgrad */
+    double attn_f, attn_b;         /* attention core (unfused: with softmax/dropout) */
+    double core_mem_f;             /* the unfused softmax/dropout part of attn_f */
+    double elem_f, elem_b;         /* memory-bound kernels */
+    double fp8_f, fp8_b;           /* fp8 casts of activations and gradients */
+    double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b; /* exposed communication */
+    double rec_op, rec_op_fp8;     /* what torchtitan's op-level selective recompute re-runs (GEMMs, casts) */
+    double weight_cast;            /* fp8 cast + transpose of the layer's local weights, once */
+    double weight_elems;           /* weights of the fp8 GEMMs */
+} LayerCost;
+void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, LayerCost *o);
+
 /* ---------- memory (memory.c) ---------- */
 typedef struct {
-    double weights, grads, optimizer, activations, comm_buffers, total; /* bytes per GPU */
+    double weights, grads, optimizer, activations, comm_buffers; /* bytes per GPU */
+    double fp8_copies;  /* fp8 weight copies (Transformer Engine keeps the cast weights for the step) */
+    double reserve;     /* allocator fragmentation reserve */
+    double total;
     int stage; /* the pipeline stage with the largest total */
 } SimMemory;
 /* Activation bytes of one layer for one micro-batch of b sequences (Korthikanti et al. 2022, generalized). */
@@ -167,6 +256,11 @@ double sim_inflight_layers(const SimModel *m, const Layout *l, int stage);
 double sim_stage_params(const SimModel *m, const Layout *l, int stage); /* parameters held per GPU */
 /* The same, split into dense parameters (replicated over dp) and expert parameters (over dp/ep). */
 void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert);
+/* One transformer layer's parameters per GPU (tp-sharded; experts over etp x ep). */
+void sim_layer_params_split(const SimModel *m, const Layout *l, double *dense, double *expert);
+/* Virtual stage k's parameters per GPU given the layer split `count` (embedding on k = 0, output
+ * layer or tied copy on the last). */
+void sim_vstage_params_split(const SimModel *m, const Layout *l, int k, const int *count, double *dense, double *expert);
 int sim_memory(const SimModel *m, const Layout *l, SimMemory *out);
 /* ZeRO (Rajbhandari et al. 2020) model-state bytes per GPU for psi parameters. */
 double sim_zero_state_bytes(double psi, int stage, int dp, int grad_bytes, int weight_bytes);
@@ -190,12 +284,20 @@ typedef struct TraceWriter TraceWriter;
 /* Check the layout against model, cluster and GPU; -1 with the reason (e.g. "tp 16 exceeds the
  * 8-GPU scale-up domain"). Does not check memory. */
 int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l);
+void sim_normalize_layout(Layout *l); /* sp off without tp, micro-batch and vpp at least 1 */
 /* Simulate one step. trace may be NULL. Fails only on an invalid layout. */
 int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l, SimResult *r,
              TraceWriter *trace);
 /* Choose micro-batch (if l->micro_batch == 0) and vpp (if search_vpp) for the fastest step that fits. */
 int sim_step_search(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, Layout *l, int search_vpp,
                     SimResult *r);
+typedef struct {
+    int search_mb, search_vpp, search_recompute; /* what to search (micro-batch also when it is 0) */
+    int max_mb;      /* largest micro-batch tried (default 16) */
+    double mem_cap;  /* bytes a layout may use (default: the GPU's HBM) */
+} SearchOpts;
+int sim_step_search_ex(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, Layout *l, const SearchOpts *so,
+                       SimResult *r);
 
 /* Pipeline schedule simulation (pipeline.c). fwd[k], bwd[k]: time of the forward and backward
  * (incl. recompute) of virtual stage k = chunk * pp + stage for one micro-batch; p2p: one transfer. */
@@ -208,12 +310,32 @@ typedef struct {
 } PipeResult;
 int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                  PipeResult *out, TraceWriter *trace);
+/* The same; chunk_done[k] (pp * vpp entries, may be NULL) receives when virtual stage k's last
+ * backward ends (its gradients are complete). */
+int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
+                    double *chunk_done, PipeResult *out, TraceWriter *trace);
+/* Peak of the activation weight (weight[k] per held forward of virtual stage k) one stage holds. */
+double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight);
 
 /* Chrome Trace Event output (trace.c). */
 TraceWriter *trace_open(const char *path);
 void trace_lane(TraceWriter *t, int lane, const char *name);
 void trace_event(TraceWriter *t, int lane, const char *name, double start_s, double dur_s);
 int trace_close(TraceWriter *t); /* -1 on write error */
+
+/* ---------- data-parallel communication and optimizer (dp_comm.c) ---------- */
+typedef struct {
+    Group dense, expert;   /* gradient-reduction groups: dp x cp ranks; experts over dp x cp / ep */
+    int per_layer;         /* ZeRO 3 without pipelining: FSDP's per-layer gathers */
+    double layer_ag, layer_rs; /* one layer's parameter all-gather and gradient reduce-scatter */
+    double lay_b;          /* one layer's backward compute (set by the caller) */
+} DpPlan;
+void sim_dp_plan(const SimModel *m, const Network *net, const Layout *l, DpPlan *d);
+/* Data-parallel time of stage s that compute does not hide (after its pipeline finish). */
+double sim_dp_exposed(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, const DpPlan *d, int s,
+                      const int *count, const double *fwd, const double *bwd, const double *done, const PipeResult *pr,
+                      int M);
+double sim_optimizer_time(const SimModel *m, const GpuSpec *g, const Layout *l, int s, const int *count);
 
 /* ---------- reliability (reliability.c) ---------- */
 typedef struct {
@@ -239,6 +361,8 @@ typedef struct {
     double p_spare_available;
 } ReliabilityResult;
 void sim_reliability(const FailureRates *f, const ReliabilityInput *in, ReliabilityResult *out);
+/* Default hot-spare nodes: a free spare at a hardware fault with probability >= 99% (4 h repairs). */
+int sim_default_hot_spares(int gpus, int gpus_per_node);
 
 /* ---------- cost (cost.c) ---------- */
 typedef struct {
@@ -254,20 +378,35 @@ void sim_cost(const ClusterSpec *c, const GpuSpec *g, int gpus, ClusterCost *out
 typedef struct {
     Layout layout;
     SimResult res;
-    double days;
+    double days; /* without failures */
 } PlanEntry;
+/* Why layouts were turned down, by binding constraint. */
+typedef enum {
+    PLAN_TP = 0, PLAN_CP, PLAN_LAYERS, PLAN_GPUS, PLAN_EXPERTS, PLAN_DTYPE, PLAN_BATCH, PLAN_MEMORY, PLAN_OTHER,
+    PLAN_NREASONS
+} PlanReason;
+const char *sim_plan_reason_name(PlanReason r);
+/* Dimensions the caller fixed (taken from base as they are) and the memory a layout may use. */
+typedef struct {
+    int tp, cp, pp, vpp, ep, etp, micro_batch, recompute, sp, stages;
+    double mem_cap; /* bytes: HBM less the headroom */
+} PlanFixed;
 typedef struct {
     PlanEntry *best; int nbest, cap;
-    int considered, invalid, no_fit;
-    char why_no_fit[256]; /* one example of a layout rejected for memory */
-    char (*rejected)[192]; /* every rejected layout and why (`plan --why`) */
+    int considered;
+    int count[PLAN_NREASONS];        /* layouts turned down, by binding constraint */
+    char example[PLAN_NREASONS][192];
+    double least_mem;                /* smallest memory among layouts above the headroom */
+    char (*rejected)[192];           /* every rejected layout and why (`plan --why`) */
     int nrejected;
 } PlanResult;
 /* Enumerate layouts for `gpus` GPUs, keep the top k by time to train `tokens`. base supplies seq,
- * global batch, dtype and flags that are not searched. */
+ * global batch, dtype, software and the fixed dimensions. */
 int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus, const Layout *base,
-             double tokens, int k, PlanResult *out);
+             const PlanFixed *fx, double tokens, int k, PlanResult *out);
 void sim_plan_free(PlanResult *r);
+/* "no layout fits: N considered; 12: pp does not split the layers (e.g. ...); ..." */
+void sim_plan_why_none(const PlanResult *r, char *buf, size_t cap);
 
 /* ---------- validation (validate.c) ---------- */
 int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err);

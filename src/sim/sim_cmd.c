@@ -1,7 +1,7 @@
 /* sim_cmd.c: the `myriad sim` and `myriad sim validate` commands: parse the model, cluster and
- * layout flags, simulate one step and print (or --json) its time, breakdown, MFU, memory and the
- * days to train, optionally writing a Chrome trace. Option parsing shared with `myriad plan`
- * lives in sim_opts.c. */
+ * layout flags, simulate one step and print (or --json) its time, breakdown, MFU, memory, the days
+ * to train with and without hot spares, optionally writing a Chrome trace. Option parsing shared
+ * with `myriad plan` lives in sim_opts.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,51 +9,54 @@
 
 #include "cli/commands.h"
 #include "sim/sim_opts.h"
+#include "sim/validate.h"
 #include "util/opts.h"
 #include "util/error.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static int set_file(void *ctx, const char *arg) {
-    const char **file = ctx;
-    if (*file) return myr_error("one file at a time (got %s and %s)", *file, arg);
-    *file = arg;
-    return 0;
+static void layout_text(const SimOpts *o, const SimResult *r, char *buf, size_t cap) {
+    const Layout *l = &o->layout;
+    size_t n = (size_t)snprintf(buf, cap, "tp %d cp %d pp %d vpp %d dp %d ep %d", l->tp, l->cp, l->pp, r->vpp, l->dp, l->ep);
+    if (l->etp) n += (size_t)snprintf(buf + n, cap - n, " etp %d", l->etp);
+    if (sim_uneven(l) && n < cap) {
+        int V = l->pp * r->vpp;
+        int *count = malloc(sizeof(int) * (size_t)V);
+        Layout x = *l;
+        x.vpp = r->vpp;
+        if (count && !sim_vstage_layers(&o->model, &x, count)) {
+            n += (size_t)snprintf(buf + n, cap - n, "; layers per stage");
+            for (int s = 0; s < l->pp && n < cap - 16; s++) {
+                if (l->pp > 8 && s == 3) { n += (size_t)snprintf(buf + n, cap - n, " ..."); s = l->pp - 3; }
+                n += (size_t)snprintf(buf + n, cap - n, " %d", sim_stage_layer_count(&o->model, &x, s));
+            }
+        }
+        free(count);
+    }
 }
 
-static int validate_main(int argc, char **argv) {
-    const char *file = NULL;
-    int json = 0;
-    const Opt rows[] = {OPT_SWITCH("--json", &json, "print JSON instead of the table"), OPT_END};
-    OptCommand cmd = {.name = "sim validate",
-                      .usage = "usage: myriad sim validate FILE.csv [--json]\n"
-                               "  Predicts every published run in FILE.csv (../shared/validation/) and prints the error.",
-                      .rows = rows,
-                      .positional = set_file,
-                      .ctx = &file};
-    opts_parse(&cmd, argc, argv);
-    if (!file) myr_die("sim validate needs a FILE.csv (e.g. ../shared/validation/published_a100.csv)");
-    double med, mx;
-    if (sim_validate_file(file, json, stdout, &med, &mx)) myr_die_last();
-    return 0;
-}
-
-static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel, const ReliabilityResult *alt) {
+static void print_text(const SimOpts *o, const SimResult *r) {
     const SimModel *m = &o->model;
     const Layout *l = &o->layout;
-    printf("model %s: %.1f B parameters (%.1f B active), %d layers, hidden %d, heads %d/%d, ffn %d, vocab %d\n",
-           m->name, sim_model_params(m) / 1e9, sim_model_active_params(m) / 1e9, m->layers, m->hidden, m->heads,
-           m->kv_heads, m->ffn, m->vocab);
-    printf("cluster %s: %d x %s, scale-up domain %d, %s %s", o->cluster.name, r->gpus, o->gpu.name,
-           o->cluster.scaleup_domain, o->cluster.roce ? "RoCE" : "InfiniBand",
-           o->cluster.rail_optimized ? "rail-optimized" : "fat-tree");
-    for (int k = 0; k < o->cluster.ntiers; k++) printf("%s%s %g:1", k ? ", " : " (", o->cluster.tier[k].name, o->cluster.tier[k].oversub);
+    printf("model %s: %.1f B parameters (%.1f B active), %d layers, hidden %d, heads %d/%d, ffn %d, vocab %d%s\n", m->name,
+           sim_model_params(m) / 1e9, sim_model_active_params(m) / 1e9, m->layers, m->hidden, m->heads, m->kv_heads,
+           m->ffn, m->vocab, m->experts > 1 ? "" : "");
+    if (m->experts > 1) printf("  MoE: %d experts, top-%d, expert ffn %d\n", m->experts, m->top_k, m->expert_ffn);
+    printf("%s\n", o->cluster_note);
+    printf("  %d x %s, scale-up domain %d, %s %s", r->gpus, o->gpu.name, o->cluster.scaleup_domain,
+           o->cluster.roce ? "RoCE" : "InfiniBand", o->cluster.rail_optimized ? "rail-optimized" : "fat-tree");
+    for (int k = 0; k < o->cluster.ntiers; k++)
+        printf("%s%s %g:1", k ? ", " : " (", o->cluster.tier[k].name, o->cluster.tier[k].oversub);
     printf(")%s\n", o->cluster.sharp ? ", SHARP" : "");
-    printf("layout: tp %d cp %d pp %d vpp %d dp %d ep %d; micro batch %d x %d per step; global batch %d x %d tokens;\n"
-           "        recompute %s, sp %s, zero %d, %s, %s attention, %s schedule\n",
-           l->tp, l->cp, l->pp, r->vpp, l->dp, l->ep, r->micro_batch, r->microbatches, l->global_batch, l->seq,
-           sim_recompute_name(l->recompute), l->sp && l->tp > 1 ? "on" : "off", l->zero, sim_dtype_name(l->dtype),
-           l->flash ? "flash" : "unfused", r->vpp > 1 ? "interleaved 1F1B" : l->schedule == SCHED_GPIPE ? "GPipe" : "1F1B");
+    char lay[256];
+    layout_text(o, r, lay, sizeof lay);
+    printf("layout: %s; micro batch %d x %d per step; global batch %d x %d tokens;\n"
+           "        recompute %s, sp %s, zero %d, %s%s, %s attention, %s schedule\n",
+           lay, r->micro_batch, r->microbatches, l->global_batch, l->seq, sim_recompute_name(l->recompute),
+           l->sp && l->tp > 1 ? "on" : "off", l->zero, sim_dtype_name(l->dtype),
+           l->dtype == DT_FP8 ? (l->fp8_scaling == FP8_CURRENT ? " (current scaling)" : " (delayed scaling)") : "",
+           l->flash == ATTN_UNFUSED ? "unfused" : l->flash == ATTN_FA2 ? "FlashAttention-2" : "fused",
+           r->vpp > 1 ? "interleaved 1F1B" : l->schedule == SCHED_GPIPE ? "GPipe" : "1F1B");
     double st = r->step_time;
     printf("\nstep time %10.4f s\n", st);
     const char *names[] = {"forward", "backward", "recompute", "TP comm (exposed)", "CP comm (exposed)",
@@ -64,62 +67,134 @@ static void print_text(const SimOpts *o, const SimResult *r, const ReliabilityRe
     printf("MFU %.1f%%  HFU %.1f%%  %.1f TFLOP/s per GPU (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu,
            100 * r->hfu, r->tflops_per_gpu, r->tokens_per_s);
     const SimMemory *mm = &r->mem;
-    printf("\nmemory per GPU (stage %d, the fullest): weights %.1f, grads %.1f, optimizer %.1f, activations %.1f,\n"
-           "        buffers/workspace %.1f; total %.1f GiB of %g GiB\n",
-           mm->stage, mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->activations / GIB,
-           mm->comm_buffers / GIB, mm->total / GIB, o->gpu.hbm_gib);
+    printf("\nmemory per GPU (stage %d, the fullest): weights %.1f, grads %.1f, optimizer %.1f, fp8 copies %.1f,\n"
+           "        activations %.1f, buffers/workspace %.1f, allocator reserve %.1f; total %.1f GiB of %g GiB\n",
+           mm->stage, mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->fp8_copies / GIB, mm->activations / GIB,
+           mm->comm_buffers / GIB, mm->reserve / GIB, mm->total / GIB, o->gpu.hbm_gib);
+    double limit = (1 - o->mem_headroom) * o->gpu.hbm_gib;
+    if (mm->total / GIB > limit)
+        printf("warning: above the %.0f%% memory headroom (%.1f GiB); plan recommends only layouts below it\n",
+               100 * o->mem_headroom, limit);
     if (o->tokens > 0) {
         double days = o->tokens / r->tokens_per_s / 86400;
         double n = sim_model_active_params(m);
-        printf("\ntraining %.4g tokens: compute 6ND = %.0f ZFLOPs, 8ND (with full recompute) = %.0f ZFLOPs\n",
-               o->tokens, 6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
-        printf("  %.1f days without failures\n", days);
-        printf("  job MTBF %.1f h; %d hot spare nodes; checkpoints %s every %.0f min (%.1f s each; Young %.0f min): "
-               "goodput %.1f%% -> %.1f days\n",
-               rel->mtbf_h, o->hot_spares, o->in_memory ? "in memory" : "to storage", rel->interval_s / 60, rel->ckpt_s,
-               rel->young_s / 60, 100 * rel->goodput, days / rel->goodput);
+        int spares = sim_opts_spares(o);
+        ReliabilityResult rel, none, alt;
+        sim_opts_reliability(o, spares, &rel);
+        sim_opts_reliability(o, 0, &none);
+        SimOpts x = *o;
+        x.in_memory = !o->in_memory;
+        sim_opts_reliability(&x, spares, &alt);
+        printf("\ntraining %.4g tokens: compute 6ND = %.0f ZFLOPs, 8ND (with full recompute) = %.0f ZFLOPs\n", o->tokens,
+               6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
+        printf("  %.1f days without failures; job MTBF %.1f h; checkpoints %s every %.0f min (%.1f s each)\n", days,
+               rel.mtbf_h, o->in_memory ? "in memory" : "to storage", rel.interval_s / 60, rel.ckpt_s);
+        printf("  with %d hot spare nodes%s: goodput %.1f%% -> %.1f days; without spares: goodput %.1f%% -> %.1f days\n",
+               spares, o->hot_spares < 0 ? " (default: a free spare at 99% of faults)" : "", 100 * rel.goodput,
+               days / rel.goodput, 100 * none.goodput, days / none.goodput);
         printf("  (checkpoints %s instead: every %.1f min, goodput %.1f%% -> %.1f days)\n",
-               o->in_memory ? "to storage" : "in memory", alt->interval_s / 60, 100 * alt->goodput, days / alt->goodput);
+               o->in_memory ? "to storage" : "in memory", alt.interval_s / 60, 100 * alt.goodput, days / alt.goodput);
         ClusterCost cc;
         sim_cost(&o->cluster, &o->gpu, r->gpus, &cc);
-        double run_h = days / rel->goodput * 24;
+        double run_h = days / rel.goodput * 24;
         printf("  power %.2f MW (TDP + host, PUE %.2f), energy %.2f GWh, $%.2f M at $%.2f per GPU-hour\n", cc.power_kw / 1e3,
                o->cluster.pue, cc.power_kw * run_h / 1e6, r->gpus * run_h * o->cluster.gpu_hour_usd / 1e6,
                o->cluster.gpu_hour_usd);
     }
 }
 
-static void print_json(const SimOpts *o, const SimResult *r, const ReliabilityResult *rel) {
+static void print_json(const SimOpts *o, const SimResult *r) {
     const SimMemory *mm = &r->mem;
     const Layout *l = &o->layout;
     double days = o->tokens > 0 ? o->tokens / r->tokens_per_s / 86400 : 0;
-    printf("{\"model\":\"%s\",\"cluster\":\"%s\",\"gpu\":\"%s\",\"gpus\":%d,", o->model.name, o->cluster.name,
-           o->gpu.name, r->gpus);
-    printf("\"layout\":{\"tp\":%d,\"cp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"micro_batch\":%d,"
-           "\"global_batch\":%d,\"seq\":%d,\"recompute\":\"%s\",\"sp\":%s,\"zero\":%d,\"dtype\":\"%s\"},",
-           l->tp, l->cp, l->pp, r->vpp, l->dp, l->ep, r->micro_batch, l->global_batch, l->seq,
+    printf("{\"model\":\"%s\",\"cluster\":\"%s\",\"cluster_note\":\"%s\",\"gpu\":\"%s\",\"gpus\":%d,", o->model.name,
+           o->cluster.name, o->cluster_note, o->gpu.name, r->gpus);
+    printf("\"layout\":{\"tp\":%d,\"cp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,\"micro_batch\":%d,"
+           "\"global_batch\":%d,\"seq\":%d,\"recompute\":\"%s\",\"sp\":%s,\"zero\":%d,\"dtype\":\"%s\",\"stage_layers\":[",
+           l->tp, l->cp, l->pp, r->vpp, l->dp, l->ep, l->etp ? l->etp : l->tp, r->micro_batch, l->global_batch, l->seq,
            sim_recompute_name(l->recompute), l->sp && l->tp > 1 ? "true" : "false", l->zero, sim_dtype_name(l->dtype));
+    Layout x = *l;
+    x.vpp = r->vpp;
+    for (int s = 0; s < l->pp; s++) printf("%s%d", s ? "," : "", sim_stage_layer_count(&o->model, &x, s));
+    printf("]},");
     printf("\"step_time_s\":%.6g,\"breakdown_s\":{\"forward\":%.6g,\"backward\":%.6g,\"recompute\":%.6g,\"tp_comm\":%.6g,"
            "\"cp_comm\":%.6g,\"pp_comm\":%.6g,\"dp_comm\":%.6g,\"ep_comm\":%.6g,\"bubble\":%.6g,\"optimizer\":%.6g},",
            r->step_time, r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
            r->ep_comm, r->bubble, r->optimizer);
     printf("\"mfu\":%.5f,\"hfu\":%.5f,\"tflops_per_gpu\":%.4g,\"tokens_per_s\":%.6g,", r->mfu, r->hfu, r->tflops_per_gpu,
            r->tokens_per_s);
-    printf("\"memory_gib\":{\"weights\":%.4f,\"grads\":%.4f,\"optimizer\":%.4f,\"activations\":%.4f,\"buffers\":%.4f,"
-           "\"total\":%.4f,\"capacity\":%g,\"stage\":%d},",
-           mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->activations / GIB, mm->comm_buffers / GIB,
-           mm->total / GIB, o->gpu.hbm_gib, mm->stage);
+    printf("\"memory_gib\":{\"weights\":%.4f,\"grads\":%.4f,\"optimizer\":%.4f,\"fp8_copies\":%.4f,\"activations\":%.4f,"
+           "\"buffers\":%.4f,\"reserve\":%.4f,\"total\":%.4f,\"capacity\":%g,\"headroom\":%.3f,\"stage\":%d},",
+           mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->fp8_copies / GIB, mm->activations / GIB,
+           mm->comm_buffers / GIB, mm->reserve / GIB, mm->total / GIB, o->gpu.hbm_gib, o->mem_headroom, mm->stage);
     double n = sim_model_active_params(&o->model);
     if (o->tokens > 0)
         printf("\"tokens\":%.6g,\"days\":%.6g,\"zflops_6nd\":%.6g,\"zflops_8nd\":%.6g,", o->tokens, days,
                6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
     else
         printf("\"tokens\":null,\"days\":null,"); /* give --tokens for days to train */
+    int spares = sim_opts_spares(o);
+    ReliabilityResult rel, none;
+    sim_opts_reliability(o, spares, &rel);
+    sim_opts_reliability(o, 0, &none);
     printf("\"reliability\":{\"mtbf_h\":%.4g,\"hot_spares\":%d,\"in_memory_checkpoints\":%s,\"checkpoint_interval_s\":%.4g,"
-           "\"checkpoint_s\":%.4g,\"goodput\":%.5f",
-           rel->mtbf_h, o->hot_spares, o->in_memory ? "true" : "false", rel->interval_s, rel->ckpt_s, rel->goodput);
-    if (o->tokens > 0) printf(",\"days_with_failures\":%.6g", days / rel->goodput);
+           "\"checkpoint_s\":%.4g,\"goodput\":%.5f,\"goodput_without_spares\":%.5f",
+           rel.mtbf_h, spares, o->in_memory ? "true" : "false", rel.interval_s, rel.ckpt_s, rel.goodput, none.goodput);
+    if (o->tokens > 0)
+        printf(",\"days_with_failures\":%.6g,\"days_with_failures_without_spares\":%.6g", days / rel.goodput,
+               days / none.goodput);
     printf("}}\n");
+}
+
+/* `sim validate FILE --case NAME`: the whole simulation of one published run. */
+static int validate_one(const char *file, const char *name) {
+    ValCase vc;
+    if (sim_validate_find(file, name, &vc)) return -1;
+    if (vc.why[0]) return myr_error("%s: not simulated: %s", name, vc.why);
+    SimOpts o;
+    memset(&o, 0, sizeof o);
+    SimResult r;
+    if (sim_validate_case(&vc, &r, &o.gpu)) return -1;
+    o.model = vc.m;
+    o.layout = vc.l;
+    o.gpus = vc.gpus;
+    o.mem_headroom = SIM_DEFAULT_HEADROOM;
+    if (vc.cluster_name[0] ? sim_load_cluster(vc.cluster_name, &o.cluster) : sim_load_default_cluster(vc.gpu_name, &o.cluster))
+        return -1;
+    snprintf(o.cluster_note, sizeof o.cluster_note, "cluster %s", o.cluster.name);
+    printf("%s: software %s; published %s %g = %.4f s per step; predicted %.4f s (%+.1f%%)\n\n", name, vc.software,
+           vc.metric, vc.value, vc.measured_s, r.step_time, 100 * (r.step_time - vc.measured_s) / vc.measured_s);
+    print_text(&o, &r);
+    return 0;
+}
+
+static int set_file(void *ctx, const char *arg) {
+    const char **file = ctx;
+    if (*file) return myr_error("one file at a time (got %s and %s)", *file, arg);
+    *file = arg;
+    return 0;
+}
+
+static int validate_main(int argc, char **argv) {
+    const char *file = NULL, *one = NULL;
+    int json = 0;
+    const Opt rows[] = {OPT_SWITCH("--json", &json, "print JSON instead of the table"),
+                        OPT_STR("--case", "NAME", &one, "simulate one row in full (breakdown, memory)"), OPT_END};
+    OptCommand cmd = {.name = "sim validate",
+                      .usage = "usage: myriad sim validate FILE.csv [--json] [--case NAME]\n"
+                               "  Predicts every published run in FILE.csv (../shared/validation/) and prints the error.",
+                      .rows = rows,
+                      .positional = set_file,
+                      .ctx = &file};
+    opts_parse(&cmd, argc, argv);
+    if (!file) myr_die("sim validate needs a FILE.csv (e.g. ../shared/validation/published_modern.csv)");
+    if (one) {
+        if (validate_one(file, one)) myr_die_last();
+        return 0;
+    }
+    double med, mx;
+    if (sim_validate_file(file, json, stdout, &med, &mx)) myr_die_last();
+    return 0;
 }
 
 int cmd_sim(int argc, char **argv) {
@@ -127,29 +202,30 @@ int cmd_sim(int argc, char **argv) {
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 0);
     if (rc == 1) return 0;
+    if (rc == 2) { sim_software_list(stdout); return 0; }
     if (rc) myr_die_last();
-    if (!o.json && o.tokens <= 0 && (o.hot_spares || o.in_memory))
+    if (!o.json && o.tokens <= 0 && (o.hot_spares >= 0 || o.in_memory))
         myr_die("sim: --hot-spares and --in-memory-ckpt change the goodput of a training run: give --tokens X (or --json)");
     SimResult r;
     if (o.search_mb || o.search_vpp) {
-        if (sim_step_search(&o.model, &o.cluster, &o.gpu, &o.layout, o.search_vpp, &r)) myr_die_last();
+        SearchOpts so = {0};
+        so.search_mb = o.search_mb;
+        so.search_vpp = o.search_vpp;
+        so.mem_cap = (1 - o.mem_headroom) * o.gpu.hbm_gib * GIB;
+        if (sim_step_search_ex(&o.model, &o.cluster, &o.gpu, &o.layout, &so, &r)) myr_die_last();
     }
     TraceWriter *tw = NULL;
     if (o.trace_path && !(tw = trace_open(o.trace_path))) myr_die_last();
     if (sim_step(&o.model, &o.cluster, &o.gpu, &o.layout, &r, tw)) myr_die_last();
     if (tw && trace_close(tw)) myr_die_last();
     if (r.mem.total > o.gpu.hbm_gib * GIB && !o.ignore_memory)
-        myr_die("layout needs %.1f GiB per GPU, has %g (%s): weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
-                "buffers %.1f GiB; try more tp/pp, --recompute full, --zero 1-3 or a smaller --micro-batch "
-                "(--ignore-memory to simulate anyway)",
+        myr_die("layout needs %.1f GiB per GPU, has %g (%s): weights %.1f, grads %.1f, optimizer %.1f, fp8 copies %.1f, "
+                "activations %.1f, buffers %.1f, reserve %.1f GiB; try more tp/pp, --recompute full, --zero 1-3 or a "
+                "smaller --micro-batch (--ignore-memory to simulate anyway)",
                 r.mem.total / GIB, o.gpu.hbm_gib, o.gpu.name, r.mem.weights / GIB, r.mem.grads / GIB,
-                r.mem.optimizer / GIB, r.mem.activations / GIB, r.mem.comm_buffers / GIB);
-    ReliabilityResult rel, alt;
-    sim_opts_reliability(&o, &rel);
-    o.in_memory = !o.in_memory;
-    sim_opts_reliability(&o, &alt);
-    o.in_memory = !o.in_memory;
-    if (o.json) print_json(&o, &r, &rel);
-    else print_text(&o, &r, &rel, &alt);
+                r.mem.optimizer / GIB, r.mem.fp8_copies / GIB, r.mem.activations / GIB, r.mem.comm_buffers / GIB,
+                r.mem.reserve / GIB);
+    if (o.json) print_json(&o, &r);
+    else print_text(&o, &r);
     return 0;
 }

@@ -1,0 +1,367 @@
+/* bench_calibrate.c: `myriad bench calibrate`: measures this machine the way `myriad train` will
+ * load it and writes a hardware and a cluster file for `myriad sim` (configs/hardware and
+ * configs/clusters formats). Run it with the ranks and threads of the training run it should
+ * predict (`myriad run -n R -- bench calibrate --threads t ...`): every rank measures at once, so
+ * the rates include the contention of R ranks sharing the cores and memory.
+ *   GEMM rates by shape: myriad's gemm() on the forward, input-gradient and weight-gradient
+ *     products of every linear layer of the model (fused QKV, projection, MLP, lm_head) for each
+ *     --tokens rows count and --tp sharding, stored in the simulator's (M, N, K) convention;
+ *   attention: myriad's attention forward + backward at the first shape, as a fraction of the
+ *     peak GEMM rate (attn_eff);
+ *   memory bandwidth: a STREAM triad over 3 x 64 MiB with the rank's threads;
+ *   kernel overhead: an empty parallel loop;
+ *   MPI: all-reduce and send/recv latency and bandwidth among the ranks (small and large
+ *     messages; alpha from the small, bandwidth from the difference).
+ * Each figure is the median of --reps timed windows after one warm-up call, then the median over
+ * ranks. A window repeats the call for at least --window seconds (default 0.25): on a shared
+ * machine a single short call fits inside one scheduler time slice and sees the core alone, while
+ * a training step of seconds sees the share of the cores it gets; windows of a few time slices
+ * measure that share too. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "comm/comm.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/kernels.h"
+#include "util/opts.h"
+#include "util/error.h"
+
+#define MAXROWS 64
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct {
+    int layers, hidden, heads, ffn, vocab, seq, threads, reps;
+    double window;
+    int tokens[8], ntokens, tps[4], ntps;
+    const char *out, *name;
+} Opts;
+
+static int parse_list(const char *flag, const char *v, int *out, int max) {
+    int n = 0;
+    const char *p = v;
+    while (*p && n < max) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1) myr_die("%s expects positive integers separated by commas, got '%s'", flag, v);
+        out[n++] = (int)x;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') myr_die("%s expects positive integers separated by commas, got '%s'", flag, v);
+    }
+    return n;
+}
+
+static int opt_out(void *dst, const char *v) { /* a prefix that looks like a flag is a forgotten value */
+    if (!*v || v[0] == '-') return myr_error("--out expects a path prefix (e.g. --out cal), got '%s'", v);
+    *(const char **)dst = v;
+    return 0;
+}
+
+static int opt_tokens_list(void *dst, const char *v) {
+    Opts *o = dst;
+    o->ntokens = parse_list("--tokens", v, o->tokens, 8);
+    return 0;
+}
+
+static int opt_tp_list(void *dst, const char *v) {
+    Opts *o = dst;
+    o->ntps = parse_list("--tp", v, o->tps, 4);
+    return 0;
+}
+
+static double g_window = 0.25;
+/* Several ranks: the ranks of a run wait for each other at every collective and transfer, so a
+ * step advances at the pace of the slowest rank, not the typical one. On a shared CPU the ranks
+ * lose the processor at different moments (time-slicing), and a per-rank median hides that. So
+ * each timing window starts on all ranks together (a barrier) and counts at the slowest rank's
+ * time per call over that window. One rank: no effect. */
+static Comm *g_lockstep;
+
+static void lockstep_start(void) {
+    if (g_lockstep && comm_barrier(g_lockstep)) myr_die_last();
+}
+
+static double lockstep_slowest(double per_call) {
+    if (!g_lockstep) return per_call;
+    float mine = (float)per_call, worst;
+    if (comm_all_reduce(g_lockstep, &mine, &worst, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    return worst;
+}
+
+/* Median seconds per call of `call`, each window repeating it for at least g_window seconds
+ * (with several ranks: the slowest rank's, see g_lockstep). */
+#define TIMED(reps, call, out)                                                   \
+    do {                                                                         \
+        double t_[32];                                                           \
+        int n_ = 0;                                                              \
+        call;                                                                    \
+        for (int r_ = 0; r_ < (reps) && n_ < 32; r_++) {                         \
+            lockstep_start();                                                    \
+            double t0_ = now_s(), dt_;                                           \
+            long k_ = 0;                                                         \
+            do { call; k_++; dt_ = now_s() - t0_; } while (dt_ < g_window);      \
+            t_[n_++] = lockstep_slowest(dt_ / k_);                               \
+        }                                                                        \
+        out = median(t_, n_);                                                    \
+    } while (0)
+
+/* Median seconds of one gemm call. */
+static double time_gemm(int ta, int tb, int M, int N, int K, int reps, real *a, real *b, real *c) {
+    int lda = ta ? M : K, ldb = tb ? K : N;
+    double t;
+    TIMED(reps, gemm(ta, tb, M, N, K, a, lda, b, ldb, 0, c, N), t);
+    return t;
+}
+
+/* Rates of the three products of a linear layer with IC inputs and OC outputs on N rows, in the
+ * simulator's (M, N, K) convention: forward (N, OC, IC), input gradient (N, IC, OC), weight
+ * gradient (IC, OC, N). */
+static int linear_rows(const Opts *o, int N, int IC, int OC, double rows[][4], int at, real *a, real *b, real *c) {
+    double f = 2.0 * N * IC * OC;
+    if (at + 3 > MAXROWS) return at;
+    rows[at][0] = N; rows[at][1] = OC; rows[at][2] = IC;
+    rows[at][3] = f / time_gemm(0, 1, N, OC, IC, o->reps, a, b, c) / 1e9;
+    at++;
+    rows[at][0] = N; rows[at][1] = IC; rows[at][2] = OC;
+    rows[at][3] = f / time_gemm(0, 0, N, IC, OC, o->reps, a, b, c) / 1e9;
+    at++;
+    rows[at][0] = IC; rows[at][1] = OC; rows[at][2] = N;
+    rows[at][3] = f / time_gemm(1, 0, OC, IC, N, o->reps, a, b, c) / 1e9;
+    return at + 1;
+}
+
+static void triad(real *a, const real *b, const real *c, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) a[i] = b[i] + (real)0.5 * c[i];
+}
+
+/* STREAM triad a = b + s c over 3 x 64 MiB with the rank's threads: bytes moved per second. */
+static double triad_bw(int reps) {
+    size_t n = (size_t)16 << 20;
+    real *a = dev_alloc(n), *b = dev_alloc(n), *c = dev_alloc(n);
+    for (size_t i = 0; i < n; i++) { b[i] = 1; c[i] = 2; a[i] = 0; }
+    double t;
+    TIMED(reps, triad(a, b, c, n), t);
+    double bw = 3.0 * n * sizeof(real) / t;
+    dev_free(a); dev_free(b); dev_free(c);
+    return bw;
+}
+
+/* Median seconds of an empty parallel loop: the fixed cost of one kernel. */
+static double kernel_overhead(int reps) {
+    double t[64];
+    int k = 0;
+    volatile real sink = 0;
+    real x[64] = {0};
+    for (int r = 0; r < 64 && r <= reps * 8; r++) {
+        double t0 = now_s();
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < 64; i++) x[i] += 1;
+        t[k++] = now_s() - t0;
+    }
+    sink = x[0];
+    (void)sink;
+    return median(t, k);
+}
+
+/* Seconds of myriad's attention forward + backward for b sequences of T tokens and H heads. */
+static double time_attention(int b, int T, int H, int hd, int reps) {
+    size_t qkv = (size_t)b * T * 3 * H * hd, att = (size_t)b * H * T * T, y = (size_t)b * T * H * hd;
+    real *q = dev_alloc(qkv), *dq = dev_alloc(qkv), *A = dev_alloc(att), *o = dev_alloc(y), *dout = dev_alloc(y);
+    for (size_t i = 0; i < qkv; i++) q[i] = (real)((i % 97) * 0.001);
+    for (size_t i = 0; i < y; i++) dout[i] = (real)((i % 89) * 0.001);
+    double t;
+    TIMED(reps,
+          (attention_forward((act *)o, A, (const act *)q, b, T, H, H, hd),
+           attention_backward((act *)dq, (const act *)dout, (const act *)q, (const act *)o, A, b, T, H, H, hd)),
+          t);
+    dev_free(q); dev_free(dq); dev_free(A); dev_free(o); dev_free(dout);
+    return t;
+}
+
+/* Median seconds of a collective over the world, the slowest rank's (max over ranks). */
+static double time_coll(Comm *w, int kind, size_t count, int reps, real *buf, real *out) {
+    int me = comm_rank(w), np = comm_size(w);
+    double t[32];
+    int k = 0;
+    for (int r = 0; r <= reps && k < 32; r++) {
+        comm_barrier(w);
+        double t0 = now_s();
+        if (kind == 0) {
+            if (comm_all_reduce(w, buf, out, count, COMM_F32, COMM_SUM)) myr_die_last();
+        } else { /* send/recv between pairs (0,1), (2,3), ... */
+            int peer = me ^ 1;
+            if (peer < np) {
+                if (me & 1) { if (comm_recv(w, out, count, COMM_F32, peer) || comm_send(w, buf, count, COMM_F32, peer)) myr_die_last(); }
+                else if (comm_send(w, buf, count, COMM_F32, peer) || comm_recv(w, out, count, COMM_F32, peer)) myr_die_last();
+            }
+        }
+        float dt = (float)(now_s() - t0), worst;
+        if (comm_all_reduce(w, &dt, &worst, 1, COMM_F32, COMM_MAX)) myr_die_last();
+        if (r > 0) t[k++] = kind == 0 ? worst : worst / 2; /* a round trip is two transfers */
+    }
+    return median(t, k);
+}
+
+static void write_files(const Opts *o, double rows[][4], int nrows, double peak, double bw, double kus, double attn_eff,
+                        int np, double ar_alpha, double ar_bw, double p2p_alpha, double p2p_bw) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s.hw.json", o->out);
+    FILE *f = fopen(path, "w");
+    if (!f) myr_die("cannot write %s", path);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+    double ram_gib = (double)pages * psz / (1024.0 * 1024.0 * 1024.0) / np;
+    fprintf(f, "{\n  \"name\": \"%s\",\n  \"peak_tflops\": {\"fp32\": %.6g, \"tf32\": 0, \"bf16\": %.6g, \"fp16\": 0, \"fp8\": 0},\n",
+            o->name, peak / 1e12, peak / 1e12);
+    fprintf(f, "  \"hbm_gib\": %.3g, \"hbm_tbps\": %.6g, \"hbm_eff\": 1.0,\n", ram_gib, bw / 1e12);
+    fprintf(f, "  \"scaleup_gbps\": %.6g, \"nics\": 1, \"nic_gbps\": 0, \"tdp_w\": 0,\n", ar_bw > 0 ? ar_bw / 1e9 : 1.0);
+    fprintf(f, "  \"sms\": %d, \"gemm_eff\": 1.0, \"attn_eff\": %.4f, \"kernel_us\": %.3f, \"sustained\": 1.0,\n", o->threads,
+            attn_eff, kus * 1e6);
+    fprintf(f, "  \"gemm_table\": [\n");
+    for (int i = 0; i < nrows; i++)
+        fprintf(f, "    [%g, %g, %g, %.4g]%s\n", rows[i][0], rows[i][1], rows[i][2], rows[i][3], i + 1 < nrows ? "," : "");
+    fprintf(f, "  ],\n  \"measured\": {\"ranks\": %d, \"threads_per_rank\": %d, \"load\": \"", np, o->threads);
+    FILE *la = fopen("/proc/loadavg", "r");
+    char l[64] = "";
+    if (la) { if (fgets(l, sizeof l, la)) l[strcspn(l, "\n")] = 0; fclose(la); }
+    fprintf(f, "%s\", \"triad_gbps\": %.4g, \"allreduce_alpha_us\": %.4g, \"allreduce_gbps\": %.4g, "
+               "\"p2p_alpha_us\": %.4g, \"p2p_gbps\": %.4g},\n", l, bw / 1e9, ar_alpha * 1e6, ar_bw / 1e9, p2p_alpha * 1e6,
+            p2p_bw / 1e9);
+    fprintf(f, "  \"sources\": [\"myriad bench calibrate on %d rank(s) x %d thread(s): medians of %d runs (each "
+               "window started on all ranks together and timed at the slowest rank), then over ranks; gemm_table in GFLOP/s (M, N, K as the simulator asks for them); peak = the best row\"]\n}\n",
+            np, o->threads, o->reps);
+    fclose(f);
+    snprintf(path, sizeof path, "%s.cluster.json", o->out);
+    f = fopen(path, "w");
+    if (!f) myr_die("cannot write %s", path);
+    /* one node of np ranks: the ranks' MPI transfers are the scale-up domain */
+    fprintf(f, "{\n  \"name\": \"%s-mpi\",\n  \"gpu\": \"%s\",\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n"
+               "  \"scaleup_domain\": %d,\n  \"scaleup_gbps\": %.6g,\n  \"scaleup_latency_us\": %.4g,\n"
+               "  \"scaleup_eff\": 1.0,\n  \"fabric\": \"infiniband\",\n  \"tiers\": [{\"name\": \"none\", \"radix\": 64}],\n"
+               "  \"sources\": [\"myriad bench calibrate: MPI among %d ranks on this machine; bandwidth from the all-reduce of "
+               "large messages (ring formula, 2 (n-1)/n S per rank), latency from small ones\"]\n}\n",
+            o->name, o->name, np, np, np, ar_bw > 0 ? ar_bw / 1e9 : 1.0, (ar_alpha > 0 ? ar_alpha : 1e-6) * 1e6, np);
+    fclose(f);
+}
+
+int bench_calibrate(int argc, char **argv) {
+    Opts o = {0};
+    o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
+    o.tokens[0] = 1024; o.ntokens = 1; o.tps[0] = 1; o.ntps = 1;
+    const Opt opt_rows[] = {
+        OPT_CALL("--out", "PREFIX", &o.out, opt_out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
+        OPT_STR("--name", "NAME", &o.name, "the GPU and cluster name in the files (default cpu)"),
+        OPT_INT("--hidden", "C", &o.hidden, 1, 1 << 16, "model width of the GEMM shapes (default 768)"),
+        OPT_INT("--heads", "H", &o.heads, 1, 1 << 12, "attention heads (default 12)"),
+        OPT_INT("--ffn", "F", &o.ffn, 1, 1 << 20, "MLP width (default 4 x hidden)"),
+        OPT_INT("--vocab", "V", &o.vocab, 1, 1 << 24, "vocabulary of the lm_head shapes (default 50257)"),
+        OPT_INT("--seq", "T", &o.seq, 1, 1 << 20, "sequence length of the attention (default 256)"),
+        OPT_CALL("--tokens", "N[,N..]", &o, opt_tokens_list, "rows of the layer's GEMMs, one or more (default 1024)"),
+        OPT_CALL("--tp", "P[,P..]", &o, opt_tp_list, "tensor-parallel shardings of the shapes (default 1)"),
+        OPT_INT("--threads", "t", &o.threads, 1, 1024, "compute threads per rank (default 1)"),
+        OPT_INT("--reps", "R", &o.reps, 1, 31, "runs of each measurement; the median counts (default 5)"),
+        OPT_POSITIVE("--window", "S", &o.window, 60, "seconds each timing repeats for (default 0.25)"),
+        OPT_END};
+    OptCommand cmd = {.name = "bench calibrate",
+                      .usage = "usage: myriad bench calibrate --out PREFIX [options]\n"
+                               "  Measures GEMM rates (the shapes of a GPT-2-style layer with N rows, sharded by each tp),\n"
+                               "  attention, memory bandwidth and MPI collectives among the ranks it runs on; writes\n"
+                               "  PREFIX.hw.json and PREFIX.cluster.json for myriad sim --gpu / --cluster. Run it under\n"
+                               "  `myriad run -n R` with the ranks and --threads of the run to predict.",
+                      .rows = opt_rows};
+    opts_parse(&cmd, argc, argv);
+    if (!o.out) myr_die("bench calibrate needs --out PREFIX (writes PREFIX.hw.json and PREFIX.cluster.json)");
+    if (!o.ffn) o.ffn = 4 * o.hidden;
+    if (o.window > 0) g_window = o.window;
+    if (o.reps < 1 || o.reps > 31) myr_die("--reps expects 1 to 31");
+    if (o.hidden % o.heads) myr_die("--hidden %d is not a multiple of --heads %d", o.hidden, o.heads);
+    CommOptions co = comm_default_options();
+    if (comm_init(&argc, &argv, &co) < 0) myr_die_last();
+    Comm *w = comm_world();
+    int me = comm_rank(w), np = comm_size(w);
+    if (np > 1) g_lockstep = w;
+    kernels_set_threads(o.threads);
+    int C = o.hidden, F = o.ffn, V = o.vocab, maxn = 0;
+    for (int i = 0; i < o.ntokens; i++) maxn = o.tokens[i] > maxn ? o.tokens[i] : maxn;
+    size_t big = (size_t)(maxn > V ? maxn : V) * (size_t)(F > C ? F : C) + (size_t)maxn * 4 * C;
+    real *a = dev_alloc(big), *b = dev_alloc(big), *c = dev_alloc(big);
+    for (size_t i = 0; i < big; i++) { a[i] = (real)((i % 101) * 0.01); b[i] = (real)((i % 103) * 0.01); }
+    static double rows[MAXROWS][4];
+    int n = 0;
+    for (int ti = 0; ti < o.ntps; ti++)
+        for (int ni = 0; ni < o.ntokens; ni++) {
+            int tp = o.tps[ti], N = o.tokens[ni];
+            n = linear_rows(&o, N, C, 3 * C / tp, rows, n, a, b, c); /* QKV */
+            n = linear_rows(&o, N, C / tp, C, rows, n, a, b, c);     /* attention output */
+            n = linear_rows(&o, N, C, F / tp, rows, n, a, b, c);     /* MLP up */
+            n = linear_rows(&o, N, F / tp, C, rows, n, a, b, c);     /* MLP down */
+            n = linear_rows(&o, N, C, V / tp, rows, n, a, b, c);     /* lm_head */
+        }
+    dev_free(a); dev_free(b); dev_free(c);
+    double peak = 0;
+    for (int i = 0; i < n; i++) peak = fmax(peak, rows[i][3] * 1e9);
+    /* attention at the first shape, as a fraction of the peak: causal forward 2 T^2 hd per head,
+     * backward 2.5x (the simulator's convention) */
+    int hd = C / o.heads, bseq = o.tokens[0] / o.seq > 0 ? o.tokens[0] / o.seq : 1;
+    double ta = time_attention(bseq, o.seq, o.heads, hd, o.reps);
+    double attn_flops = 3.5 * 4.0 * o.seq * (double)o.seq * hd * bseq * o.heads * 0.5;
+    double attn_eff = fmin(1.0, attn_flops / ta / peak);
+    double bw = triad_bw(o.reps), kus = kernel_overhead(o.reps);
+    /* the median over ranks of each figure */
+    float mine[MAXROWS + 4], all[(MAXROWS + 4) * 64];
+    int nv = n + 4;
+    for (int i = 0; i < n; i++) mine[i] = (float)rows[i][3];
+    mine[n] = (float)(peak / 1e9); mine[n + 1] = (float)attn_eff; mine[n + 2] = (float)(bw / 1e9); mine[n + 3] = (float)(kus * 1e6);
+    if (np > 64) myr_die("bench calibrate: at most 64 ranks");
+    if (comm_all_gather(w, mine, all, (size_t)nv, COMM_F32)) myr_die_last();
+    double col[64];
+    for (int i = 0; i < nv; i++) {
+        for (int r = 0; r < np; r++) col[r] = all[(size_t)r * nv + i];
+        mine[i] = (float)median(col, np);
+    }
+    for (int i = 0; i < n; i++) rows[i][3] = mine[i];
+    peak = mine[n] * 1e9; attn_eff = mine[n + 1]; bw = mine[n + 2] * 1e9; kus = mine[n + 3] * 1e-6;
+    double ar_alpha = 0, ar_bw = 0, p_alpha = 0, p_bw = 0;
+    if (np > 1) {
+        size_t small = 1024, large = (size_t)8 << 20; /* 4 KiB, 32 MiB of floats */
+        real *buf = dev_alloc(large), *out = dev_alloc(large);
+        for (size_t i = 0; i < large; i++) buf[i] = 1;
+        double ts = time_coll(w, 0, small, o.reps, buf, out), tl = time_coll(w, 0, large, o.reps, buf, out);
+        /* ring all-reduce: 2 (n-1) alpha + 2 (n-1)/n S / B */
+        ar_alpha = ts / (2.0 * (np - 1));
+        ar_bw = 2.0 * (np - 1) / np * large * sizeof(real) / fmax(tl - ts, 1e-9);
+        double ps = time_coll(w, 1, small, o.reps, buf, out), pl = time_coll(w, 1, large, o.reps, buf, out);
+        p_alpha = ps;
+        p_bw = large * sizeof(real) / fmax(pl - ps, 1e-9);
+        dev_free(buf); dev_free(out);
+    }
+    if (me == 0) {
+        write_files(&o, rows, n, peak, bw, kus, attn_eff, np, ar_alpha, ar_bw, p_alpha, p_bw);
+        printf("calibrated %d rank(s) x %d thread(s): %d GEMM shapes, peak %.1f GFLOP/s, attention %.2f of peak, "
+               "triad %.1f GB/s, kernel %.1f us", np, o.threads, n, peak / 1e9, attn_eff, bw / 1e9, kus * 1e6);
+        if (np > 1) printf(", all-reduce %.1f us + %.2f GB/s, p2p %.1f us + %.2f GB/s", ar_alpha * 1e6, ar_bw / 1e9,
+                           p_alpha * 1e6, p_bw / 1e9);
+        printf("\nwrote %s.hw.json and %s.cluster.json\n", o.out, o.out);
+    }
+    if (comm_finalize() < 0) myr_die_last();
+    return 0;
+}

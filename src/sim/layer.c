@@ -1,0 +1,204 @@
+/* layer.c: the time of one transformer layer's forward and backward for one micro-batch on one
+ * GPU, by parts: weight GEMMs at their local shapes and dtype (fp8 or 16-bit), the attention core
+ * (fused kernels or unfused softmax/dropout), memory-bound kernels (fused, or eager PyTorch ops),
+ * fp8 casts/transposes/amax passes, and the tensor-, context- and expert-parallel communication
+ * with the overlap the software does. step.c puts layers into pipeline stages. Every rule and its
+ * source is in docs/SIMULATOR.md ("Model of one step"). */
+#include <math.h>
+#include <string.h>
+
+#include "sim/sim.h"
+
+static Group grp(int size, int stride) { Group g = {size, stride}; return g; }
+
+/* Weight GEMMs of one layer, local shapes (M tokens, N outputs, K inputs). */
+typedef struct {
+    double M, N, K, batch;
+    int fp8;       /* runs in fp8 (Transformer Engine / torchao linears) */
+    int ln_input;  /* input comes from a norm (TE fuses the fp8 cast into LayerNormLinear) */
+    double op_rec; /* fraction re-run by torchtitan's op-level selective recompute */
+} Gemm;
+
+static int layer_gemms(const SimModel *m, const Layout *l, double T, Gemm *G) {
+    double t = l->tp, h = m->hidden, hd = (double)m->hidden / m->heads, kv = m->kv_heads * hd;
+    double kv_local = kv >= t * hd ? kv / t : kv; /* fewer kv heads than tp: replicated */
+    int fp8 = l->dtype == DT_FP8, n = 0;
+    double f = m->experts > 1 ? m->expert_ffn : m->ffn;
+    /* torchtitan's op policy saves every mm output except every second one: of q, k, v, o, w1, w3,
+     * w2 (gated) it re-runs k, o and w3; of q, k, v, o, fc1, fc2 it re-runs k, o and fc2 */
+    G[n] = (Gemm){T, h / t + 2 * kv_local, h, 1, fp8, 1, (kv_local) / (h / t + 2 * kv_local)}; n++; /* QKV */
+    G[n] = (Gemm){T, h, h / t, 1, fp8, 0, 1}; n++;                                                  /* output */
+    double et = l->etp > 0 ? l->etp : t;
+    double mt = m->experts > 1 ? et : t, Tm = T, batch = 1;
+    if (m->experts > 1) {
+        double local = (double)m->experts / l->ep;
+        double load = l->capacity_factor > 0 ? l->capacity_factor : (l->moe_imbalance > 0 ? l->moe_imbalance : 1);
+        /* tokens reaching each local expert: top_k of every token of the ep group, spread over the
+         * experts, times the busiest expert's load (the rank waits for it); with expert tensor
+         * parallelism smaller than tp the tokens of tp/etp ranks meet on one expert shard */
+        Tm = T * m->top_k * l->ep / m->experts * load * (t / mt);
+        batch = local;
+        G[n] = (Gemm){T, m->experts, h, 1, 0, 1, 0}; n++; /* router (16-bit) */
+    }
+    G[n] = (Gemm){Tm, (m->gated ? 2 : 1) * f / mt, h, batch, fp8, 1, m->gated ? 0.5 : 0}; n++; /* fc1 */
+    G[n] = (Gemm){Tm, h, f / mt, batch, fp8, 0, m->gated ? 0 : 1}; n++;                       /* fc2 */
+    return n;
+}
+
+/* Bytes of fp8 casts for one GEMM input of `elems` elements in forward and of the output gradient
+ * in backward (Transformer Engine: cast + transpose, the transpose kept for the wgrad GEMM; with a
+ * norm in front the cast is fused into the norm and only the transpose is extra; current scaling
+ * reads the tensor once more for its amax first). */
+static double fp8_input_bytes(const Layout *l, const Gemm *g, double elems) {
+    if (l->fp8_scaling == FP8_CURRENT) return 6.0 * elems; /* amax read 2, read 2, write 1 + 1 */
+    return g->ln_input ? 2.0 * elems : 4.0 * elems;        /* transpose r1 w1 / read 2, write 1 + 1 */
+}
+static double fp8_grad_bytes(const Layout *l, double elems) {
+    return (l->fp8_scaling == FP8_CURRENT ? 6.0 : 4.0) * elems;
+}
+
+/* Memory-bound kernels of one layer's forward (bytes, kernels). Fused: what Megatron-LM/TE and
+ * torch.compile run (one pass per norm, residual add, activation, rotary); eager: PyTorch ops one
+ * by one (RMSNorm upcast to fp32: to-float, pow, mean, rsqrt, mul, type-as, mul-weight = 32 B per
+ * element; rotary through complex fp32 views 20 B; SwiGLU silu + mul 10 B; residual add 6 B; the
+ * contiguous copy of the attention output 4 B). */
+static void elementwise(const SimModel *m, const Layout *l, double T, double *bytes, int *kernels) {
+    double t = l->tp, h = m->hidden, hd = (double)m->hidden / m->heads, kv = m->kv_heads * hd;
+    double kv_local = kv >= t * hd ? kv / t : kv;
+    double rows = l->sp && t > 1 ? T / t : T;
+    double f = m->experts > 1 ? m->expert_ffn : m->ffn;
+    double et = l->etp > 0 ? l->etp : t;
+    double fl = m->experts > 1 ? (double)m->top_k * f / et : f / t; /* activation elements per token */
+    double e = sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype);
+    if (l->fused_elementwise) {
+        /* norms r+w, residual adds (GPT: bias-dropout-add with a 1-byte mask) */
+        double per_row = m->dropout ? 11.0 : 10.0;
+        *bytes = e * (per_row * rows * h + (m->gated ? 3.0 : 2.0) * T * fl);
+        if (m->rope) *bytes += e * 2.0 * T * (h / t + kv_local);
+        *kernels = 6;
+    } else {
+        double norm = m->rmsnorm ? 32.0 : 36.0;
+        *bytes = 2 * norm * rows * h + 2 * 6.0 * rows * h + (m->gated ? 10.0 : 6.0) * T * fl + 4.0 * T * h / t;
+        if (m->rope) *bytes += 20.0 * T * (h / t + kv_local);
+        *kernels = 2 * 7 + 2 + (m->gated ? 2 : 1) + (m->rope ? 6 : 0) + 1;
+    }
+}
+
+/* A collective overlapped with a GEMM (TE userbuffers, PyTorch AsyncTP), in tp chunks. An
+ * all-gather feeding a GEMM runs as a ring exchange: the GEMM starts on the local shard while the
+ * next one arrives, so only what the GEMM cannot cover waits. A reduce-scatter of a GEMM's output
+ * is pipelined behind the GEMM's chunks: the last chunk's reduction waits. Without overlap the two
+ * run one after the other. */
+static double exposed_ag(const Layout *l, double comm, double gemm) {
+    return l->tp_overlap ? fmax(0, comm - gemm) : comm;
+}
+static double exposed_rs(const Layout *l, double comm, double gemm) {
+    return l->tp_overlap ? fmax(0, comm - gemm) + comm / l->tp : comm;
+}
+
+void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, LayerCost *o) {
+    memset(o, 0, sizeof *o);
+    SimDtype gd = l->dtype; /* dtype of the linear GEMMs */
+    SimDtype ad = l->dtype == DT_FP8 ? DT_BF16 : l->dtype; /* everything else */
+    double e = sim_dtype_bytes(ad);
+    double t = l->tp, cp = l->cp;
+    double sl = (double)l->seq / cp, S = l->seq;
+    double T = b * sl; /* local tokens */
+    double h = m->hidden, hd = (double)m->hidden / m->heads, kv = m->kv_heads * hd;
+    double heads_local = m->heads / t;
+    double kv_local = kv >= t * hd ? kv / t : kv;
+    Gemm G[6];
+    int ng = layer_gemms(m, l, T, G);
+    double gf[6], gb[6];
+    for (int i = 0; i < ng; i++) {
+        SimDtype dt = G[i].fp8 ? gd : ad;
+        double se = l->sw_eff > 0 ? l->sw_eff : 1;
+        gf[i] = sim_gemm_time(g, dt, G[i].M, G[i].N, G[i].K, G[i].batch) / se;
+        gb[i] = (sim_gemm_time(g, dt, G[i].M, G[i].K, G[i].N, G[i].batch) +
+                 sim_gemm_time(g, dt, G[i].K, G[i].N, G[i].M, G[i].batch)) / se;
+        o->gemm_f += gf[i];
+        o->gemm_b += gb[i];
+        o->rec_op += G[i].op_rec * gf[i];
+        if (G[i].fp8) {
+            double in = G[i].M * G[i].K * G[i].batch, out = G[i].M * G[i].N * G[i].batch;
+            double w = G[i].K * G[i].N * G[i].batch;
+            o->fp8_f += sim_membound_time(g, fp8_input_bytes(l, &G[i], in), 1 + (l->fp8_scaling == FP8_CURRENT));
+            o->fp8_b += sim_membound_time(g, fp8_grad_bytes(l, out), 1 + (l->fp8_scaling == FP8_CURRENT));
+            o->rec_op_fp8 += G[i].op_rec * sim_membound_time(g, fp8_input_bytes(l, &G[i], in), 1);
+            /* weights: cast + transpose (read 2, write 1 + 1; current scaling reads for the amax first) */
+            o->weight_cast += sim_membound_time(g, (l->fp8_scaling == FP8_CURRENT ? 6.0 : 4.0) * w, 1);
+            o->weight_elems += w;
+        }
+    }
+    /* attention core per local head: QK^T and PV over sl queries and S keys (the ring brings the
+     * keys of the other cp ranks); causal and load-balanced over cp ranks, half the blocks */
+    double nb = b * heads_local;
+    if (l->flash != ATTN_UNFUSED) {
+        double flops = 4.0 * sl * S * hd * nb * 0.5;
+        double eff = l->flash == ATTN_FA2 && g->attn_eff_fa2 > 0 ? g->attn_eff_fa2 : g->attn_eff;
+        /* fill: 128-query tiles of every head and sequence over the SMs */
+        double tiles = ceil(sl / 128.0) * nb;
+        double fill = tiles / (ceil(tiles / g->sms) * g->sms);
+        double rate = sim_peak_flops(g, ad) * eff * fill;
+        o->attn_f = flops / rate + g->kernel_us * 1e-6;
+        o->attn_b = 2.5 * flops / rate + g->kernel_us * 1e-6; /* FlashAttention-2 backward: 5 matmuls vs 2 */
+    } else {
+        double core = sim_gemm_time(g, ad, sl, S, hd, nb) + sim_gemm_time(g, ad, sl, hd, S, nb);
+        /* fused scale-mask-softmax (read + write) and dropout (read, write, 1-byte mask) on sl x S scores */
+        double scores = nb * sl * S;
+        double cm = sim_membound_time(g, e * (m->dropout ? 4.5 : 2.0) * scores, m->dropout ? 2 : 1);
+        o->attn_f = core + cm;
+        o->attn_b = 2 * core + 2 * cm;
+        o->core_mem_f = cm;
+    }
+    double bytes;
+    int kernels;
+    elementwise(m, l, T, &bytes, &kernels);
+    if (m->experts > 1) {
+        /* MoE token permutation into expert order and back (weighted sum of the top_k outputs),
+         * router softmax/top-k over T x E scores (Megatron-core's alltoall token dispatcher) */
+        bytes += e * 2.0 * (T * h + T * m->top_k * h) + 4.0 * 3.0 * T * m->experts;
+        kernels += 4;
+    }
+    o->elem_f = sim_membound_time(g, bytes, kernels);
+    o->elem_b = 2 * o->elem_f;
+    /* tensor parallel. Forward: all-gather before QKV and fc1, reduce-scatter after the output
+     * projection and fc2 (without sp: an all-reduce each). Backward: the mirror image, plus (sp,
+     * Megatron/TE) the re-gather of the QKV and fc1 inputs for their wgrad, which TE overlaps with
+     * dgrad. fp8 runs gather the fp8 input (TE, torchao Float8ColwiseParallel). */
+    if (t > 1) {
+        double bh = T * h;
+        double ag_b = (gd == DT_FP8 ? 1.0 : e) * bh, rs_b = e * bh;
+        Group tg = grp(l->tp, 1);
+        double ag = l->sp ? sim_coll_time(net, COLL_ALLGATHER, ALG_AUTO, ag_b, tg) : 0;
+        double rs = l->sp ? sim_coll_time(net, COLL_REDUCE_SCATTER, ALG_AUTO, rs_b, tg)
+                          : sim_coll_time(net, COLL_ALLREDUCE, ALG_AUTO, rs_b, tg);
+        int fc1 = ng - 2, fc2 = ng - 1;
+        o->tp_f = exposed_ag(l, ag, gf[0]) + exposed_rs(l, rs, gf[1]) + exposed_ag(l, ag, gf[fc1]) +
+                  exposed_rs(l, rs, gf[fc2]);
+        double ag_grad = l->sp ? sim_coll_time(net, COLL_ALLGATHER, ALG_AUTO, rs_b, tg) : 0;
+        o->tp_b = exposed_rs(l, rs, gb[0] / 2) + exposed_ag(l, ag_grad, gb[1] / 2) + exposed_rs(l, rs, gb[fc1] / 2) +
+                  exposed_ag(l, ag_grad, gb[fc2] / 2);
+        /* Megatron-LM keeps only its sequence shard of the QKV and fc1 inputs and gathers them again
+         * for the wgrad GEMMs, asynchronously under the dgrad GEMM (Korthikanti et al. 2022, 4.2.2) */
+        if (l->sp && l->sp_regather)
+            o->tp_b += fmax(0, ag - gb[0] / 2) + fmax(0, ag - gb[fc1] / 2) + (l->tp_overlap ? 2 * ag / t : 0);
+    }
+    /* context parallel: ring of cp - 1 K/V exchanges (backward: K/V and their gradients), each
+     * overlapped with the attention block of the step before it */
+    if (cp > 1) {
+        double kvbytes = 2.0 * T * kv_local * e;
+        double step = sim_coll_time(net, COLL_P2P, ALG_AUTO, kvbytes, grp(2, l->tp));
+        o->cp_f = (cp - 1) * fmax(0, step - o->attn_f / cp);
+        o->cp_b = (cp - 1) * fmax(0, 2 * step - o->attn_b / cp);
+    }
+    /* expert parallel: dispatch + combine all-to-all forward, the same backward */
+    if (l->ep > 1) {
+        double load = l->capacity_factor > 0 ? l->capacity_factor : 1;
+        double bytes = T * m->top_k * h * e * load;
+        double a2a = sim_coll_time(net, COLL_ALLTOALL, ALG_AUTO, bytes, grp(l->ep, l->tp * l->cp));
+        o->ep_f = 2 * a2a;
+        o->ep_b = 2 * a2a;
+    }
+    o->tokens = T;
+}
