@@ -117,9 +117,10 @@ test: all
 	bash tests/run.sh
 
 # The suite's long counts (make test keeps them small to stay within CI's budget): the trainer's
-# fault soak at 30 faults instead of 10.
+# fault soak at 30 faults instead of 10, the tokenizer fuzz at 100,000 inputs instead of 25,000.
 test-long: all
 	SOAK_FAULTS=30 bash tests/run.sh test_fault_train
+	FUZZ_INPUTS=100000 bash tests/run.sh test_fuzz
 
 bench: all
 	bash bench/run.sh
@@ -131,6 +132,6 @@ clean:
 demo: bin/myriad
 	bash scripts/demo.sh
 
-# A longer fuzz campaign than the suite's (tests/test_fuzz.sh runs 100,000 inputs per parser).
+# A longer fuzz campaign than the suite's (tests/test_fuzz.sh: 100,000 inputs per parser, 25,000 for the tokenizer).
 fuzz:
 	FUZZ_INPUTS=1000000 bash tests/test_fuzz.sh
