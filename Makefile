@@ -33,7 +33,7 @@ CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
 # file (quicker rebuilds while working on one kernel); the machine code is the same.
 CUDA_UNITY  ?= 1
 ifeq ($(CUDA_UNITY),1)
-LIB_OBJS    += build/obj/kernels/cuda_unity.o
+LIB_OBJS    := build/obj/kernels/cuda_unity.o $(LIB_OBJS) # first: the longest job starts first under make -j
 else
 LIB_OBJS    += $(patsubst src/%.cu,build/obj/%.o,$(CU_SRCS))
 endif
