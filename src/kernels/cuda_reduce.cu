@@ -73,7 +73,7 @@ extern "C" void cuda_adamw_update(float *p, const float *g, float *m, float *v, 
 
 typedef struct {
     float decay, b1, b2, one_b1, one_b2, bc2_sqrt, eps, neg_step, grad_scale;
-} AdamWScalars;
+} CudaAdamWScalars;
 
 enum { ADAMW_THREADS = 256, ADAMW_CHUNK = ADAMW_THREADS * 8 };
 
@@ -82,7 +82,7 @@ enum { ADAMW_THREADS = 256, ADAMW_CHUNK = ADAMW_THREADS * 8 };
  * elements (segments are sorted and disjoint; elements between them are padding, left alone). */
 template <int WITH_COPY>
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, const CudaAdamWSegment *segs,
-                             int nsegs, AdamWScalars s, bf16 *copy) {
+                             int nsegs, CudaAdamWScalars s, bf16 *copy) {
     __shared__ int first;
     size_t c0 = (size_t)blockIdx.x * ADAMW_CHUNK;
     if (threadIdx.x == 0) {
@@ -120,7 +120,7 @@ extern "C" void cuda_adamw(float *p, const float *g, float *m, float *v, size_t 
                            double weight_decay, long step, void *p_bf16) {
     if (nsegs <= 0 || n == 0) return;
     double bc1 = 1 - pow(beta1, (double)step), bc2 = 1 - pow(beta2, (double)step);
-    AdamWScalars s;
+    CudaAdamWScalars s;
     s.decay = (float)(1 - lr * weight_decay);
     s.b1 = (float)beta1;
     s.b2 = (float)beta2;
