@@ -5,7 +5,7 @@
 CC       := mpicc
 OPT      ?= -O3 -march=native
 CFLAGS   ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fopenmp -Isrc
-LDLIBS   := -lopenblas -lcjson -lm -lpthread
+LDLIBS   := -lopenblas -lcjson -lmicrohttpd -lm -lpthread
 LDFLAGS  ?= -fopenmp
 
 LIB_SRCS := $(wildcard src/*/*.c)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages myriad needs to build and test (only those missing).
-# Build: gcc, make, OpenBLAS, cJSON, Open MPI. Tests: python3-torch (PyTorch oracle), numpy,
-# jq (launcher event checks), iproute2 (network-namespace hosts for the launcher test).
+# Build: gcc, make, OpenBLAS, cJSON, libmicrohttpd (the launcher's /metrics), Open MPI. Tests:
+# python3-torch (PyTorch oracle), numpy, jq (launcher event checks), iproute2 (network-namespace
+# hosts for the launcher test), prometheus (promtool and a real server scraping /metrics).
 set -euo pipefail
-pkgs=(build-essential libopenblas-dev libcjson-dev openmpi-bin libopenmpi-dev python3-numpy python3-torch jq iproute2)
+pkgs=(build-essential libopenblas-dev libcjson-dev libmicrohttpd-dev openmpi-bin libopenmpi-dev python3-numpy python3-torch jq iproute2 prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

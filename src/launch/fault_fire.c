@@ -93,15 +93,42 @@ static void corrupt_one(Sup *s, long long step) {
     free(files);
 }
 
+static void update_next_fault_step(Sup *s) {
+    const FaultPlan *p = &s->o->plan;
+    s->next_fault_step = LLONG_MAX;
+    for (int i = 0; i < p->n; i++)
+        if (!p->faults[i].fired && p->faults[i].step < s->next_fault_step) s->next_fault_step = p->faults[i].step;
+}
+
+/* slow@ takes effect in the rank itself (MYRIAD_INJECT_SLOW); the launcher logs it once, when the
+ * rank reports the step, and remembers its host: an eviction to a spare ends the slowness. */
+static void announce_slow(Sup *s, Fault *f) {
+    RankState *rs = &s->ranks[f->rank];
+    f->fired = 1;
+    snprintf(f->host, sizeof f->host, "%s", rs->host);
+    cJSON *e = sup_event("inject");
+    cJSON_AddStringToObject(e, "fault", "slow");
+    cJSON_AddNumberToObject(e, "step", (double)f->step);
+    cJSON_AddNumberToObject(e, "rank", f->rank);
+    cJSON_AddStringToObject(e, "host", rs->host);
+    cJSON_AddNumberToObject(e, "factor", f->factor);
+    sup_emit(e);
+}
+
 /* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
  * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
 void faults_fire(Sup *s, int r, long long step) {
     FaultPlan *p = &s->o->plan;
+    int fired = 0;
     for (int i = 0; i < p->n; i++) {
         Fault *f = &p->faults[i];
         if (f->fired || step < f->step) continue;
+        if (f->kind == FAULT_SLOW) {
+            if (f->rank == r) announce_slow(s, f), fired = 1;
+            continue;
+        }
         if (f->kind == FAULT_CORRUPT) {
-            f->fired = 1;
+            f->fired = fired = 1;
             corrupt_one(s, step);
             continue;
         }
@@ -117,7 +144,7 @@ void faults_fire(Sup *s, int r, long long step) {
         cJSON *e = sup_event("inject");
         cJSON_AddStringToObject(e, "fault", fault_kind_name(f->kind));
         cJSON_AddNumberToObject(e, "step", (double)step);
-        f->fired = 1;
+        f->fired = fired = 1;
         s->fault_fired_this_attempt = 1;
         if (f->kind == FAULT_HOST) {
             int h = -1;
@@ -154,9 +181,13 @@ void faults_fire(Sup *s, int r, long long step) {
         cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
         cJSON_AddStringToObject(e, "host", rs->host);
         kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
-        if (f->kind == FAULT_HANG) s->stop_time[r] = sup_now();
         sup_emit(e);
+        if (f->kind == FAULT_HANG) {
+            s->stop_time[r] = sup_now();
+            progress_stop_running(s, r); /* the others are released without it; the hang timeout finds it */
+        }
     }
+    if (fired) update_next_fault_step(s);
 }
 
 /* Fault steps of this attempt: every rank waits after reporting one until the launcher says GO,
@@ -173,45 +204,75 @@ int holds_has(const Sup *s, long long step) { /* holds: ascending */
 
 /* The hold steps of a new attempt: those of the faults not fired yet (MYRIAD_HB_HOLD), distinct,
  * ascending, at most HOLD_MAX (the earliest: faults fire in step order, and the next attempt lists
- * the rest), so the variable stays far below the kernel's limit on one environment string. */
+ * the rest), so the variable stays far below the kernel's limit on one environment string. slow@
+ * needs no hold (the rank slows itself from its step on): it goes to MYRIAD_INJECT_SLOW instead,
+ * while the rank still runs on the host it was slowed on (a spare that replaced it is healthy). */
 enum { HOLD_MAX = 4096 };
-void holds_set(Sup *s) {
+void faults_begin_attempt(Sup *s) {
     const FaultPlan *p = &s->o->plan;
     s->holds = realloc(s->holds, ((size_t)p->n + 1) * sizeof *s->holds);
     s->nholds = 0;
-    for (int i = 0; i < p->n; i++)
-        if (!p->faults[i].fired) s->holds[s->nholds++] = p->faults[i].step;
+    size_t cap = 1, len = 0;
+    char *slow = calloc(cap, 1);
+    for (int i = 0; i < p->n; i++) {
+        const Fault *f = &p->faults[i];
+        if (f->kind != FAULT_SLOW) {
+            if (!f->fired) s->holds[s->nholds++] = f->step;
+            continue;
+        }
+        int gone = 0; /* slowed on a host that is now lost or evicted */
+        for (int h = 0; h < s->nhosts && f->fired; h++) gone |= s->hosts[h].lost && !strcmp(s->hosts[h].name, f->host);
+        if (gone) continue;
+        char item[96];
+        int n = snprintf(item, sizeof item, "%s%lld:%d:%.17g", len ? "," : "", f->step, f->rank, f->factor);
+        if (len + (size_t)n + 1 > cap) cap = 2 * (len + (size_t)n + 1), slow = realloc(slow, cap);
+        memcpy(slow + len, item, (size_t)n + 1), len += (size_t)n;
+    }
+    if (len) setenv("MYRIAD_INJECT_SLOW", slow, 1);
+    else unsetenv("MYRIAD_INJECT_SLOW");
+    free(slow);
     qsort(s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll);
     int n = 0;
     for (int i = 0; i < s->nholds && n < HOLD_MAX; i++)
         if (!n || s->holds[i] != s->holds[n - 1]) s->holds[n++] = s->holds[i];
     s->nholds = n;
     char *env = malloc((size_t)n * 21 + 1);
-    size_t len = 0;
+    len = 0;
     env[0] = 0;
     for (int i = 0; i < n; i++) len += (size_t)sprintf(env + len, "%s%lld", i ? "," : "", s->holds[i]);
     setenv("MYRIAD_HB_HOLD", env, 1);
     free(env);
+    s->held_ranks = realloc(s->held_ranks, (size_t)s->o->nranks * sizeof *s->held_ranks);
+    s->nheld = 0, s->min_held = LLONG_MAX;
+    update_next_fault_step(s);
 }
 
+void holds_add(Sup *s, int r, long long step) {
+    if (s->ranks[r].held >= 0) return;
+    s->ranks[r].held = step;
+    s->held_ranks[s->nheld++] = r;
+    if (step < s->min_held) s->min_held = step;
+}
+
+/* GO to every rank held at a step that every running rank has reached (the running minimum). */
 void holds_release(Sup *s) {
-    long long h = -1;
-    for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].held >= 0) h = s->ranks[r].held;
-    if (h < 0) return;
-    for (int r = 0; r < s->o->nranks; r++) {
-        const RankState *rs = &s->ranks[r];
-        int running = rs->connected && !rs->done && !rs->closed && s->stop_time[r] == 0;
-        if (running && rs->step < h) return; /* someone has yet to get there */
-    }
-    char go[40];
-    snprintf(go, sizeof go, "GO %lld\n", h);
-    for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].held == h) {
-            if (!s->ranks[r].closed) hb_send_line(s->ranks[r].fd, go);
-            /* released now: a rank that waited for the others is not the one that went silent */
-            if (s->stop_time[r] == 0) s->ranks[r].last_progress = sup_now();
-            s->ranks[r].held = -1;
+    if (!s->nheld || s->min_held > s->run_min) return;
+    int k = 0;
+    long long mn = LLONG_MAX;
+    for (int i = 0; i < s->nheld; i++) {
+        int r = s->held_ranks[i];
+        RankState *rs = &s->ranks[r];
+        if (rs->held > s->run_min) {
+            s->held_ranks[k++] = r;
+            if (rs->held < mn) mn = rs->held;
+            continue;
         }
+        char go[40];
+        snprintf(go, sizeof go, "GO %lld\n", rs->held);
+        if (!rs->closed && rs->fd >= 0) hb_send_line(rs->fd, go);
+        /* released now: a rank that waited for the others is not the one that went silent */
+        if (s->stop_time[r] == 0) progress_touch(s, r);
+        rs->held = -1;
+    }
+    s->nheld = k, s->min_held = mn;
 }
-

@@ -7,19 +7,21 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/error.h"
 #include "util/sha256.h"
 
-int hb_listen(const char *host, int *port_out) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int hb_listen(const char *host, int nranks, int *port_out) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return myr_error("run: socket: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -33,7 +35,9 @@ int hb_listen(const char *host, int *port_out) {
         sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
         freeaddrinfo(res);
     }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0) {
+    /* a backlog for every rank connecting at once (the kernel caps it at net.core.somaxconn) */
+    int backlog = nranks + 64 < 65535 ? nranks + 64 : 65535;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, backlog < 1024 ? 1024 : backlog) != 0) {
         int e = errno;
         close(fd);
         return myr_error("run: cannot listen on %s: %s", host, strerror(e));
@@ -41,21 +45,18 @@ int hb_listen(const char *host, int *port_out) {
     socklen_t len = sizeof sa;
     getsockname(fd, (struct sockaddr *)&sa, &len);
     *port_out = ntohs(sa.sin_port);
-    fcntl(fd, F_SETFL, O_NONBLOCK);
     return fd;
 }
 
 int sup_random_bytes(uint8_t *out, size_t n) {
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
     size_t got = 0;
     while (got < n) {
-        ssize_t r = read(fd, out + got, n - got);
-        if (r <= 0) break;
+        ssize_t r = getrandom(out + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
         got += (size_t)r;
     }
-    close(fd);
-    return got == n ? 0 : -1;
+    return 0;
 }
 
 void hb_send_line(int fd, const char *s) {
@@ -63,123 +64,152 @@ void hb_send_line(int fd, const char *s) {
     (void)!send(fd, s, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-void hb_close_conn(Sup *s, int i) {
-    close(s->conns[i].fd);
-    s->conns[i] = s->conns[--s->nconns];
+void hb_close_conn(Sup *s, int slot) {
+    Conn *c = &s->conns[slot];
+    if (c->fd < 0) return;
+    close(c->fd); /* leaves the epoll set with it */
+    if (c->rank >= 0 && s->ranks[c->rank].fd == c->fd) s->ranks[c->rank].fd = -1;
+    c->fd = -1;
+    s->free_conns[s->nfree++] = slot;
+    s->nconns--;
 }
 
-static void handle_line(Sup *s, int ci, char *line) {
-    Conn *c = &s->conns[ci];
+void hb_close_all(Sup *s) {
+    for (int i = 0; i < s->cap_conns; i++) hb_close_conn(s, i);
+}
+
+/* "addr:port" of a connection, for the event log of a refusal (a system call: errors only) */
+static void peer_name(int fd, char *buf, size_t n) {
     struct sockaddr_in peer;
     socklen_t plen = sizeof peer;
-    char peerbuf[64] = "?";
-    if (getpeername(c->fd, (struct sockaddr *)&peer, &plen) == 0)
-        snprintf(peerbuf, sizeof peerbuf, "%s:%d", inet_ntoa(peer.sin_addr), ntohs(peer.sin_port));
-    HbMsg m;
-    if (hb_verify(line, s->secret, c->nonce) != 0 || hb_parse(line, &m) != 0) {
-        cJSON *e = sup_event("auth-refused");
-        cJSON_AddStringToObject(e, "peer", peerbuf);
-        cJSON_AddStringToObject(e, "reason", myr_last_error());
-        if (c->rank >= 0) cJSON_AddNumberToObject(e, "rank", c->rank);
+    snprintf(buf, n, "?");
+    if (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0)
+        snprintf(buf, n, "%s:%d", inet_ntoa(peer.sin_addr), ntohs(peer.sin_port));
+}
+
+static void refuse(Sup *s, Conn *c, const char *reason, int say_no) {
+    char peer[64];
+    peer_name(c->fd, peer, sizeof peer);
+    cJSON *e = sup_event("auth-refused");
+    cJSON_AddStringToObject(e, "peer", peer);
+    cJSON_AddStringToObject(e, "reason", reason);
+    if (c->rank >= 0) cJSON_AddNumberToObject(e, "rank", c->rank);
+    sup_emit(e);
+    if (say_no) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "NO %.150s\n", reason);
+        hb_send_line(c->fd, msg);
+    }
+    c->len = (size_t)-1; /* mark for closing */
+}
+
+static void hello(Sup *s, Conn *c, const HbMsg *m) {
+    const char *no = NULL;
+    if (m->type != HB_HELLO) no = "expected HELLO";
+    else if (m->attempt != s->attempt) no = "stale attempt";
+    else if (m->rank >= s->o->nranks) no = "rank out of range";
+    else if (s->ranks[m->rank].connected) no = "rank already connected";
+    if (no) {
+        refuse(s, c, no, 1);
+        return;
+    }
+    RankState *rs = &s->ranks[m->rank];
+    c->rank = m->rank;
+    rs->fd = c->fd;
+    rs->pid = m->pid;
+    snprintf(rs->host, sizeof rs->host, "%s", m->host);
+    hb_send_line(c->fd, "OK\n");
+    progress_connected(s, m->rank);
+    if (s->nconnected == s->o->nranks && !s->all_connected) {
+        s->all_connected = 1;
+        s->tl[s->attempt].t0 = sup_now();
+        cJSON *e = sup_event("connected");
+        cJSON_AddNumberToObject(e, "attempt", s->attempt);
+        cJSON_AddNumberToObject(e, "ranks", s->o->nranks);
         sup_emit(e);
-        s->refused++;
-        hb_send_line(c->fd, "NO authentication failed\n");
-        c->len = (size_t)-1; /* mark for closing */
-        return;
     }
-    if (c->rank < 0) {
-        const char *no = NULL;
-        if (m.type != HB_HELLO) no = "expected HELLO";
-        else if (m.attempt != s->attempt) no = "stale attempt";
-        else if (m.rank >= s->o->nranks) no = "rank out of range";
-        else if (s->ranks[m.rank].connected) no = "rank already connected";
-        if (no) {
-            cJSON *e = sup_event("auth-refused");
-            cJSON_AddStringToObject(e, "peer", peerbuf);
-            cJSON_AddStringToObject(e, "reason", no);
-            sup_emit(e);
-            char msg[64];
-            snprintf(msg, sizeof msg, "NO %s\n", no);
-            hb_send_line(c->fd, msg);
-            c->len = (size_t)-1;
-            return;
-        }
-        RankState *rs = &s->ranks[m.rank];
-        c->rank = m.rank;
-        rs->connected = 1;
-        rs->fd = c->fd;
-        rs->pid = m.pid;
-        snprintf(rs->host, sizeof rs->host, "%s", m.host);
-        rs->last_progress = sup_now();
-        hb_send_line(c->fd, "OK\n");
-        int all = 1;
-        for (int r = 0; r < s->o->nranks; r++) all &= s->ranks[r].connected;
-        if (all && !s->all_connected) {
-            s->all_connected = 1;
-            s->tl[s->attempt].t0 = sup_now();
-            cJSON *e = sup_event("connected");
-            cJSON_AddNumberToObject(e, "attempt", s->attempt);
-            cJSON_AddNumberToObject(e, "ranks", s->o->nranks);
-            sup_emit(e);
+}
+
+static void rank_event(Sup *s, int r, const char *name) {
+    RankState *rs = &s->ranks[r];
+    if (!strcmp(name, "done")) {
+        if (!rs->done) {
+            rs->done = 1;
+            s->ndone++;
+            progress_stop_running(s, r);
+            progress_unwatch(s, r);
         }
         return;
     }
-    if (m.seq <= c->last_seq) { /* a replayed or reordered line */
-        cJSON *e = sup_event("auth-refused");
-        cJSON_AddStringToObject(e, "peer", peerbuf);
-        cJSON_AddStringToObject(e, "reason", "sequence number went backwards (replay)");
-        cJSON_AddNumberToObject(e, "rank", c->rank);
-        sup_emit(e);
-        c->len = (size_t)-1;
-        return;
-    }
-    c->last_seq = m.seq;
-    RankState *rs = &s->ranks[c->rank];
-    if (m.type == HB_EVENT) {
-        if (!strcmp(m.name, "done")) rs->done = 1;
-        else {
-            /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
-            if (c->rank == 0 && (!strncmp(m.name, "restored-from-", 14) || !strcmp(m.name, "disk-fallback") ||
-                                 !strcmp(m.name, "started-from-scratch")))
-                snprintf(s->source, sizeof s->source, "%s",
-                         !strncmp(m.name, "restored-from-", 14) ? m.name + 14 : m.name);
-            if (c->rank == 0 && !strcmp(m.name, "mem-copy-rejected")) s->copy_rejected = 1;
-            cJSON *e = sup_event("rank-event");
-            cJSON_AddNumberToObject(e, "rank", c->rank);
-            cJSON_AddStringToObject(e, "name", m.name);
-            sup_emit(e);
+    /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
+    if (r == 0 && (!strncmp(name, "restored-from-", 14) || !strcmp(name, "disk-fallback") ||
+                   !strcmp(name, "started-from-scratch")))
+        snprintf(s->source, sizeof s->source, "%.31s", !strncmp(name, "restored-from-", 14) ? name + 14 : name);
+    if (r == 0 && !strcmp(name, "mem-copy-rejected")) s->copy_rejected = 1;
+    cJSON *e = sup_event("rank-event");
+    cJSON_AddNumberToObject(e, "rank", r);
+    cJSON_AddStringToObject(e, "name", name);
+    sup_emit(e);
+}
+
+/* A STEP: progress, its duration by the rank's clock, what it measured, faults and holds. */
+static void step(Sup *s, int r, const HbMsg *m) {
+    RankState *rs = &s->ranks[r];
+    long long prev = rs->step;
+    progress_report(s, r, m->step, 0);
+    if (m->step == prev + 1 && rs->last_t_us > 0) rs->step_s = (m->t_us - rs->last_t_us) * 1e-6;
+    rs->last_t_us = m->t_us;
+    if (r == 0 && m->step >= s->m.r0_step) {
+        SupMetrics *mt = &s->m;
+        mt->r0_step = m->step, mt->r0_loss = m->loss;
+        if (m->has_info) {
+            mt->tokens_per_s = m->info.tokens_per_s, mt->mfu = m->info.mfu;
+            if (m->info.section_s[HB_SEC_CHECKPOINT] > 0) mt->ckpt_s += m->info.section_s[HB_SEC_CHECKPOINT];
+            if (m->info.mem_step > mt->mem_step) mt->mem_step = m->info.mem_step, mt->mem_seen = sup_now();
         }
-        return;
     }
-    if (m.type == HB_FROM) { /* resumed position: the next step it computes is m.step + 1 */
-        if (rs->first_step < 0) rs->first_step = m.step + 1;
-        if (m.step > rs->step) rs->step = m.step;
-        rs->last_progress = sup_now();
-        progress_update_job_step(s);
-        return;
-    }
-    if (m.type != HB_STEP) return;
-    if (rs->first_step < 0) rs->first_step = m.step;
-    if (m.step > rs->step) {
-        rs->step = m.step;
-        rs->last_progress = sup_now();
-    }
-    if (m.step > rs->best_step) rs->best_step = m.step;
-    if (holds_has(s, m.step)) rs->held = m.step;
-    progress_update_job_step(s);
-    faults_fire(s, c->rank, m.step);
+    if (m->has_info) sup_straggler_sample(s, r, m);
+    if (holds_has(s, m->step)) holds_add(s, r, m->step);
+    if (m->step >= s->next_fault_step) faults_fire(s, r, m->step);
     holds_release(s);
 }
 
-void hb_read(Sup *s, int ci) {
-    Conn *c = &s->conns[ci];
+static void handle_line(Sup *s, Conn *c, char *line) {
+    HbMsg m;
+    if (hb_verify(line, s->secret, c->nonce) != 0 || hb_parse(line, &m) != 0) {
+        s->refused++;
+        refuse(s, c, myr_last_error(), 0);
+        hb_send_line(c->fd, "NO authentication failed\n");
+        return;
+    }
+    if (c->rank < 0) {
+        hello(s, c, &m);
+        return;
+    }
+    if (m.seq <= c->last_seq) { /* a replayed or reordered line */
+        refuse(s, c, "sequence number went backwards (replay)", 0);
+        return;
+    }
+    c->last_seq = m.seq;
+    if (m.type == HB_EVENT) rank_event(s, c->rank, m.name);
+    else if (m.type == HB_FROM) progress_report(s, c->rank, m.step, 1); /* resumed: next step is m.step + 1 */
+    else if (m.type == HB_STEP) step(s, c->rank, &m);
+}
+
+void hb_read(Sup *s, int slot, unsigned gen) {
+    Conn *c = &s->conns[slot];
+    if (c->fd < 0 || c->gen != gen) return; /* closed (and perhaps reused) since the event was queued */
     char tmp[4096];
     ssize_t r = recv(c->fd, tmp, sizeof tmp, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (r <= 0) { /* EOF: the rank's process is gone (or closed after "done") */
         if (c->rank >= 0) {
             RankState *rs = &s->ranks[c->rank];
-            rs->closed = 1;
+            if (!rs->closed) {
+                rs->closed = 1;
+                progress_stop_running(s, c->rank);
+                progress_unwatch(s, c->rank);
+            }
             if (!rs->done && !s->failed) {
                 cJSON *e = sup_event("exit");
                 cJSON_AddNumberToObject(e, "rank", c->rank);
@@ -188,10 +218,11 @@ void hb_read(Sup *s, int ci) {
                 cJSON_AddNumberToObject(e, "step", (double)rs->step);
                 cJSON_AddStringToObject(e, "why", "heartbeat connection closed before the rank finished");
                 sup_emit(e);
-                sup_fail(s, "rank %d (pid %lld on %s) exited at step %lld", c->rank, rs->pid, rs->host, rs->step);
+                sup_fail(s, FAIL_RANK_EXIT, "rank %d (pid %lld on %s) exited at step %lld", c->rank, rs->pid, rs->host,
+                         rs->step);
             }
         }
-        hb_close_conn(s, ci);
+        hb_close_conn(s, slot);
         holds_release(s);
         return;
     }
@@ -199,34 +230,62 @@ void hb_read(Sup *s, int ci) {
         if (tmp[i] == '\n') {
             c->buf[c->len] = 0;
             c->len = 0;
-            handle_line(s, ci, c->buf);
-            c = &s->conns[ci];
+            handle_line(s, c, c->buf);
             if (c->len == (size_t)-1) {
-                hb_close_conn(s, ci);
+                hb_close_conn(s, slot);
                 return;
             }
         } else if (c->len + 1 >= sizeof c->buf) {
-            cJSON *e = sup_event("auth-refused");
-            cJSON_AddStringToObject(e, "reason", "line too long");
-            sup_emit(e);
-            hb_close_conn(s, ci);
+            refuse(s, c, "line too long", 0);
+            hb_close_conn(s, slot);
             return;
         } else c->buf[c->len++] = tmp[i];
     }
 }
 
-void hb_accept(Sup *s, int lfd) {
+void hb_drain(Sup *s) {
+    for (int i = 0; i < s->cap_conns; i++)
+        if (s->conns[i].fd >= 0) hb_read(s, i, s->conns[i].gen);
+}
+
+static int new_slot(Sup *s) {
+    if (!s->nfree) {
+        int cap = s->cap_conns ? 2 * s->cap_conns : 64;
+        Conn *nc = realloc(s->conns, (size_t)cap * sizeof *nc);
+        int *nf = realloc(s->free_conns, (size_t)cap * sizeof *nf);
+        if (!nc || !nf) return -1;
+        s->conns = nc, s->free_conns = nf;
+        for (int i = cap - 1; i >= s->cap_conns; i--) s->conns[i].fd = -1, s->conns[i].gen = 0, s->free_conns[s->nfree++] = i;
+        s->cap_conns = cap;
+    }
+    return s->free_conns[--s->nfree];
+}
+
+void hb_accept(Sup *s) {
     for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) return;
-        if (s->nconns == s->cap_conns) {
-            s->cap_conns = s->cap_conns ? 2 * s->cap_conns : 64;
-            s->conns = realloc(s->conns, (size_t)s->cap_conns * sizeof *s->conns);
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) { /* cannot happen below the limit set at start; say so once */
+                static int said;
+                if (!said++) fprintf(stderr, "myriad: run: out of file descriptors accepting heartbeat connections\n");
+            }
+            return;
         }
-        Conn *c = &s->conns[s->nconns++];
+        int slot = new_slot(s);
+        if (slot < 0) {
+            close(fd);
+            return;
+        }
+        Conn *c = &s->conns[slot];
+        unsigned gen = (c->gen + 1) & 0x7fffffffu;
         memset(c, 0, sizeof *c);
-        c->fd = fd;
-        c->rank = -1;
+        c->fd = fd, c->gen = gen, c->rank = -1;
+        s->nconns++;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = SUP_TAG_CONN | (uint64_t)gen << 32 | (uint32_t)slot};
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            hb_close_conn(s, slot);
+            continue;
+        }
         uint8_t nonce[HB_NONCE_BYTES];
         if (sup_random_bytes(nonce, sizeof nonce) != 0) memset(nonce, 0, sizeof nonce);
         hex_encode(nonce, sizeof nonce, c->nonce);
@@ -235,4 +294,3 @@ void hb_accept(Sup *s, int lfd) {
         hb_send_line(fd, greet);
     }
 }
-

@@ -24,6 +24,8 @@ static struct {
     long long seq;
     long long *hold; /* steps after which the rank waits for the launcher's GO (MYRIAD_HB_HOLD) */
     int nhold;
+    long long slow_step; /* --inject slow@ on this rank: from this step on (MYRIAD_INJECT_SLOW) */
+    double slow_factor;
 } hb = {.fd = -1};
 
 static long long now_us(void) {
@@ -67,6 +69,59 @@ static int field_ll(const char *tok, long long *out) {
     return 0;
 }
 
+static const char *const section_names[HB_NSECTIONS] = {"data", "forward", "backward", "comm", "optimizer", "checkpoint"};
+/* the wire keys of the STEP line's info field, sections first (in HbSection order) */
+static const char *const info_keys[HB_NSECTIONS + 3] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem"};
+
+const char *hb_section_name(int section) { return section >= 0 && section < HB_NSECTIONS ? section_names[section] : "?"; }
+
+void hb_step_info_init(HbStepInfo *info) {
+    for (int i = 0; i < HB_NSECTIONS; i++) info->section_s[i] = -1;
+    info->tokens_per_s = info->mfu = NAN;
+    info->mem_step = -1;
+}
+
+/* "data=12,fwd=3400,...": sections in integer microseconds, tps and mfu as numbers, mem a step.
+ * Unknown keys are skipped (a newer trainer may send more); a malformed pair is an error. */
+static int parse_info(char *tok, HbStepInfo *info) {
+    hb_step_info_init(info);
+    char *save;
+    for (char *kv = strtok_r(tok, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end;
+        if (!eq || eq == kv || !eq[1]) return -1;
+        *eq = 0;
+        errno = 0;
+        double v = strtod(eq + 1, &end);
+        if (*end || errno || !isfinite(v) || v < 0) return -1;
+        int k = 0;
+        while (k < HB_NSECTIONS + 3 && strcmp(kv, info_keys[k])) k++;
+        if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
+        else if (k == HB_NSECTIONS) info->tokens_per_s = v;
+        else if (k == HB_NSECTIONS + 1) info->mfu = v;
+        else if (k == HB_NSECTIONS + 2) {
+            if (v != floor(v) || v > 1e15) return -1;
+            info->mem_step = (long long)v;
+        }
+    }
+    return 0;
+}
+
+/* Append the info field (with its leading space) to line; nothing when nothing was measured. */
+static void format_info(char *line, size_t cap, const HbStepInfo *info) {
+    size_t len = strlen(line);
+    char sep = ' ';
+    for (int k = 0; k < HB_NSECTIONS + 3 && len < cap; k++) {
+        char val[40] = "";
+        if (k < HB_NSECTIONS && info->section_s[k] >= 0) snprintf(val, sizeof val, "%.0f", info->section_s[k] * 1e6);
+        else if (k == HB_NSECTIONS && isfinite(info->tokens_per_s)) snprintf(val, sizeof val, "%.6g", info->tokens_per_s);
+        else if (k == HB_NSECTIONS + 1 && isfinite(info->mfu)) snprintf(val, sizeof val, "%.6g", info->mfu);
+        else if (k == HB_NSECTIONS + 2 && info->mem_step >= 0) snprintf(val, sizeof val, "%lld", info->mem_step);
+        if (!val[0]) continue;
+        len += (size_t)snprintf(line + len, cap - len, "%c%s=%s", sep, info_keys[k], val);
+        sep = ',';
+    }
+}
+
 int hb_parse(const char *line, HbMsg *m) {
     char buf[HB_LINE_MAX];
     if (strlen(line) >= sizeof buf) return myr_error("heartbeat: line too long");
@@ -90,10 +145,13 @@ int hb_parse(const char *line, HbMsg *m) {
         strcpy(m->host, tok[4]);
         return 0;
     }
-    if (n == 5 && !strcmp(tok[0], "STEP")) {
+    if ((n == 5 || n == 6) && !strcmp(tok[0], "STEP")) {
         m->type = HB_STEP;
         if (field_ll(tok[1], &m->seq) || field_ll(tok[2], &m->step) || field_ll(tok[4], &m->t_us) || m->step < 0)
             return myr_error("heartbeat: bad STEP fields");
+        hb_step_info_init(&m->info);
+        if (n == 6 && parse_info(tok[5], &m->info) != 0) return myr_error("heartbeat: bad STEP info field");
+        m->has_info = n == 6;
         if (strcmp(tok[3], "-")) {
             char *end;
             m->loss = strtod(tok[3], &end);
@@ -236,10 +294,31 @@ static void wait_go(long long step) {
         if (!strcmp(line, want)) return;
 }
 
+/* "20:2:1.5,40:0:2": slow@STEP:RANK:FACTOR faults of this attempt; keep the first for my rank */
+static void parse_slow(const char *list, int rank) {
+    hb.slow_factor = 1, hb.slow_step = 0;
+    for (const char *p = list; p && *p;) {
+        long long step, r;
+        double f;
+        int used = 0;
+        if (sscanf(p, "%lld:%lld:%lf%n", &step, &r, &f, &used) != 3) break;
+        if (r == rank && f > 1) {
+            hb.slow_step = step, hb.slow_factor = f;
+            return;
+        }
+        p += used;
+        if (*p != ',') break;
+        p++;
+    }
+}
+
+double hb_slow_factor(long long step) { return hb.slow_factor > 1 && step >= hb.slow_step ? hb.slow_factor : 1; }
+
 int hb_connect_from_env(void) {
     const char *addr = getenv("MYRIAD_HB_ADDR");
     if (!addr || !*addr) return 0;
     parse_holds(getenv("MYRIAD_HB_HOLD"));
+    parse_slow(getenv("MYRIAD_INJECT_SLOW"), env_rank());
     const char *hex = getenv("MYRIAD_HB_SECRET");
     uint8_t secret[HB_SECRET_BYTES];
     if (!hex || hex_decode(hex, secret, HB_SECRET_BYTES) != 0)
@@ -250,11 +329,14 @@ int hb_connect_from_env(void) {
 
 int hb_active(void) { return hb.fd >= 0; }
 
-int hb_step(long long step, double loss) {
+int hb_step(long long step, double loss) { return hb_step_info(step, loss, NULL); }
+
+int hb_step_info(long long step, double loss, const HbStepInfo *info) {
     if (hb.fd < 0) return 0;
     char line[HB_LINE_MAX], lossbuf[32] = "-";
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
     snprintf(line, sizeof line, "STEP %lld %lld %s %lld", ++hb.seq, step, lossbuf, now_us());
+    if (info) format_info(line, HB_LINE_MAX - 80, info); /* room left for the MAC */
     int rc = send_signed(line, sizeof line);
     for (int i = 0; i < hb.nhold && rc == 0; i++)
         if (hb.hold[i] == step) {

@@ -29,6 +29,24 @@ int hb_active(void);
  * (where `myriad run --inject` fires a fault) it then waits for the launcher's "GO <step>", so
  * the fault lands exactly after that step, however short the steps are. */
 int hb_step(long long step, double loss);
+
+/* What a training step measured, reported with its STEP line (docs/OPERATIONS.md): the
+ * sections' seconds (for straggler detection and the run report; each excludes the time
+ * blocked in communication, which is the comm section), and rank 0's throughput figures. */
+typedef enum { HB_SEC_DATA, HB_SEC_FORWARD, HB_SEC_BACKWARD, HB_SEC_COMM, HB_SEC_OPTIMIZER, HB_SEC_CHECKPOINT, HB_NSECTIONS } HbSection;
+const char *hb_section_name(int section); /* "data", "forward", ... as in the event log */
+typedef struct {
+    double section_s[HB_NSECTIONS]; /* seconds; < 0: not measured */
+    double tokens_per_s, mfu;       /* NAN: unknown */
+    long long mem_step;             /* newest in-memory copy complete on every rank; -1: none */
+} HbStepInfo;
+void hb_step_info_init(HbStepInfo *info); /* nothing measured */
+/* hb_step with what the step measured (info may be NULL). */
+int hb_step_info(long long step, double loss, const HbStepInfo *info);
+/* The factor by which `myriad run --inject slow@STEP:RANK:FACTOR` stretches this rank's compute
+ * when it computes `step` (from MYRIAD_INJECT_SLOW, read by hb_connect_from_env): 1 when none
+ * applies. The trainer sleeps (factor - 1) x each compute section (train/trainer.c). */
+double hb_slow_factor(long long step);
 /* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
  * launcher knows a resumed rank's position before its first new step completes. */
 int hb_start(long long step);
@@ -49,6 +67,8 @@ typedef struct {
     double loss;              /* STEP (NAN when absent) */
     long long t_us;           /* STEP, EVENT: sender's CLOCK_REALTIME in microseconds */
     char name[32];            /* EVENT */
+    int has_info;             /* STEP: the optional sixth field was present */
+    HbStepInfo info;          /* STEP */
 } HbMsg;
 
 /* Append " <mac>" (HMAC-SHA256 of "<nonce_hex> <body>" in hex) to body in buf (size cap). */

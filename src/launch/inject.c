@@ -11,7 +11,7 @@
 #include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
-    static const char *names[] = {"kill", "hang", "host", "corrupt"};
+    static const char *names[] = {"kill", "hang", "host", "corrupt", "slow"};
     return names[k];
 }
 
@@ -38,7 +38,7 @@ static int num(const char *s, long long lo, long long *out) {
     return 0;
 }
 
-#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP or random:SEED:COUNT[:MAXSTEP]"
+#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, slow@STEP:RANK:FACTOR or random:SEED:COUNT[:MAXSTEP]"
 
 static int parse_one(FaultPlan *p, char *spec, int nranks) {
     Fault f = {.rank = -1};
@@ -82,6 +82,17 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
         if (!colon || !*colon || strlen(colon) >= sizeof f.host)
             return myr_error("inject: host@%lld:HOST needs a host name from the hosts file", step);
         strcpy(f.host, colon);
+    } else if (!strcmp(spec, "slow")) {
+        f.kind = FAULT_SLOW;
+        char *fac = colon ? strchr(colon, ':') : NULL, *end;
+        if (fac) *fac++ = 0;
+        if (!colon || num(colon, 0, &rank) || rank >= nranks || !fac)
+            return myr_error("inject: slow@%lld:RANK:FACTOR needs a RANK in 0..%d and a FACTOR > 1", step, nranks - 1);
+        f.rank = (int)rank;
+        errno = 0;
+        f.factor = strtod(fac, &end);
+        if (*end || errno || !(f.factor > 1 && f.factor <= 1000))
+            return myr_error("inject: slow@%lld:%lld:%s: FACTOR must be a number in (1, 1000], e.g. 1.5", step, rank, fac);
     } else if (!strcmp(spec, "corrupt")) {
         f.kind = FAULT_CORRUPT;
         if (colon) return myr_error("inject: corrupt@STEP takes no ':' part");

@@ -59,12 +59,19 @@ static void usage(FILE *out) {
                  "  --start-timeout S   every rank must connect within S seconds of a launch\n"
                  "                      (default 300 with --hang-timeout, else off)\n"
                  "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                 "                      random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
+                 "                      slow@STEP:RANK:FACTOR, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
                  "  --events FILE       append every event as a JSON line to FILE\n"
                  "  --ckpt-dir DIR      checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)\n"
                  "  --hb-addr ADDR      address the ranks reach the launcher at (default 127.0.0.1)\n"
                  "  --cut-link-cmd CMD  shell command run when host@ fires (MYRIAD_LOST_HOST names the host)\n"
-                 "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
+                 "  --launcher L        mpirun, srun (default inside Slurm) or direct (run the command once:\n"
+                 "                      it starts the ranks itself, e.g. a load generator)\n"
+                 "operations (see docs/OPERATIONS.md):\n"
+                 "  --straggler-action A  warn (default) or evict: a straggler's host is replaced by a spare\n"
+                 "  --straggler-threshold X  relative and individual score below which a window counts (0.75)\n"
+                 "  --straggler-window W     steps per window (5); --straggler-windows K: windows in a row (3)\n"
+                 "  --metrics-port P    serve Prometheus metrics on http://ADDR:P/metrics (0: any free port)\n"
+                 "  --metrics-addr ADDR address for --metrics-port (default: every interface)\n"
                  "  --exec              the command after -- is a program, not a myriad subcommand\n"
                  "  --supervise         use the supervisor with all defaults\n"
                  "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
@@ -112,7 +119,8 @@ int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
     const char *extra[32];
     int nextra = 0;
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .metrics_port = -1};
+    straggler_options_default(&so.straggler);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             first = i + 1;
@@ -136,9 +144,27 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cut-link-cmd")) so.cut_link_cmd = args_value(argc, argv, &i), supervised = 1;
         else if (!strcmp(argv[i], "--launcher")) {
             so.launcher = args_value(argc, argv, &i), supervised = 1;
-            if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun"))
-                myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
-        } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
+            if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun") && strcmp(so.launcher, "direct"))
+                myr_die("run: --launcher must be mpirun, srun or direct, not '%s'", so.launcher);
+        } else if (!strcmp(argv[i], "--straggler-action")) {
+            const char *a = args_value(argc, argv, &i);
+            if (strcmp(a, "warn") && strcmp(a, "evict")) myr_die("run: --straggler-action must be warn or evict, not '%s'", a);
+            so.straggler_evict = !strcmp(a, "evict"), supervised = 1;
+        } else if (!strcmp(argv[i], "--straggler-threshold")) {
+            so.straggler.threshold = args_next_double(argc, argv, &i), supervised = 1;
+            if (!(so.straggler.threshold > 0 && so.straggler.threshold < 1))
+                myr_die("run: --straggler-threshold must be in (0, 1), e.g. 0.75");
+        } else if (!strcmp(argv[i], "--straggler-window")) {
+            so.straggler.window = args_next_int(argc, argv, &i), supervised = 1;
+            if (so.straggler.window < 1 || so.straggler.window > 32) myr_die("run: --straggler-window must be 1..32 steps");
+        } else if (!strcmp(argv[i], "--straggler-windows")) {
+            so.straggler.consecutive = args_next_int(argc, argv, &i), supervised = 1;
+            if (so.straggler.consecutive < 1) myr_die("run: --straggler-windows must be >= 1");
+        } else if (!strcmp(argv[i], "--metrics-port")) {
+            so.metrics_port = args_next_int(argc, argv, &i), supervised = 1;
+            if (so.metrics_port < 0 || so.metrics_port > 65535) myr_die("run: --metrics-port must be 0..65535 (0: any free port)");
+        } else if (!strcmp(argv[i], "--metrics-addr")) so.metrics_addr = args_value(argc, argv, &i), supervised = 1;
+        else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
         else if (!strcmp(argv[i], "--supervise")) supervised = 1;
         else if (!strcmp(argv[i], "--mpirun-arg")) {
             if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");

@@ -7,12 +7,13 @@
  * the files). Formats, rules and the goodput definition: docs/LAUNCHER.md. */
 #define _GNU_SOURCE
 #include "launch/sup_state.h"
+#include "launch/sup_loop.h"
+#include "launch/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,6 +120,16 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     return a;
 }
 
+/* --launcher direct: the command itself, once; it starts (or simulates) every rank. */
+static char **direct_argv(const SuperviseOpts *o, int attempt) {
+    int ncmd = 0;
+    while (o->cmd[ncmd]) ncmd++;
+    char **a = calloc((size_t)ncmd + 3, sizeof *a);
+    for (int i = 0; i < ncmd; i++) a[i] = strdup(o->cmd[i]);
+    if (attempt > 0 && !has_resume(o->cmd)) a[ncmd++] = strdup("--resume"), a[ncmd++] = strdup("auto");
+    return a;
+}
+
 static void free_argv(char **a) {
     for (int i = 0; a && a[i]; i++) free(a[i]);
     free(a);
@@ -148,13 +159,22 @@ static char *find_on_path(const char *name) {
     return NULL;
 }
 
-void sup_fail(Sup *s, const char *fmt, ...) {
+void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->failed) return;
     s->failed = 1;
+    /* ranks that die with a lost host are counted as the host's loss */
+    if (s->lost_host_this_attempt >= 0 && kind != FAIL_STRAGGLER) kind = FAIL_HOST_LOST;
+    s->fail_kind = kind;
+    s->m.failures[kind]++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->why, sizeof s->why, fmt, ap);
     va_end(ap);
+}
+
+static int cmp_pid(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
 }
 
 /* Kill the attempt: every rank pid we know (SIGKILL also ends SIGSTOPped ones), then the
@@ -163,11 +183,17 @@ static int teardown(Sup *s, pid_t child, int *status) {
     cJSON *e = sup_event("kill");
     cJSON_AddNumberToObject(e, "attempt", s->attempt);
     cJSON *pids = cJSON_AddArrayToObject(e, "pids");
+    long long *list = malloc((size_t)s->o->nranks * sizeof *list);
+    int n = 0;
     for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0) {
-            kill((pid_t)s->ranks[r].pid, SIGKILL);
-            cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[r].pid));
+        if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0) list[n++] = s->ranks[r].pid;
+    qsort(list, (size_t)n, sizeof *list, cmp_pid); /* each process once (simulated ranks share one) */
+    for (int i = 0; i < n; i++)
+        if (i == 0 || list[i] != list[i - 1]) {
+            kill((pid_t)list[i], SIGKILL);
+            cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)list[i]));
         }
+    free(list);
     cJSON_AddNumberToObject(e, "launcher_pid", child);
     sup_emit(e);
     /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
@@ -247,9 +273,11 @@ int supervise(SuperviseOpts *o) {
                                 o->plan.faults[i].host);
         }
 
-    int use_srun = o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
-    char *tool = find_on_path(use_srun ? "srun" : "mpirun");
-    if (!tool)
+    int direct = o->launcher && !strcmp(o->launcher, "direct");
+    int use_srun = !direct && (o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL);
+    const char *launcher_name = direct ? "direct" : use_srun ? "srun" : "mpirun";
+    char *tool = direct ? NULL : find_on_path(use_srun ? "srun" : "mpirun");
+    if (!tool && !direct)
         myr_die("run: %s not found on PATH; install it or pass --launcher %s", use_srun ? "srun" : "mpirun",
                 use_srun ? "mpirun" : "srun");
 
@@ -257,10 +285,21 @@ int supervise(SuperviseOpts *o) {
     char hex[2 * HB_SECRET_BYTES + 1];
     hex_encode(s->secret, sizeof s->secret, hex);
     const char *hb_host = o->hb_host ? o->hb_host : "127.0.0.1";
-    int port = 0, lfd = -1;
+    int port = 0;
+    s->lfd = s->epfd = -1;
     if (!o->dry_run) {
-        lfd = hb_listen(hb_host, &port);
-        if (lfd < 0) myr_die_last();
+        if (sup_loop_fd_limit(o->nranks) != 0) myr_die_last();
+        s->lfd = hb_listen(hb_host, o->nranks, &port);
+        if (s->lfd < 0) myr_die_last();
+        if (o->metrics_port >= 0) {
+            if (!(s->metrics = metrics_start(s, o->metrics_addr, o->metrics_port))) myr_die_last();
+            cJSON *e = sup_event("metrics");
+            cJSON_AddStringToObject(e, "addr", o->metrics_addr ? o->metrics_addr : "0.0.0.0");
+            cJSON_AddNumberToObject(e, "port", metrics_port(s->metrics));
+            cJSON_AddStringToObject(e, "path", "/metrics");
+            sup_emit(e);
+        }
+        if (sup_loop_open(s) != 0) myr_die_last();
     }
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", hb_host, port);
@@ -279,6 +318,9 @@ int supervise(SuperviseOpts *o) {
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
     s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
+    s->straggler = straggler_create(o->nranks, &o->straggler);
+    s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
+    s->m.mem_step = -1;
     int exit_code = 1, restarts = 0, finished = 0;
     char hostfile[64] = "";
 
@@ -295,7 +337,9 @@ int supervise(SuperviseOpts *o) {
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
         s->source[0] = 0, s->copy_rejected = 0;
-        holds_set(s);
+        progress_begin_attempt(s);
+        if (s->straggler) straggler_restart(s->straggler);
+        faults_begin_attempt(s);
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
@@ -303,8 +347,9 @@ int supervise(SuperviseOpts *o) {
             if (hostfile[0]) unlink(hostfile);
             if (write_hostfile(s, hostfile) != 0) myr_die_last();
         }
-        char **argv = build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->active,
-                                 s->nactive, s->attempt);
+        char **argv = direct ? direct_argv(o, s->attempt)
+                             : build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->active,
+                                          s->nactive, s->attempt);
         char *line = join_argv(argv);
         if (o->dry_run) {
             printf("%s\n", line);
@@ -314,7 +359,7 @@ int supervise(SuperviseOpts *o) {
         }
         cJSON *e = sup_event("launch");
         cJSON_AddNumberToObject(e, "attempt", s->attempt);
-        cJSON_AddStringToObject(e, "launcher", use_srun ? "srun" : "mpirun");
+        cJSON_AddStringToObject(e, "launcher", launcher_name);
         if (s->nactive) {
             cJSON *hs = cJSON_AddArrayToObject(e, "hosts");
             for (int i = 0; i < s->nactive; i++) cJSON_AddItemToArray(hs, cJSON_CreateString(s->hosts[s->active[i]].name));
@@ -330,7 +375,8 @@ int supervise(SuperviseOpts *o) {
         if (child == 0) {
             setpgid(0, 0); /* its own group: teardown kills mpirun and everything it started */
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
-            execv(argv[0], argv);
+            if (direct) execvp(argv[0], argv);
+            else execv(argv[0], argv);
             fprintf(stderr, "myriad: run: cannot execute %s: %s\n", argv[0], strerror(errno));
             _exit(127);
         }
@@ -338,43 +384,9 @@ int supervise(SuperviseOpts *o) {
         child_pgid = child;
         free_argv(argv);
 
-        int status = 0, exited = 0, stuck = 0;
-        double all_done_since = 0;
-        while (!exited && !s->failed && !stop_signal && !stuck) {
-            struct pollfd *pfd = malloc((size_t)(s->nconns + 1) * sizeof *pfd);
-            pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-            for (int i = 0; i < s->nconns; i++) pfd[i + 1] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
-            int nfds = s->nconns + 1;
-            poll(pfd, (nfds_t)nfds, 20);
-            int *fds = malloc((size_t)nfds * sizeof *fds);
-            for (int i = 0; i < nfds; i++) fds[i] = pfd[i].revents ? pfd[i].fd : -1;
-            free(pfd);
-            if (fds[0] >= 0) hb_accept(s, lfd);
-            for (int i = 1; i < nfds; i++) {
-                if (fds[i] < 0) continue;
-                for (int ci = 0; ci < s->nconns; ci++)
-                    if (s->conns[ci].fd == fds[i]) {
-                        hb_read(s, ci);
-                        break;
-                    }
-            }
-            free(fds);
-            if (waitpid(child, &status, WNOHANG) == child) exited = 1;
-            else if (!s->failed) progress_check_timeouts(s);
-            /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
-             * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
-            int all_done = !exited;
-            for (int r = 0; r < o->nranks && all_done; r++) all_done = s->ranks[r].done;
-            double grace = o->hang_timeout > 0 ? o->hang_timeout : 30;
-            if (!all_done) all_done_since = 0;
-            else if (!all_done_since) all_done_since = sup_now();
-            else if (sup_now() - all_done_since > grace) {
-                cJSON *x = sup_event("exit-stuck");
-                cJSON_AddNumberToObject(x, "after_done_s", round((sup_now() - all_done_since) * 1000) / 1000);
-                sup_emit(x);
-                stuck = 1;
-            }
-        }
+        int status = 0;
+        WatchEnd end = sup_watch(s, child, &status, &stop_signal);
+        int exited = end == WATCH_EXITED, stuck = end == WATCH_STUCK;
         if (stuck) finished = 1, exit_code = 0;
         if (stop_signal) {
             cJSON *k = sup_event("interrupted");
@@ -384,12 +396,12 @@ int supervise(SuperviseOpts *o) {
         if (exited) {
             /* drain what the ranks sent just before exiting (their "done" or last steps) */
             for (int pass = 0; pass < 5; pass++) {
-                for (int ci = s->nconns - 1; ci >= 0; ci--) hb_read(s, ci);
+                hb_drain(s);
                 usleep(2000);
             }
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             cJSON *x = sup_event("exit");
-            cJSON_AddStringToObject(x, "what", use_srun ? "srun" : "mpirun");
+            cJSON_AddStringToObject(x, "what", launcher_name);
             cJSON_AddNumberToObject(x, "code", code);
             sup_emit(x);
             if (code == 0 && !s->failed) {
@@ -397,13 +409,13 @@ int supervise(SuperviseOpts *o) {
                 exit_code = 0;
             } else {
                 exit_code = code ? code : 1;
-                sup_fail(s, "%s exited with code %d", use_srun ? "srun" : "mpirun", code);
+                sup_fail(s, FAIL_LAUNCHER_EXIT, "%s exited with code %d", direct ? o->cmd[0] : launcher_name, code);
             }
         }
         if (!exited) teardown(s, child, &status);
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
-        for (int ci = s->nconns - 1; ci >= 0; ci--) hb_close_conn(s, ci);
+        hb_close_all(s);
         if (finished || stop_signal) break;
         if (s->attempt == o->max_restarts) break;
         if (replace_lost_hosts(s) != 0) {
@@ -416,6 +428,7 @@ int supervise(SuperviseOpts *o) {
             goto done;
         }
         restarts++;
+        s->m.restarts++;
         cJSON *r = sup_event("restart");
         cJSON_AddNumberToObject(r, "attempt", s->attempt + 1);
         cJSON_AddStringToObject(r, "after", s->why);
@@ -455,7 +468,11 @@ done:;
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
     free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
-    if (lfd >= 0) close(lfd);
+    free(s->free_conns), free(s->held_ranks);
+    straggler_free(s->straggler);
+    metrics_stop(s->metrics);
+    if (s->lfd >= 0) close(s->lfd);
+    if (s->epfd >= 0) close(s->epfd);
     return exit_code;
 }
 

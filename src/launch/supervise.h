@@ -6,6 +6,7 @@
 #define MYRIAD_LAUNCH_SUPERVISE_H
 
 #include "launch/inject.h"
+#include "launch/straggler.h"
 
 typedef struct {
     int nranks;
@@ -24,6 +25,10 @@ typedef struct {
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
     int dry_run;
+    StragglerOptions straggler;
+    int straggler_evict;       /* --straggler-action evict: a straggler's host is replaced by a spare */
+    int metrics_port;          /* --metrics-port: -1 none, 0 any free port (logged) */
+    const char *metrics_addr;  /* --metrics-addr: NULL = every interface */
 } SuperviseOpts;
 
 /* Runs the job to completion or until restarts run out; returns the process exit code. */

@@ -13,6 +13,7 @@
 #include "train/progress.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
@@ -135,9 +136,12 @@ void train_job_run(TrainJob *j) {
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     for (long s = j->first_step; s < j->last_step; s++) {
+        double td = clock_thread_cpu_s(); /* sections are CPU time: see trainer.h */
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
             myr_die_last();
+        double data_s = clock_thread_cpu_s() - td;
+        t->slow_factor = hb_slow_factor(s + 1); /* myriad run --inject slow@STEP:RANK:FACTOR */
         if (j->pl && o->trace_path && s == trace_step) {
             trace_init(&trace, j->rank);
             trace_sync_origin(&trace, comm_world());
@@ -163,7 +167,21 @@ void train_job_run(TrainJob *j) {
                           .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1};
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        double cpu_c = clock_thread_cpu_s(), comm_c = comm_wait_seconds(), comm_cpu_c = comm_wait_cpu_seconds();
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
+        /* what the step spent where, for the launcher's straggler detection (docs/OPERATIONS.md) */
+        HbStepInfo info;
+        hb_step_info_init(&info);
+        info.section_s[HB_SEC_DATA] = data_s;
+        info.section_s[HB_SEC_FORWARD] = t->sections.forward;
+        info.section_s[HB_SEC_BACKWARD] = t->sections.backward;
+        info.section_s[HB_SEC_COMM] = t->sections.comm + comm_wait_seconds() - comm_c;
+        info.section_s[HB_SEC_OPTIMIZER] = t->sections.optimizer;
+        info.section_s[HB_SEC_CHECKPOINT] =
+            t->sections.checkpoint + clock_thread_cpu_s() - cpu_c - (comm_wait_cpu_seconds() - comm_cpu_c);
+        info.tokens_per_s = rep.tokens_per_s;
+        info.mfu = rep.mfu;
+        info.mem_step = mem_ckpt_complete_step(j->mem);
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
             j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
             j->step_total_s += dt;
@@ -175,7 +193,7 @@ void train_job_run(TrainJob *j) {
             rep.val_loss = j->last_val;
         }
         progress_step(&progress, &rep);
-        hb_step(s + 1, r.loss);
+        hb_step_info(s + 1, r.loss, &info);
     }
     progress_close(&progress);
     free(x);
