@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -158,6 +159,7 @@ static void step(Sup *s, int r, const HbMsg *m) {
     long long prev = rs->step;
     progress_report(s, r, m->step, 0);
     if (m->step == prev + 1 && rs->last_t_us > 0) rs->step_s = (m->t_us - rs->last_t_us) * 1e-6;
+    else rs->step_s = NAN; /* the first step after a start or a jump: no duration */
     rs->last_t_us = m->t_us;
     if (r == 0 && m->step >= s->m.r0_step) {
         SupMetrics *mt = &s->m;

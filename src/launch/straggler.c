@@ -1,5 +1,5 @@
 /* straggler.c: windows of section times per rank, their medians, the relative and individual
- * scores and the K-windows rule (see straggler.h). */
+ * scores, the K-windows rule and the culprit section (see straggler.h). */
 #include "launch/straggler.h"
 
 #include <math.h>
@@ -9,6 +9,7 @@
 typedef struct {
     long long step; /* -1: empty */
     float s[STRAGGLER_SECTIONS];
+    float wall;     /* the step's wall time; NAN unknown */
 } Sample;
 
 struct StragglerDetector {
@@ -81,7 +82,7 @@ void straggler_begin(StragglerDetector *d, long long start_step) {
     d->next_end = (first + W - 1) / W * W + W * (1 + d->o.warmup);
 }
 
-void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS]) {
+void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s) {
     if (rank < 0 || rank >= d->nranks || step < 1) return;
     Sample *sm = &d->samples[(size_t)rank * d->ring + (size_t)(step % d->ring)];
     if (sm->step >= step) return;
@@ -89,9 +90,10 @@ void straggler_sample(StragglerDetector *d, int rank, long long step, const doub
     int any = 0;
     for (int k = 0; k < HB_NSECTIONS; k++) {
         sm->s[k] = section_s[k] >= 0 ? (float)section_s[k] : NAN;
-        if (k != HB_SEC_COMM && section_s[k] >= 0) compute += section_s[k], any = 1;
+        if (k != HB_SEC_COMM && k != HB_SEC_CHECKPOINT && section_s[k] >= 0) compute += section_s[k], any = 1;
     }
     sm->s[STRAGGLER_COMPUTE] = any ? (float)compute : NAN;
+    sm->wall = step_s > 0 ? (float)step_s : NAN;
     sm->step = step;
 }
 
@@ -104,24 +106,21 @@ static double median(double *v, int n) {
     return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Medians of rank r over steps [lo, hi]; the step = the sum of the sections. 0 with too few. */
+/* Medians of rank r over steps [lo, hi] (sections and wall step time). 0 with too few samples. */
 static int rank_medians(StragglerDetector *d, int r, long long lo, long long hi, double *sec, double *step) {
-    double v[STRAGGLER_SECTIONS][64], tot[64];
-    int n = 0, cnt[STRAGGLER_SECTIONS] = {0};
+    double v[STRAGGLER_SECTIONS][64], wall[64];
+    int n = 0, nwall = 0, cnt[STRAGGLER_SECTIONS] = {0};
     for (int i = 0; i < d->ring && n < 64; i++) {
         const Sample *sm = &d->samples[(size_t)r * d->ring + i];
         if (sm->step < lo || sm->step > hi) continue;
-        double t = 0;
         for (int k = 0; k < STRAGGLER_SECTIONS; k++)
-            if (!isnan(sm->s[k])) {
-                v[k][cnt[k]++] = sm->s[k];
-                if (k < HB_NSECTIONS) t += sm->s[k];
-            }
-        tot[n++] = t;
+            if (!isnan(sm->s[k])) v[k][cnt[k]++] = sm->s[k];
+        if (!isnan(sm->wall)) wall[nwall++] = sm->wall;
+        n++;
     }
     if (2 * n < hi - lo + 1) return 0; /* fewer than half the window */
     for (int k = 0; k < STRAGGLER_SECTIONS; k++) sec[k] = 2 * cnt[k] >= n ? median(v[k], cnt[k]) : NAN;
-    *step = median(tot, n);
+    *step = 2 * nwall >= n ? median(wall, nwall) : NAN;
     return 1;
 }
 
@@ -149,22 +148,23 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
         w->relative[r] = w->individual[r] = w->sec_relative[r] = w->sec_individual[r] = NAN;
         w->fastest_s[r] = w->best_s[r] = NAN;
         w->section[r] = -1, w->flagged[r] = 0;
-        int below = 0;
-        for (int k = 0; k < S; k++) {
-            if (k == HB_SEC_COMM || !(sec[k] > 0)) continue;
-            if (sec[k] < best[k]) best[k] = sec[k];
-            if (sec[k] < o->min_share * sec[STRAGGLER_COMPUTE]) continue; /* too small to slow the step */
-            double rel = fastest[k] / sec[k], ind = best[k] / sec[k];
-            if (isnan(w->relative[r]) || rel < w->relative[r]) w->relative[r] = rel;
-            if (isnan(w->individual[r]) || ind < w->individual[r]) w->individual[r] = ind;
-            int is_below = rel < o->threshold && ind < o->threshold;
-            /* the deciding section: one below (the lowest relative among those), else the lowest relative */
-            if (w->section[r] < 0 || (is_below && !below) || (is_below == below && rel < w->sec_relative[r])) {
-                w->section[r] = k;
-                w->sec_relative[r] = rel, w->sec_individual[r] = ind;
-                w->fastest_s[r] = fastest[k], w->best_s[r] = best[k];
-            }
-            below |= is_below;
+        for (int k = 0; k < S; k++)
+            if (sec[k] > 0 && sec[k] < best[k]) best[k] = sec[k];
+        double c = sec[STRAGGLER_COMPUTE];
+        if (!(c > 0)) {
+            w->below[r] = 0;
+            continue;
+        }
+        /* the verdict: the compute as a whole (what slows the step) */
+        w->relative[r] = fastest[STRAGGLER_COMPUTE] / c, w->individual[r] = best[STRAGGLER_COMPUTE] / c;
+        w->fastest_s[r] = fastest[STRAGGLER_COMPUTE], w->best_s[r] = best[STRAGGLER_COMPUTE];
+        int below = w->relative[r] < o->threshold && w->individual[r] < o->threshold;
+        /* the culprit: the section that slowed the most, among those big enough to matter */
+        for (int k = 0; k < HB_NSECTIONS; k++) {
+            if (k == HB_SEC_COMM || k == HB_SEC_CHECKPOINT || !(sec[k] > 0) || sec[k] < o->min_share * c) continue;
+            double rel = fastest[k] / sec[k];
+            if (w->section[r] < 0 || rel < w->sec_relative[r])
+                w->section[r] = k, w->sec_relative[r] = rel, w->sec_individual[r] = best[k] / sec[k];
         }
         w->below[r] = below ? w->below[r] + 1 : 0;
         w->flagged[r] = w->below[r] == o->consecutive;

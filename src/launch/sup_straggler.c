@@ -11,7 +11,7 @@
 #include <string.h>
 
 void sup_straggler_sample(Sup *s, int r, const HbMsg *m) {
-    if (s->straggler) straggler_sample(s->straggler, r, m->step, m->info.section_s);
+    if (s->straggler) straggler_sample(s->straggler, r, m->step, m->info.section_s, s->ranks[r].step_s);
 }
 
 static cJSON *number_or_null(double v, double scale) {
@@ -69,10 +69,12 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     cJSON_AddNumberToObject(e, "attempt", s->attempt);
     cJSON_AddNumberToObject(e, "rank", r);
     cJSON_AddStringToObject(e, "host", rs->host);
-    cJSON_AddStringToObject(e, "section", straggler_section_name(k));
-    cJSON_AddItemToObject(e, "relative", number_or_null(w->sec_relative[r], 1e4));
-    cJSON_AddItemToObject(e, "individual", number_or_null(w->sec_individual[r], 1e4));
-    cJSON_AddItemToObject(e, "median_s", number_or_null(w->section_s[(size_t)r * STRAGGLER_SECTIONS + k], 1e6));
+    cJSON_AddStringToObject(e, "section", k >= 0 ? straggler_section_name(k) : "compute");
+    cJSON_AddItemToObject(e, "relative", number_or_null(w->relative[r], 1e4));
+    cJSON_AddItemToObject(e, "individual", number_or_null(w->individual[r], 1e4));
+    cJSON_AddItemToObject(e, "section_relative", number_or_null(k >= 0 ? w->sec_relative[r] : w->relative[r], 1e4));
+    cJSON_AddItemToObject(e, "section_individual", number_or_null(k >= 0 ? w->sec_individual[r] : w->individual[r], 1e4));
+    cJSON_AddItemToObject(e, "median_s", number_or_null(w->section_s[(size_t)r * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE], 1e6));
     cJSON_AddItemToObject(e, "fastest_s", number_or_null(w->fastest_s[r], 1e6));
     cJSON_AddItemToObject(e, "best_s", number_or_null(w->best_s[r], 1e6));
     cJSON_AddNumberToObject(e, "windows", w->below[r]);
@@ -83,8 +85,8 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     if (strcmp(action, "evict")) return;
     s->hosts[host].lost = 1; /* replaced by a spare before the next attempt, like a lost host */
     s->lost_host_this_attempt = host;
-    sup_fail(s, FAIL_STRAGGLER, "rank %d on %s is a straggler (%s %.2f relative, %.2f individual): host evicted", r,
-             rs->host, straggler_section_name(k), w->sec_relative[r], w->sec_individual[r]);
+    sup_fail(s, FAIL_STRAGGLER, "rank %d on %s is a straggler (compute %.2f relative, %.2f individual; slowest section %s): host evicted",
+             r, rs->host, w->relative[r], w->individual[r], k >= 0 ? straggler_section_name(k) : "compute");
 }
 
 void sup_straggler_advance(Sup *s) {
