@@ -144,6 +144,17 @@ static void test_heartbeat_step_info(void) {
     const char *bad[] = {"STEP 1 2 - 5 fwd=", "STEP 1 2 - 5 fwd=-1", "STEP 1 2 - 5 fwd=abc", "STEP 1 2 - 5 =5",
                          "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
+    HbStepInfo in;
+    hb_step_info_init(&in);
+    in.section_s[HB_SEC_FORWARD] = 0.0123456, in.section_s[HB_SEC_COMM] = 0.5, in.tokens_per_s = 98765.4321,
+    in.mfu = 0.4375, in.mem_step = 41;
+    char line[HB_LINE_MAX];
+    hb_format_step(line, sizeof line, 7, 42, 3.14159265, 1700000000000001, &in);
+    CHECK(hb_parse(line, &m) == 0 && m.has_info && m.step == 42 && m.seq == 7 && m.loss == 3.14159265 &&
+              m.info.section_s[HB_SEC_FORWARD] == 12346e-6 && m.info.section_s[HB_SEC_COMM] == 0.5 &&
+              m.info.section_s[HB_SEC_DATA] < 0 && fabs(m.info.tokens_per_s - 98765.4321) < 0.1 && m.info.mfu == 0.4375 &&
+              m.info.mem_step == 41,
+          "format -> parse round trip (microseconds on the wire): %s", line);
     CHECK(!strcmp(hb_section_name(HB_SEC_COMM), "comm") && !strcmp(hb_section_name(HB_SEC_CHECKPOINT), "checkpoint"),
           "section names");
 }

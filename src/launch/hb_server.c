@@ -178,7 +178,7 @@ static void step(Sup *s, int r, const HbMsg *m) {
 
 static void handle_line(Sup *s, Conn *c, char *line) {
     HbMsg m;
-    if (hb_verify(line, s->secret, c->nonce) != 0 || hb_parse(line, &m) != 0) {
+    if (hb_verify_key(line, &s->key, c->nonce) != 0 || hb_parse(line, &m) != 0) {
         s->refused++;
         refuse(s, c, myr_last_error(), 0);
         hb_send_line(c->fd, "NO authentication failed\n");

@@ -20,6 +20,7 @@
 static struct {
     int fd;
     uint8_t secret[HB_SECRET_BYTES];
+    HmacKey key; /* the secret's HMAC pads, absorbed once */
     char nonce[2 * HB_NONCE_BYTES + 1];
     long long seq;
     long long *hold; /* steps after which the rank waits for the launcher's GO (MYRIAD_HB_HOLD) */
@@ -34,28 +35,40 @@ static long long now_us(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+static int sign_key(char *buf, size_t cap, const HmacKey *key, const char *nonce_hex) {
     size_t len = strlen(buf);
     if (len + 1 + 64 + 1 > cap) return myr_error("heartbeat: message too long");
     char prefix[2 * HB_NONCE_BYTES + 2];
     snprintf(prefix, sizeof prefix, "%s ", nonce_hex);
     uint8_t mac[32];
-    hmac_sha256_2(secret, HB_SECRET_BYTES, prefix, strlen(prefix), buf, len, mac);
+    hmac_sha256_keyed(key, prefix, strlen(prefix), buf, len, mac);
     buf[len] = ' ';
     hex_encode(mac, 32, buf + len + 1);
     return 0;
 }
 
-int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+    HmacKey key;
+    hmac_sha256_key(&key, secret, HB_SECRET_BYTES);
+    return sign_key(buf, cap, &key, nonce_hex);
+}
+
+int hb_verify_key(char *line, const HmacKey *key, const char *nonce_hex) {
     char *sp = strrchr(line, ' ');
     uint8_t got[32], want[32];
     if (!sp || hex_decode(sp + 1, got, 32) != 0) return myr_error("heartbeat: message without a MAC");
     char prefix[2 * HB_NONCE_BYTES + 2];
     snprintf(prefix, sizeof prefix, "%s ", nonce_hex);
-    hmac_sha256_2(secret, HB_SECRET_BYTES, prefix, strlen(prefix), line, (size_t)(sp - line), want);
+    hmac_sha256_keyed(key, prefix, strlen(prefix), line, (size_t)(sp - line), want);
     if (!equal_const_time(got, want, 32)) return myr_error("heartbeat: bad MAC (wrong job secret?)");
     *sp = 0;
     return 0;
+}
+
+int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+    HmacKey key;
+    hmac_sha256_key(&key, secret, HB_SECRET_BYTES);
+    return hb_verify_key(line, &key, nonce_hex);
 }
 
 /* Strict integer field: the whole token must be a number. */
@@ -204,7 +217,7 @@ static int send_all(const char *buf, size_t len) {
 }
 
 static int send_signed(char *line, size_t cap) {
-    if (hb_sign(line, cap, hb.secret, hb.nonce) != 0) return -1;
+    if (sign_key(line, cap, &hb.key, hb.nonce) != 0) return -1;
     size_t len = strlen(line);
     line[len] = '\n';
     return send_all(line, len + 1);
@@ -240,6 +253,7 @@ int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int atte
     }
     hb.fd = fd;
     memcpy(hb.secret, secret, HB_SECRET_BYTES);
+    hmac_sha256_key(&hb.key, secret, HB_SECRET_BYTES);
     strcpy(hb.nonce, line + 7);
     hb.seq = 0;
     char me[HB_HOST_MAX] = "";
@@ -329,14 +343,20 @@ int hb_connect_from_env(void) {
 
 int hb_active(void) { return hb.fd >= 0; }
 
+void hb_format_step(char *line, size_t cap, long long seq, long long step, double loss, long long t_us,
+                    const HbStepInfo *info) {
+    char lossbuf[32] = "-";
+    if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
+    snprintf(line, cap, "STEP %lld %lld %s %lld", seq, step, lossbuf, t_us);
+    if (info && cap > 80) format_info(line, cap - 80, info); /* room left for the MAC */
+}
+
 int hb_step(long long step, double loss) { return hb_step_info(step, loss, NULL); }
 
 int hb_step_info(long long step, double loss, const HbStepInfo *info) {
     if (hb.fd < 0) return 0;
-    char line[HB_LINE_MAX], lossbuf[32] = "-";
-    if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
-    snprintf(line, sizeof line, "STEP %lld %lld %s %lld", ++hb.seq, step, lossbuf, now_us());
-    if (info) format_info(line, HB_LINE_MAX - 80, info); /* room left for the MAC */
+    char line[HB_LINE_MAX];
+    hb_format_step(line, sizeof line, ++hb.seq, step, loss, now_us(), info);
     int rc = send_signed(line, sizeof line);
     for (int i = 0; i < hb.nhold && rc == 0; i++)
         if (hb.hold[i] == step) {

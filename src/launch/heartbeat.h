@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/sha256.h"
+
 #define HB_SECRET_BYTES 32
 #define HB_NONCE_BYTES 16
 #define HB_LINE_MAX 512
@@ -43,6 +45,9 @@ typedef struct {
 void hb_step_info_init(HbStepInfo *info); /* nothing measured */
 /* hb_step with what the step measured (info may be NULL). */
 int hb_step_info(long long step, double loss, const HbStepInfo *info);
+/* The STEP line's body (no MAC) as hb_step_info sends it; what hb_parse reads back. */
+void hb_format_step(char *line, size_t cap, long long seq, long long step, double loss, long long t_us,
+                    const HbStepInfo *info);
 /* The factor by which `myriad run --inject slow@STEP:RANK:FACTOR` stretches this rank's compute
  * when it computes `step` (from MYRIAD_INJECT_SLOW, read by hb_connect_from_env): 1 when none
  * applies. The trainer sleeps (factor - 1) x each compute section (train/trainer.c). */
@@ -75,6 +80,8 @@ typedef struct {
 int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
 /* Check the MAC of a received line (no newline) and strip it: 0 when authentic, -1 otherwise. */
 int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
+/* The same under the secret's prepared HMAC key (the launcher verifies every line under one). */
+int hb_verify_key(char *line, const HmacKey *key, const char *nonce_hex);
 /* Parse a verified line (MAC stripped) into m; -1 with myr_error() on malformed input. */
 int hb_parse(const char *line, HbMsg *m);
 

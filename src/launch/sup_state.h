@@ -80,6 +80,7 @@ struct MetricsServer;
 typedef struct Sup {
     SuperviseOpts *o;
     uint8_t secret[HB_SECRET_BYTES];
+    HmacKey key;             /* the secret's HMAC pads, absorbed once */
     int attempt;
     RankState *ranks;
     /* heartbeat connections: slots, reused; the event loop's epoll set holds them */

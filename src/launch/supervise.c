@@ -282,6 +282,7 @@ int supervise(SuperviseOpts *o) {
                 use_srun ? "mpirun" : "srun");
 
     if (sup_random_bytes(s->secret, sizeof s->secret) != 0) myr_die("run: cannot read /dev/urandom for the job secret");
+    hmac_sha256_key(&s->key, s->secret, sizeof s->secret);
     char hex[2 * HB_SECRET_BYTES + 1];
     hex_encode(s->secret, sizeof s->secret, hex);
     const char *hb_host = o->hb_host ? o->hb_host : "127.0.0.1";
