@@ -29,10 +29,17 @@ win = [e for e in ev if e["event"] == "rank-times"]
 strag = [e for e in ev if e["event"] == "straggler"]
 rel = [x for w in win for x in w["relative"] if x is not None]
 ind = [x for w in win for x in w["individual"] if x is not None]
-# windows in which some rank had both compute scores under 0.75 (K = 3 in a row make a straggler)
+# windows in which some rank had both compute scores under 0.75, and the longest run of such
+# windows for one rank (K = 3 in a row make a straggler: this is the margin that matters)
 below = sum(1 for w in win if any(r is not None and i is not None and r < 0.75 and i < 0.75 for r, i in zip(w["relative"], w["individual"])))
+run, longest = {}, 0
+for w in win:
+    for k, (r, i) in enumerate(zip(w["relative"], w["individual"])):
+        run[k] = run.get(k, 0) + 1 if r is not None and i is not None and r < 0.75 and i < 0.75 else 0
+        longest = max(longest, run[k])
 print(f"run {sys.argv[2]}: exit {sys.argv[3]}, {float(sys.argv[4]):.0f} s, {len(win)} windows x 4 ranks, straggler events {len(strag)}, "
-      f"lowest relative {min(rel):.3f}, lowest individual {min(ind):.3f}, windows with a rank below on both: {below}")
+      f"lowest relative {min(rel):.3f}, lowest individual {min(ind):.3f}, windows with a rank below on both: {below}, "
+      f"longest run of them for one rank: {longest} (3 flag)")
 PY
     total=$((total + $(grep -c '"event":"straggler"' "$T/run$run.jsonl")))
 done

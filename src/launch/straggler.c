@@ -14,7 +14,7 @@ typedef struct {
 
 struct StragglerDetector {
     StragglerOptions o;
-    int nranks, ring;     /* ring: samples kept per rank (2 windows: ranks may run a window ahead) */
+    int nranks, ring;     /* ring: samples kept per rank (a median's span, 2W, and a window ahead) */
     Sample *samples;      /* [nranks * ring], by step % ring */
     double *best;         /* [nranks * STRAGGLER_SECTIONS]: best (lowest) window median so far */
     long long next_end;   /* last step of the next window to evaluate; -1 until restarted */
@@ -38,10 +38,10 @@ StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
     if (!d) return NULL;
     d->o = *o;
     if (d->o.window < 1) d->o.window = 1;
-    if (d->o.window > 32) d->o.window = 32; /* rank_medians holds 2 windows of samples on its stack */
+    if (d->o.window > 32) d->o.window = 32; /* a median's 2W samples fit rank_medians' stack arrays */
     if (d->o.consecutive < 1) d->o.consecutive = 1;
     d->nranks = nranks;
-    d->ring = 2 * d->o.window;
+    d->ring = 3 * d->o.window;
     size_t n = (size_t)nranks, ns = n * STRAGGLER_SECTIONS;
     d->samples = malloc(n * (size_t)d->ring * sizeof *d->samples);
     d->best = malloc(ns * sizeof *d->best);
@@ -78,8 +78,9 @@ void straggler_restart(StragglerDetector *d) {
 
 void straggler_begin(StragglerDetector *d, long long start_step) {
     long long W = d->o.window, first = start_step < 0 ? 0 : start_step;
-    /* the first whole window after start_step, then warmup more */
-    d->next_end = (first + W - 1) / W * W + W * (1 + d->o.warmup);
+    /* the first median spans the 2 windows after the first whole window past start_step and the
+     * warm-up windows: start-up and first steps never enter a median */
+    d->next_end = (first + W - 1) / W * W + W * (2 + d->o.warmup);
 }
 
 void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s) {
@@ -128,7 +129,7 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
     if (d->next_end < 0 || job_step < d->next_end) return NULL;
     StragglerWindow *w = &d->w;
     const StragglerOptions *o = &d->o;
-    w->last_step = d->next_end, w->first_step = d->next_end - o->window + 1;
+    w->last_step = d->next_end, w->first_step = d->next_end - 2 * o->window + 1; /* rolling: windows overlap by half */
     d->next_end += o->window;
     int n = d->nranks, S = STRAGGLER_SECTIONS;
     double fastest[STRAGGLER_SECTIONS];

@@ -2,11 +2,11 @@
  * their heartbeats (HbStepInfo). Pure bookkeeping, no I/O: the supervisor feeds samples and job
  * steps and logs what comes out (docs/OPERATIONS.md).
  *
- * Steps are grouped into windows of W steps (window k holds steps kW+1 .. (k+1)W). Once the job
- * step (the slowest rank's) has passed a window, each rank's median over the window is taken for
- * every section and for its compute (the sum of data, forward, backward and optimizer), and two
- * scores in (0, 1] are computed, as NVIDIA's straggler detection (nvidia-resiliency-ext) defines
- * them:
+ * Every W steps (at steps kW, once the job step, the slowest rank's, has passed them) each rank's
+ * rolling median over its last 2W steps is taken for every section and for its compute (the sum
+ * of data, forward, backward and optimizer): consecutive windows overlap by half, so a median has
+ * 2W samples while a verdict still comes every W steps. Two scores in (0, 1] are computed, as
+ * NVIDIA's straggler detection (nvidia-resiliency-ext) defines them:
  *   relative   = the fastest rank's median / this rank's median      (1: as fast as the fastest)
  *   individual = this rank's best window median so far / this one's  (1: as fast as it ever was)
  * The verdict uses the compute: a rank is *below* in a window when both its compute scores are
@@ -33,7 +33,7 @@ typedef struct {
     int consecutive;   /* K: windows below the threshold in a row (default 3) */
     double threshold;  /* default 0.75 */
     double min_share;  /* a section under this share of the rank's compute is never the culprit (0.1) */
-    int warmup;        /* windows ignored after each (re)start (default 1: start-up, first-step costs) */
+    int warmup;        /* windows ignored after each (re)start besides the first partial one (default 1) */
 } StragglerOptions;
 
 void straggler_options_default(StragglerOptions *o);
@@ -41,7 +41,7 @@ void straggler_options_default(StragglerOptions *o);
 /* One evaluated window. Arrays are per rank (section arrays: [rank * STRAGGLER_SECTIONS + s]);
  * NAN where a rank had too few samples (fewer than half the window). */
 typedef struct {
-    long long first_step, last_step;
+    long long first_step, last_step; /* the steps of the medians (2W) */
     int nranks;
     double *step_s;        /* median of the rank's step wall time (its own clock) */
     double *section_s;     /* medians of the sections and of the compute */
@@ -61,8 +61,8 @@ void straggler_free(StragglerDetector *d);
 /* A new attempt: samples, histories and counts start over; nothing is evaluated until
  * straggler_begin names the attempt's start. */
 void straggler_restart(StragglerDetector *d);
-/* The attempt computes from step start_step + 1: the first window evaluated is the
- * (warmup + 1)-th whole window after start_step. */
+/* The attempt computes from step start_step + 1: the first median spans the two whole windows
+ * after the first whole window past start_step and `warmup` more. */
 void straggler_begin(StragglerDetector *d, long long start_step);
 /* Rank `rank` completed `step`; section_s in seconds (< 0: not measured); step_s: the step's wall
  * time by the rank's clock (NAN: unknown), only reported (rank-times), never scored. */

@@ -78,7 +78,8 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     cJSON_AddItemToObject(e, "fastest_s", number_or_null(w->fastest_s[r], 1e6));
     cJSON_AddItemToObject(e, "best_s", number_or_null(w->best_s[r], 1e6));
     cJSON_AddNumberToObject(e, "windows", w->below[r]);
-    cJSON_AddNumberToObject(e, "first_step", (double)(w->last_step - (long long)w->below[r] * (w->last_step - w->first_step + 1) + 1));
+    long long W = (w->last_step - w->first_step + 1) / 2; /* verdicts every W steps, medians over 2W */
+    cJSON_AddNumberToObject(e, "first_step", (double)(w->first_step - (long long)(w->below[r] - 1) * W));
     cJSON_AddNumberToObject(e, "last_step", (double)w->last_step);
     cJSON_AddStringToObject(e, "action", action);
     sup_emit(e);
