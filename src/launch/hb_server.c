@@ -194,7 +194,15 @@ static void handle_line(Sup *s, Conn *c, char *line) {
     }
     c->last_seq = m.seq;
     if (m.type == HB_EVENT) rank_event(s, c->rank, m.name);
-    else if (m.type == HB_FROM) progress_report(s, c->rank, m.step, 1); /* resumed: next step is m.step + 1 */
+    else if (m.type == HB_FROM) { /* resumed: next step is m.step + 1 */
+        progress_report(s, c->rank, m.step, 1);
+        /* a fault step at or before it is still due: the rank waits for GO of the latest one
+         * (hb_start), released once every running rank has reached it and its faults fired */
+        long long due = -1;
+        for (int i = 0; i < s->nholds && s->holds[i] <= m.step; i++) due = s->holds[i]; /* ascending */
+        if (due >= 0) holds_add(s, c->rank, due);
+        holds_release(s);
+    }
     else if (m.type == HB_STEP) step(s, c->rank, &m);
 }
 

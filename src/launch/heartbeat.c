@@ -370,7 +370,17 @@ int hb_start(long long step) {
     if (hb.fd < 0) return 0;
     char line[HB_LINE_MAX];
     snprintf(line, sizeof line, "FROM %lld %lld %lld", ++hb.seq, step, now_us());
-    return send_signed(line, sizeof line);
+    int rc = send_signed(line, sizeof line);
+    /* A fault step at or before where this rank resumed is still due (the rank ran ahead of the
+     * others, or the attempt ended before that fault fired): it fires once the job step reaches
+     * it. Wait for GO of the latest such step, as at a hold step, so the fault finds this rank
+     * here, not after it ran on (a rank with no step left could finish first and the fault
+     * would land on a finished job). The launcher mirrors this rule (hb_server.c). */
+    long long due = -1;
+    for (int i = 0; i < hb.nhold; i++)
+        if (hb.hold[i] <= step && hb.hold[i] > due) due = hb.hold[i];
+    if (rc == 0 && due >= 0) wait_go(due);
+    return rc;
 }
 
 int hb_event(const char *name) {

@@ -50,10 +50,12 @@ void hb_format_step(char *line, size_t cap, long long seq, long long step, doubl
                     const HbStepInfo *info);
 /* The factor by which `myriad run --inject slow@STEP:RANK:FACTOR` stretches this rank's compute
  * when it computes `step` (from MYRIAD_INJECT_SLOW, read by hb_connect_from_env): 1 when none
- * applies. The trainer sleeps (factor - 1) x each compute section (train/trainer.c). */
+ * applies. The trainer computes (factor - 1) x each compute section more (a spin on its CPU
+ * clock, train/trainer.c). */
 double hb_slow_factor(long long step);
 /* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
- * launcher knows a resumed rank's position before its first new step completes. */
+ * launcher knows a resumed rank's position before its first new step completes. When fault
+ * steps at or before it are still due (MYRIAD_HB_HOLD), waits for GO of the latest one. */
 int hb_start(long long step);
 /* A named event (a single word, e.g. "checkpoint-saved"). */
 int hb_event(const char *name);
