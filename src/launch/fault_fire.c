@@ -127,6 +127,15 @@ void faults_fire(Sup *s, int r, long long step) {
             if (f->rank == r) announce_slow(s, f), fired = 1;
             continue;
         }
+        if (f->kind == FAULT_NAN) { /* the rank did it itself (train --inject-nan); reported for the record */
+            f->fired = 1;
+            cJSON *e = sup_event("inject");
+            cJSON_AddStringToObject(e, "fault", "nan");
+            cJSON_AddNumberToObject(e, "step", (double)f->step);
+            cJSON_AddNumberToObject(e, "rank", f->rank);
+            sup_emit(e);
+            continue;
+        }
         if (f->kind == FAULT_CORRUPT) {
             f->fired = fired = 1;
             corrupt_one(s, step);
@@ -216,6 +225,7 @@ void faults_begin_attempt(Sup *s) {
     char *slow = calloc(cap, 1);
     for (int i = 0; i < p->n; i++) {
         const Fault *f = &p->faults[i];
+        if (f->kind == FAULT_NAN) continue; /* no hold: the rank acts inside the step */
         if (f->kind != FAULT_SLOW) {
             if (!f->fired) s->holds[s->nholds++] = f->step;
             continue;

@@ -10,6 +10,7 @@
 #include "launch/sup_loop.h"
 #include "launch/metrics.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -116,6 +117,11 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     for (int i = 0; i < o->nextra; i++) a[k++] = strdup(o->extra[i]);
     for (int i = 0; i < ncmd; i++) a[k++] = strdup(o->cmd[i]);
     if (attempt > 0 && !has_resume(o->cmd)) a[k++] = strdup("--resume"), a[k++] = strdup("auto");
+    for (int i = 0; i < o->plan.n; i++) /* nan@: the rank itself turns a gradient to NaN (train --inject-nan) */
+        if (o->plan.faults[i].kind == FAULT_NAN && !o->plan.faults[i].fired) {
+            snprintf(buf, sizeof buf, "%lld:%d", o->plan.faults[i].step, o->plan.faults[i].rank);
+            a[k++] = strdup("--inject-nan"), a[k++] = strdup(buf);
+        }
     a[k] = NULL;
     return a;
 }
@@ -128,6 +134,59 @@ static char **direct_argv(const SuperviseOpts *o, int attempt) {
     for (int i = 0; i < ncmd; i++) a[i] = strdup(o->cmd[i]);
     if (attempt > 0 && !has_resume(o->cmd)) a[ncmd++] = strdup("--resume"), a[ncmd++] = strdup("auto");
     return a;
+}
+
+/* Bytes under dir (files of one level of subdirectories: the layout of in-memory copies), and
+ * the newest modification time seen (*newest). */
+static double dir_bytes(const char *dir, int depth, time_t *newest) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    double total = 0;
+    struct stat self;
+    if (!stat(dir, &self) && self.st_mtime > *newest) *newest = self.st_mtime;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) total += dir_bytes(path, depth - 1, newest);
+        else if (S_ISREG(st.st_mode)) {
+            total += (double)st.st_blocks * 512;
+            if (st.st_mtime > *newest) *newest = st.st_mtime;
+        }
+    }
+    closedir(d);
+    return total;
+}
+
+/* When the supervisor gives up, the job's in-memory copies stay in shared memory (a later
+ * `--resume auto` of the same job restores from them): say where, how big, and how to free them.
+ * The job's directories are those written since the supervisor started. */
+static void report_leftover_copies(void) {
+    const char *root = getenv("MYRIAD_SHM_DIR");
+    if (!root || !*root) root = "/dev/shm";
+    DIR *d = opendir(root);
+    if (!d) return;
+    time_t since = time(NULL) - (time_t)(sup_now() - sup_t_start) - 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "myriad-", 7)) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        struct stat st;
+        if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue;
+        time_t newest = 0;
+        double mib = dir_bytes(path, 1, &newest) / 1048576.0;
+        if (newest < since) continue; /* another job's */
+        fprintf(stderr, "myriad: run: the job's in-memory copies remain in %s (%.1f MiB here, likewise on the other "
+                "hosts): `--resume auto` of the same job restores from them; `rm -rf %s` frees them\n", path, mib,
+                path);
+        cJSON *x = sup_event("copies-left");
+        cJSON_AddStringToObject(x, "dir", path);
+        cJSON_AddNumberToObject(x, "mib", round(mib * 10) / 10);
+        sup_emit(x);
+    }
+    closedir(d);
 }
 
 static void free_argv(char **a) {
@@ -322,7 +381,7 @@ int supervise(SuperviseOpts *o) {
     s->straggler = straggler_create(o->nranks, &o->straggler);
     s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
     s->m.mem_step = -1;
-    int exit_code = 1, restarts = 0, finished = 0;
+    int exit_code = 1, restarts = 0, finished = 0, nonfinite = 0;
     char hostfile[64] = "";
 
     for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal; s->attempt++) {
@@ -408,6 +467,10 @@ int supervise(SuperviseOpts *o) {
             if (code == 0 && !s->failed) {
                 finished = 1;
                 exit_code = 0;
+            } else if (code == MYRIAD_EXIT_NONFINITE) { /* a restart would compute the same step again */
+                exit_code = code;
+                sup_fail(s, FAIL_LAUNCHER_EXIT, "the job stopped itself on a non-finite loss or gradient (exit code %d; see its message)", code);
+                nonfinite = 1;
             } else {
                 exit_code = code ? code : 1;
                 sup_fail(s, FAIL_LAUNCHER_EXIT, "%s exited with code %d", direct ? o->cmd[0] : launcher_name, code);
@@ -418,6 +481,15 @@ int supervise(SuperviseOpts *o) {
         child_pgid = 0;
         hb_close_all(s);
         if (finished || stop_signal) break;
+        if (nonfinite) {
+            cJSON *g = sup_event("giving-up");
+            cJSON_AddStringToObject(g, "why", s->why);
+            sup_emit(g);
+            fprintf(stderr, "myriad: run: not restarting: %s; a restart would replay the same step (resume by hand "
+                    "with a lower --lr or --on-nan skip)\n", s->why);
+            s->attempt++;
+            goto done;
+        }
         if (s->attempt == o->max_restarts) break;
         if (replace_lost_hosts(s) != 0) {
             fprintf(stderr, "myriad: %s\n", myr_last_error());
@@ -448,6 +520,7 @@ int supervise(SuperviseOpts *o) {
         if (exit_code == 0) exit_code = 1;
     }
 done:;
+    if (!finished) report_leftover_copies();
     if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
     double wall = sup_now() - sup_t_start;
