@@ -22,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-expect_error metrics_bad_port "--metrics-port must be 0..65535" "$M" run -n 1 --metrics-port 70000 --exec -- /bin/true
+expect_error metrics_bad_port "--metrics-port 70000 is out of range" "$M" run -n 1 --metrics-port 70000 --exec -- /bin/true
 expect_error metrics_bad_addr "--metrics-addr 'nowhere' is not an IPv4 address" "$M" run -n 1 --metrics-port 0 \
     --metrics-addr nowhere --exec -- /bin/true
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
@@ -100,8 +100,8 @@ kill "$prom" 2>/dev/null && wait "$prom" 2>/dev/null
 prom=0
 kill -TERM "$job" 2>/dev/null && wait "$job" 2>/dev/null
 job=0
-# the training log counts steps from 0; the launcher counts completed steps: log step = scraped - 1
-logged=$(jq -r --argjson s "${step:-0}" 'select(.step == $s - 1) | .loss' "$T/train.jsonl" 2>/dev/null | tail -1)
+# the training log and the launcher both count completed steps from 1
+logged=$(jq -r --argjson s "${step:-0}" 'select(.step == $s) | .loss' "$T/train.jsonl" 2>/dev/null | tail -1)
 if [ -n "$step" ] && [ "$health" = "up" ] && [ -n "$logged" ] &&
     /usr/bin/python3 -c "import sys; sys.exit(float(sys.argv[1]) != float(sys.argv[2]))" "$loss" "$logged"; then
     pass "metrics_prometheus_scrape_equals_log (step $step, loss $loss scraped; log: $logged)"

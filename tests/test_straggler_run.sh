@@ -29,7 +29,7 @@ ev() { jq -c "select(.event == \"$2\")${3:+ | select($3)}" "$1" 2>/dev/null | wc
 run() { # NAME ARGS...: supervised run on the namespace hosts
     local name=$1
     shift
-    timeout 300 "$M" run -n 4 --hosts "$T/hosts" --spares 1 --start-timeout 20 --hb-addr "$NS_NET.1" "${MPI_NS[@]}" \
+    timeout 300 "$M" run -n 4 --hosts "$T/hosts" --spares 1 --start-timeout 120 --hb-addr "$NS_NET.1" "${MPI_NS[@]}" \
         --events "$T/$name.jsonl" "$@" -- train $train --save "$T/$name" >"$T/$name.out" 2>&1
 }
 
