@@ -1,6 +1,7 @@
 /* fault_fire.c: the launcher performs the faults of --inject (parsed by inject.c) when the ranks
  * report their steps: kill, hang (SIGSTOP), host loss (and --cut-link-cmd), a flipped bit under
- * --ckpt-dir; and the hold steps (MYRIAD_HB_HOLD) that make a fault land exactly at its step. */
+ * --ckpt-dir, a shell command (cmd@, --fault-cmd); and the hold steps (MYRIAD_HB_HOLD) that make
+ * a fault land exactly at its step. */
 #define _GNU_SOURCE
 #include "launch/sup_state.h"
 
@@ -11,7 +12,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Flip one pseudo-random bit of one pseudo-random non-empty file under dir. */
@@ -115,6 +118,21 @@ static void announce_slow(Sup *s, Fault *f) {
     sup_emit(e);
 }
 
+/* cmd@STEP: the --fault-cmd shell command, run to its end while the ranks wait at STEP (tests make
+ * a node die, mark it down in Slurm or send Slurm's warning signal exactly there). */
+static void run_fault_cmd(Sup *s, long long step) {
+    cJSON *e = sup_event("inject");
+    cJSON_AddStringToObject(e, "fault", "cmd");
+    cJSON_AddNumberToObject(e, "step", (double)step);
+    char st[24];
+    snprintf(st, sizeof st, "%lld", step);
+    setenv("MYRIAD_FAULT_STEP", st, 1);
+    fflush(stdout), fflush(stderr);
+    int rc = system(s->o->fault_cmd);
+    cJSON_AddNumberToObject(e, "status", WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc));
+    sup_emit(e);
+}
+
 /* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
  * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
 void faults_fire(Sup *s, int r, long long step) {
@@ -139,6 +157,12 @@ void faults_fire(Sup *s, int r, long long step) {
         if (f->kind == FAULT_CORRUPT) {
             f->fired = fired = 1;
             corrupt_one(s, step);
+            continue;
+        }
+        if (f->kind == FAULT_CMD) { /* once every rank is at the step, waiting there for GO */
+            if (s->job_step < f->step || s->failed) continue;
+            f->fired = fired = 1;
+            run_fault_cmd(s, f->step);
             continue;
         }
         if (s->fault_fired_this_attempt || s->failed) continue;

@@ -142,6 +142,7 @@ static void rank_event(Sup *s, int r, const char *name) {
         }
         return;
     }
+    if (!strcmp(name, "stopped-on-signal")) rs->stopped = 1;
     /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
     if (r == 0 && (!strncmp(name, "restored-from-", 14) || !strcmp(name, "disk-fallback") ||
                    !strcmp(name, "started-from-scratch")))
@@ -220,7 +221,7 @@ void hb_read(Sup *s, int slot, unsigned gen) {
                 progress_stop_running(s, c->rank);
                 progress_unwatch(s, c->rank);
             }
-            if (!rs->done && !s->failed) {
+            if (!rs->done && !rs->stopped && !sup_graceful_signal && !s->failed) {
                 cJSON *e = sup_event("exit");
                 cJSON_AddNumberToObject(e, "rank", c->rank);
                 cJSON_AddNumberToObject(e, "pid", (double)rs->pid);

@@ -11,7 +11,7 @@
 #include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
-    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan", "slow"};
+    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan", "slow", "cmd"};
     return names[k];
 }
 
@@ -38,7 +38,7 @@ static int num(const char *s, long long lo, long long *out) {
     return 0;
 }
 
-#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, slow@STEP:RANK:FACTOR or random:SEED:COUNT[:MAXSTEP]"
+#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, slow@STEP:RANK:FACTOR, cmd@STEP or random:SEED:COUNT[:MAXSTEP]"
 
 static int parse_one(FaultPlan *p, char *spec, int nranks) {
     Fault f = {.rank = -1};
@@ -95,9 +95,10 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
         f.factor = strtod(fac, &end);
         if (*end || errno || !(f.factor > 1 && f.factor <= 1000))
             return myr_error("inject: slow@%lld:%lld:%s: FACTOR must be a number in (1, 1000], e.g. 1.5", step, rank, fac);
-    } else if (!strcmp(spec, "corrupt")) {
-        f.kind = FAULT_CORRUPT;
-        if (colon) return myr_error("inject: corrupt@STEP takes no ':' part");
+    } else if (!strcmp(spec, "corrupt") || !strcmp(spec, "cmd")) {
+        f.kind = spec[1] == 'o' ? FAULT_CORRUPT : FAULT_CMD;
+        f.job_level = f.kind == FAULT_CMD; /* every rank has reached the step (and waits there) */
+        if (colon) return myr_error("inject: %s@STEP takes no ':' part", spec);
     } else return myr_error("inject: unknown fault '%s'; expected " FORMS, spec);
     return add(p, f);
 }

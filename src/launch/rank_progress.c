@@ -130,7 +130,7 @@ static void advance_job_step(Sup *s) {
             long long again = rs->best_step_before - rs->first_step + 1;
             if (again > recomputed) recomputed = again;
         }
-        if (s->attempt > 0) {
+        if (s->attempt > 0 || lo > 1) { /* a relaunch, or a run (a requeued job) resuming a checkpoint */
             cJSON *e = sup_event("resumed");
             cJSON_AddNumberToObject(e, "attempt", s->attempt);
             cJSON_AddNumberToObject(e, "first_step", (double)lo);

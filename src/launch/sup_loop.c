@@ -75,7 +75,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, pidfd, &ev) != 0) close(pidfd), pidfd = -1;
     }
     double grace = s->o->hang_timeout > 0 ? s->o->hang_timeout : 30, all_done_since = 0;
-    double metrics_due = 0;
+    double metrics_due = 0, grace_until = 0;
     WatchEnd end = WATCH_FAILED;
     struct epoll_event evs[256];
     for (;;) {
@@ -84,7 +84,20 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             end = WATCH_STOPPED;
             break;
         }
-        double now = sup_now(), deadline = progress_deadline(s);
+        if (sup_graceful_signal && !grace_until) { /* the ranks checkpoint and stop: no hang verdicts now */
+            grace_until = sup_now() + s->o->stop_grace;
+            cJSON *x = sup_event("stopping");
+            cJSON_AddNumberToObject(x, "signal", sup_graceful_signal);
+            cJSON_AddNumberToObject(x, "grace_s", s->o->stop_grace);
+            sup_emit(x);
+        } else if (grace_until && sup_now() > grace_until) {
+            cJSON *x = sup_event("stop-grace-expired");
+            cJSON_AddNumberToObject(x, "grace_s", s->o->stop_grace);
+            sup_emit(x);
+            end = WATCH_GRACE_EXPIRED;
+            break;
+        }
+        double now = sup_now(), deadline = grace_until ? grace_until : progress_deadline(s);
         if (all_done_since > 0 && all_done_since + grace < deadline) deadline = all_done_since + grace;
         if (s->metrics) {
             double mt = now + metrics_timeout(s->metrics);
@@ -117,7 +130,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             end = WATCH_EXITED;
             break;
         }
-        if (!s->failed) progress_check_timeouts(s);
+        if (!s->failed && !sup_graceful_signal) progress_check_timeouts(s);
         /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
          * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
         if (s->ndone < s->o->nranks) all_done_since = 0;

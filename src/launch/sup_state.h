@@ -3,13 +3,14 @@
  * event loop of one attempt: epoll over the listener, the connections, the launched child and
  * the metrics server), hb_server.c (heartbeat connections and their messages), rank_progress.c
  * (job step, goodput timeline, hang and start timeouts), fault_fire.c (injected faults and the
- * hold steps), sup_straggler.c (straggler verdicts, evictions), metrics.c (/metrics) and
+ * hold steps, cmd@), sup_straggler.c (straggler verdicts, evictions), metrics.c (/metrics) and
  * event_log.c (the JSON-lines event log). Behaviour and formats: docs/LAUNCHER.md and
  * docs/OPERATIONS.md. */
 #ifndef MYRIAD_LAUNCH_SUP_STATE_H
 #define MYRIAD_LAUNCH_SUP_STATE_H
 
 #include <cjson/cJSON.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +21,8 @@
 typedef struct {
     char name[64];
     int slots;
-    int lost;                /* lost (host@) or evicted (a straggler): replaced by a spare */
+    int lost;                /* lost (host@, a Slurm node) or evicted (a straggler): replaced by a spare */
+    int settled;             /* lost, and Slurm flagged it (or we gave it back): see settle_lost_nodes */
 } Host;
 
 typedef struct {
@@ -34,6 +36,7 @@ typedef struct {
     double last_progress;    /* monotonic seconds of the last HELLO or new step */
     long long held;          /* waiting for GO after reporting this hold step; -1 none */
     int fd;                  /* its heartbeat connection */
+    int stopped;             /* it checkpointed and stopped on a signal (event "stopped-on-signal") */
     int running;             /* connected, not done, not closed, not stopped by hang@ */
     int watch_prev, watch_next, watched; /* the hang watch list (oldest progress first) */
     long long last_t_us;     /* sender's clock at its last STEP, for its step duration */
@@ -116,6 +119,9 @@ typedef struct Sup {
     long long refused;
     char source[32];         /* this attempt's restore source, from rank 0's event */
     int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
+    int use_srun;
+    int slurm_nodes;         /* hosts are the nodes of this Slurm allocation: ask Slurm about lost ones */
+    char self_host[HB_HOST_MAX]; /* where this launcher runs (ranks here may be signalled by pid) */
     struct StragglerDetector *straggler;
     long long windows_logged; /* rank-times events: every window up to 1000 ranks, fewer above */
     struct MetricsServer *metrics;
@@ -136,6 +142,9 @@ cJSON *sup_event(const char *name);
 void sup_emit(cJSON *obj);       /* adds "t", prints, appends to the file; takes ownership */
 
 /* supervise.c */
+/* SIGTERM or SIGUSR1 received: the ranks were asked (SIGUSR1, which mpirun and srun forward) to
+ * checkpoint and stop; the run ends when they have, or after --stop-grace. 0: none. */
+extern volatile sig_atomic_t sup_graceful_signal;
 /* The attempt failed (the first reason counts): kind is a FAIL_* for the metrics. */
 void sup_fail(Sup *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int sup_random_bytes(uint8_t *out, size_t n);

@@ -59,7 +59,7 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
         if (!strcmp(s->hosts[s->active[i]].name, rs->host)) host = s->active[i];
     const char *action = "warn";
     if (s->o->straggler_evict) {
-        if (host < 0) action = "warn (evict needs --hosts with --spares)";
+        if (host < 0) action = "warn (evict needs --hosts or a Slurm allocation, with --spares)";
         else if (!spare_left(s)) action = "warn (no spare host left)";
         else if (s->failed) action = "warn (the attempt already failed)";
         else action = "evict";
@@ -85,6 +85,9 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     sup_emit(e);
     if (strcmp(action, "evict")) return;
     s->hosts[host].lost = 1; /* replaced by a spare before the next attempt, like a lost host */
+    /* Slurm has no reason to flag a slow node down: nothing to wait for (settle_lost_nodes); srun
+     * --exclude keeps the job off it */
+    s->hosts[host].settled = 1;
     s->lost_host_this_attempt = host;
     sup_fail(s, FAIL_STRAGGLER, "rank %d on %s is a straggler (compute %.2f relative, %.2f individual; slowest section %s): host evicted",
              r, rs->host, w->relative[r], w->individual[r], k >= 0 ? straggler_section_name(k) : "compute");

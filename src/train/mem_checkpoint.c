@@ -12,6 +12,7 @@
 
 #include "ckpt/crc32c.h"
 #include "ckpt/memckpt.h"
+#include "kernels/kernels.h"
 #include "util/background.h"
 #include "util/error.h"
 
@@ -232,6 +233,7 @@ static void pack_chunk(MemCkpt *m, size_t k) {
 }
 
 static void pack_chunks(MemCkpt *m) {
+    dev_snapshot_wait(); /* the state's host copy (a GPU's snapshot, overlapping the step) has landed */
     for (size_t k; (k = atomic_fetch_add(&m->next_chunk, 1)) < m->nchunks;) pack_chunk(m, k);
 }
 
