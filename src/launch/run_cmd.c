@@ -13,12 +13,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "launch/preflight.h"
 #include "launch/supervise.h"
 #include "util/args.h"
 #include "util/error.h"
+#include "util/path.h"
 
 static volatile sig_atomic_t child_pid;
 
@@ -27,23 +30,6 @@ static volatile sig_atomic_t child_pid;
 static void forward(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
     if (child_pid > 0 && !(info && info->si_code == SI_KERNEL)) kill(child_pid, sig);
-}
-
-/* Full path of `name` on PATH, or NULL. */
-static char *find_on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) return NULL;
-    static char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? p : ".", name);
-        struct stat st;
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return buf;
-        if (!end) break;
-        p = end + 1;
-    }
-    return NULL;
 }
 
 static void usage(FILE *out) {
@@ -67,6 +53,12 @@ static void usage(FILE *out) {
                  "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
                  "  --exec              the command after -- is a program, not a myriad subcommand\n"
                  "  --supervise         use the supervisor with all defaults\n"
+                 "pre-flight (docs/OPERATIONS.md):\n"
+                 "  --preflight         first run `myriad doctor` over every host and spare; launch on healthy\n"
+                 "                      hosts (flagged ones replaced by spares), or refuse with the reasons\n"
+                 "  --doctor-arg ARG    pass ARG to the doctor (repeatable), e.g. --doctor-arg --baseline --doctor-arg F\n"
+                 "  --preflight-out F   write the doctor's JSON verdict to F\n"
+                 "  --preflight-timeout S  the doctor must finish within S seconds (default 600)\n"
                  "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");
@@ -86,12 +78,10 @@ static void launch_env(int n) {
     }
 }
 
-static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int argc, char **argv, int first,
-                          const char **extra, int nextra) {
+static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int dry, int exec_mode, int argc,
+                          char **argv, int first, const char **extra, int nextra) {
     char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
-    self[len] = 0;
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
     char **cmd = calloc((size_t)(argc - first + 2), sizeof *cmd);
     int k = 0;
     if (!exec_mode) cmd[k++] = self;
@@ -102,7 +92,19 @@ static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int 
     so->nextra = nextra;
     so->dry_run = dry;
     launch_env(n);
-    int rc = supervise(so);
+    char checked_hosts[64] = "";
+    int rc = 0;
+    if (pf->enabled) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        so->t_start = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+        if (preflight_run(so, pf, self, checked_hosts) != 0) {
+            fprintf(stderr, "myriad: %s\n", myr_last_error());
+            rc = 1;
+        }
+    }
+    if (!rc) rc = supervise(so);
+    if (checked_hosts[0]) unlink(checked_hosts);
     inject_free(&so->plan);
     free(cmd);
     return rc;
@@ -113,6 +115,7 @@ int cmd_run(int argc, char **argv) {
     const char *extra[32];
     int nextra = 0;
     SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
+    PreflightOpts pf = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             first = i + 1;
@@ -140,6 +143,13 @@ int cmd_run(int argc, char **argv) {
                 myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
         } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
         else if (!strcmp(argv[i], "--supervise")) supervised = 1;
+        else if (!strcmp(argv[i], "--preflight")) pf.enabled = 1, supervised = 1;
+        else if (!strcmp(argv[i], "--preflight-out")) pf.out_path = args_value(argc, argv, &i), pf.enabled = 1, supervised = 1;
+        else if (!strcmp(argv[i], "--preflight-timeout")) pf.timeout_s = args_next_double(argc, argv, &i);
+        else if (!strcmp(argv[i], "--doctor-arg")) {
+            if (pf.ndoctor_args == PREFLIGHT_MAX_ARGS) myr_die("run: at most %d --doctor-arg", PREFLIGHT_MAX_ARGS);
+            pf.doctor_args[pf.ndoctor_args++] = args_value(argc, argv, &i);
+        }
         else if (!strcmp(argv[i], "--mpirun-arg")) {
             if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");
             extra[nextra++] = args_value(argc, argv, &i);
@@ -155,15 +165,15 @@ int cmd_run(int argc, char **argv) {
         myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
-    if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra, nextra);
-    char *mpirun = find_on_path("mpirun");
+    if ((pf.ndoctor_args || pf.timeout_s) && !pf.enabled) myr_die("run: --doctor-arg and --preflight-timeout need --preflight");
+    if (pf.timeout_s < 0) myr_die("run: --preflight-timeout must be > 0");
+    if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra, nextra);
+    char *mpirun = path_find_program("mpirun");
     if (!mpirun)
         myr_die("run: mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin) or start "
                 "bin/myriad with your cluster's launcher");
     char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
-    self[len] = 0;
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
 
     char np[16];
     snprintf(np, sizeof np, "%d", n);

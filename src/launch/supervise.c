@@ -29,14 +29,10 @@
 #include <unistd.h>
 
 #include "launch/heartbeat.h"
+#include "launch/hostfile.h"
 #include "util/error.h"
+#include "util/path.h"
 #include "util/sha256.h"
-
-typedef struct {
-    char name[64];
-    int slots;
-    int lost;
-} Host;
 
 typedef struct {
     int connected, done, closed;
@@ -109,39 +105,6 @@ static void on_signal(int sig) {
     if (child_pgid > 0) kill(-child_pgid, sig);
 }
 
-/* ---------- hosts ---------- */
-
-static int load_hosts(const char *path, Host **out, int *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return myr_error("run: cannot open hosts file %s: %s", path, strerror(errno));
-    char line[512];
-    int cap = 0, lineno = 0;
-    *n = 0, *out = NULL;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64], rest[64] = "";
-        int k = sscanf(line, "%63s %63s", name, rest);
-        if (k <= 0) continue;
-        int slots = 1;
-        if (k == 2 && (sscanf(rest, "slots=%d", &slots) != 1 || slots < 1)) {
-            fclose(f);
-            return myr_error("run: %s:%d: expected 'HOST [slots=N]', got '%s'", path, lineno, rest);
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 8;
-            *out = realloc(*out, (size_t)cap * sizeof **out);
-        }
-        Host *h = &(*out)[(*n)++];
-        snprintf(h->name, sizeof h->name, "%s", name);
-        h->slots = slots, h->lost = 0;
-    }
-    fclose(f);
-    if (*n == 0) return myr_error("run: hosts file %s lists no hosts", path);
-    return 0;
-}
-
 /* ---------- command line of one attempt ---------- */
 
 static int has_resume(char **cmd) {
@@ -207,21 +170,6 @@ static char *join_argv(char **a) {
     s[0] = 0;
     for (int i = 0; a[i]; i++) strcat(s, a[i]), strcat(s, a[i + 1] ? " " : "");
     return s;
-}
-
-static char *find_on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) return NULL;
-    char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? p : ".", name);
-        if (access(buf, X_OK) == 0) return strdup(buf);
-        if (!end) break;
-        p = end + 1;
-    }
-    return NULL;
 }
 
 /* ---------- heartbeat server ---------- */
@@ -803,15 +751,7 @@ static int teardown(Sup *s, pid_t child, int *status) {
     return 0;
 }
 
-static int write_hostfile(Sup *s, char *path) {
-    strcpy(path, "/tmp/myriad-hosts-XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0) return myr_error("run: cannot create a hostfile: %s", strerror(errno));
-    FILE *f = fdopen(fd, "w");
-    for (int i = 0; i < s->nactive; i++) fprintf(f, "%s slots=%d\n", s->hosts[s->active[i]].name, s->hosts[s->active[i]].slots);
-    fclose(f);
-    return 0;
-}
+static int write_hostfile(Sup *s, char *path) { return hosts_write_temp(path, s->hosts, s->active, s->nactive); }
 
 /* Replace lost active hosts with unused spares; -1 when a lost host has no spare left. */
 static int replace_lost_hosts(Sup *s) {
@@ -857,7 +797,7 @@ static double productive_time(Sup *s, int nattempts, long long *steps_out) {
 }
 
 int supervise(SuperviseOpts *o) {
-    t_start = now_s();
+    t_start = o->t_start > 0 ? o->t_start : now_s(); /* a pre-flight check counts as launcher time */
     Sup sup = {.o = o}, *s = &sup;
     s->corrupt_state = o->plan.seed ^ 0x5eedull;
     if (o->events_path) {
@@ -865,7 +805,7 @@ int supervise(SuperviseOpts *o) {
         if (!events_file) myr_die("run: cannot open --events %s: %s", o->events_path, strerror(errno));
     }
     if (o->hosts_file) {
-        if (load_hosts(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
+        if (hosts_load(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
         if (o->spares >= s->nhosts)
             myr_die("run: --spares %d leaves no working host in %s (%d hosts)", o->spares, o->hosts_file, s->nhosts);
         s->active = malloc((size_t)s->nhosts * sizeof *s->active);
@@ -885,7 +825,7 @@ int supervise(SuperviseOpts *o) {
         }
 
     int use_srun = o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
-    char *tool = find_on_path(use_srun ? "srun" : "mpirun");
+    char *tool = path_find_program(use_srun ? "srun" : "mpirun");
     if (!tool)
         myr_die("run: %s not found on PATH; install it or pass --launcher %s", use_srun ? "srun" : "mpirun",
                 use_srun ? "mpirun" : "srun");

@@ -24,6 +24,7 @@ typedef struct {
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
     int dry_run;
+    double t_start;            /* CLOCK_MONOTONIC seconds the launcher started (0: now) */
 } SuperviseOpts;
 
 /* Runs the job to completion or until restarts run out; returns the process exit code. */

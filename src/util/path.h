@@ -1,0 +1,10 @@
+/* path.h: finding programs. */
+#ifndef MYRIAD_UTIL_PATH_H
+#define MYRIAD_UTIL_PATH_H
+
+/* Full path of executable `name` on PATH (malloc'd), or NULL. */
+char *path_find_program(const char *name);
+/* This binary's own path (/proc/self/exe) into buf; 0, or -1 with myr_error(). */
+int path_self(char *buf, unsigned long n);
+
+#endif

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# tests/test_doctor.sh: `myriad doctor` and `myriad run --preflight` end to end, on three emulated
+# hosts (network namespaces on a bridge, tests/lib.sh ns_up, as in test_launcher.sh), two ranks each.
+#   healthy hosts: nothing flagged, the table and the JSON agree on 6 ranks / 3 hosts / 3 pairs;
+#   host 2's link slowed with tc (netem delay + rate, or tbf rate where the kernel has no netem):
+#   `run --preflight --spares 0` names that host, and only it, and refuses to launch;
+#   `run --preflight --spares 1` launches on hosts 1 and 3 (the spare) and finishes.
+# Plus bad input (one clear line, non-zero exit). Prints ok/FAIL/skip lines for tests/run.sh.
+set -u
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+M=$(pwd)/bin/myriad
+T=$(mktemp -d /tmp/myriad-doctor-XXXXXX)
+P="myd$$"
+. tests/lib.sh
+trap 'ns_down "$P" 3; rm -rf "$T"' EXIT
+keep() { mkdir -p build/test-logs/doctor && cp "$T/$1".* build/test-logs/doctor/ 2>/dev/null; }
+
+# ---- bad input
+expect_error doctor_bad_threshold "--threshold expects a fraction between 0 and 1" "$M" doctor --threshold 10
+expect_error doctor_bad_check_name "unknown check in '--threshold-gpu'" "$M" doctor --threshold-gpu 0.2
+echo '{"not": "a doctor file"}' >"$T/bad.json"
+expect_error doctor_bad_baseline "is not the JSON of \`myriad doctor --json\`" "$M" doctor --baseline "$T/bad.json"
+expect_error run_doctor_arg_needs_preflight "--doctor-arg and --preflight-timeout need --preflight" \
+    "$M" run -n 2 --doctor-arg --reps -- doctor
+
+if ! command -v mpirun >/dev/null; then
+    echo "skip doctor_namespaces (mpirun is not installed)"
+    exit 0
+fi
+if ! ns_up "$P" 3 "$T"; then
+    echo "skip doctor_namespaces ($NS_WHY)"
+    exit 0
+fi
+net=$NS_NET
+printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$T/hosts"
+# short checks: the test needs the verdict, not the last digit (docs/OPERATIONS.md: noise)
+DARGS=(--reps 6 --msg-bytes 262144 --triad-mb 12)
+DOCTOR_ARGS=()
+for a in "${DARGS[@]}"; do DOCTOR_ARGS+=(--doctor-arg "$a"); done
+run() { timeout 240 "$M" run --hb-addr "$net.1" "${MPI_NS[@]}" "$@"; }
+
+# ---- healthy hosts: no flag; the table and the JSON describe the same 6 ranks on 3 hosts
+run -n 6 --hosts "$T/hosts" --events "$T/healthy.jsonl" -- doctor "${DARGS[@]}" --out "$T/healthy.json" \
+    >"$T/healthy.out" 2>"$T/healthy.err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "^all 3 hosts healthy" "$T/healthy.out" &&
+    [ "$(jq '.healthy' "$T/healthy.json")" = true ] && [ "$(jq '.ranks' "$T/healthy.json")" = 6 ] &&
+    [ "$(jq -c '[.hosts[].host]' "$T/healthy.json")" = "[\"$net.11\",\"$net.12\",\"$net.13\"]" ] &&
+    [ "$(jq '.checks[] | select(.check == "gemm") | .values | length' "$T/healthy.json")" = 6 ] &&
+    [ "$(jq '.checks[] | select(.check == "p2p_bw") | .values | length' "$T/healthy.json")" = 3 ] &&
+    [ "$(jq '[.checks[] | select(.check == "allreduce_intra") | .values[].value | select(. > 0)] | length' "$T/healthy.json")" = 3 ]; then
+    echo "ok doctor_healthy_hosts_not_flagged ($(jq -r '[.checks[] | "\(.check) limit \(.effective_threshold * 100 | floor)%"] | join(", ")' "$T/healthy.json"))"
+else
+    echo "FAIL doctor_healthy_hosts_not_flagged (exit $rc; $(grep -h '^flagged' "$T/healthy.out" | head -3 | tr '\n' ' '))"
+    keep healthy
+fi
+
+# ---- slow host 2's link
+if ! ns_slow_link "$P" 2 100mbit 5ms; then
+    echo "skip doctor_slow_link ($NS_WHY)"
+    exit 0
+fi
+
+# pre-flight without a spare: the doctor names host 2 and only it; the run is refused, never launched
+run -n 6 --hosts "$T/hosts" --preflight "${DOCTOR_ARGS[@]}" --preflight-out "$T/slow.json" --events "$T/refuse.jsonl" \
+    --exec -- /bin/true >"$T/refuse.out" 2>"$T/refuse.err"
+rc=$?
+flagged=$(jq -c '[.flagged[].host] | unique' "$T/slow.json" 2>/dev/null)
+if [ "$flagged" = "[\"$net.12\"]" ] && jq -e '.flagged[] | select(.check == "p2p_bw")' "$T/slow.json" >/dev/null; then
+    echo "ok doctor_flags_only_the_slowed_host ($NS_SLOW: $(jq -r '[.flagged[] | select(.check == "p2p_bw") | .reason][0]' "$T/slow.json"))"
+else
+    echo "FAIL doctor_flags_only_the_slowed_host (flagged '$flagged', $NS_SLOW)"
+    keep slow; keep refuse
+fi
+line=$(grep '^myriad: ' "$T/refuse.err" | head -1)
+if [ $rc -ne 0 ] && echo "$line" | grep -qF "pre-flight flagged 1 working host and only 0 healthy spares remain (--spares 0)" &&
+    echo "$line" | grep -qF "$net.12: p2p bandwidth" && ! grep -q '"event":"launch"' "$T/refuse.jsonl" &&
+    [ "$(jq -c 'select(.event == "preflight") | .ok' "$T/refuse.jsonl")" = false ]; then
+    echo "ok preflight_refuses_without_a_healthy_spare"
+else
+    echo "FAIL preflight_refuses_without_a_healthy_spare (exit $rc: $line)"
+    keep refuse
+fi
+
+# pre-flight with one spare: host 2 is swapped for host 3 before the first launch
+run -n 4 --hosts "$T/hosts" --spares 1 --preflight "${DOCTOR_ARGS[@]}" --events "$T/spare.jsonl" \
+    --exec -- printenv MYRIAD_HOST >"$T/spare.out" 2>"$T/spare.err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(jq -c 'select(.event == "launch") | .hosts' "$T/spare.jsonl")" = "[\"$net.11\",\"$net.13\"]" ] &&
+    [ "$(jq -c 'select(.event == "spare-used") | [.lost, .spare, .why]' "$T/spare.jsonl")" = "[\"$net.12\",\"$net.13\",\"preflight\"]" ] &&
+    [ "$(jq -c 'select(.event == "preflight") | [.ok, ([.flagged[].host] | unique)]' "$T/spare.jsonl")" = "[true,[\"$net.12\"]]" ] &&
+    [ "$(sort -u "$T/spare.out" | tr '\n' ' ')" = "$net.11 $net.13 " ] && [ "$(wc -l <"$T/spare.out")" -eq 4 ]; then
+    echo "ok preflight_spares_1_starts_on_the_healthy_hosts"
+else
+    echo "FAIL preflight_spares_1_starts_on_the_healthy_hosts (exit $rc)"
+    keep spare
+    tail -5 "$T/spare.err" >&2
+fi
