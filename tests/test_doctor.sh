@@ -36,7 +36,7 @@ net=$NS_NET
 printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$T/hosts"
 # short checks: the test needs the verdict, not the last digit (docs/OPERATIONS.md: noise)
 DARGS=(--reps 6 --msg-bytes 262144 --triad-mb 12)
-DOCTOR_ARGS=()
+DOCTOR_ARGS=(--preflight-timeout 100)
 for a in "${DARGS[@]}"; do DOCTOR_ARGS+=(--doctor-arg "$a"); done
 run() { timeout 240 "$M" run --hb-addr "$net.1" "${MPI_NS[@]}" "$@"; }
 

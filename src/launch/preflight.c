@@ -116,7 +116,7 @@ static char *join(char **a) {
 
 /* Run argv with stdout captured (stderr passes through); the child stays in our process group,
  * so a terminal's Ctrl-C reaches it too. NULL with myr_error() on failure or timeout. */
-static char *run_capture(char **argv, double timeout_s) {
+static char *run_capture(char **argv, double timeout_s, int *timed_out_out) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return myr_error("run: pre-flight: pipe: %s", strerror(errno)), NULL;
     fflush(stdout), fflush(stderr);
@@ -157,10 +157,11 @@ static char *run_capture(char **argv, double timeout_s) {
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    *timed_out_out = timed_out;
     if (timed_out) {
         free(out);
         return myr_error("run: pre-flight: the doctor did not finish within %.0f s (--preflight-timeout); a host may "
-                         "be unreachable", timeout_s), NULL;
+                         "be unreachable, or the launch never started its ranks", timeout_s), NULL;
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         free(out);
@@ -237,7 +238,13 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
         return 0;
     }
     double t0 = now_s();
-    char *out = run_capture(argv, po->timeout_s > 0 ? po->timeout_s : 600);
+    double limit = po->timeout_s > 0 ? po->timeout_s : 300;
+    int timed_out = 0;
+    char *out = run_capture(argv, limit, &timed_out);
+    if (!out && timed_out) { /* as the supervisor relaunches a job that never starts, once */
+        fprintf(stderr, "myriad run: pre-flight: %s; launching the doctor once more\n", myr_last_error());
+        out = run_capture(argv, limit, &timed_out);
+    }
     free_argv(argv);
     if (all_hosts[0]) unlink(all_hosts);
     cJSON *doc = out ? parse_doctor(out) : NULL;

@@ -15,7 +15,7 @@ typedef struct {
     const char *out_path;                       /* --preflight-out: the doctor's JSON document */
     const char *doctor_args[PREFLIGHT_MAX_ARGS]; /* --doctor-arg: passed on to `myriad doctor` */
     int ndoctor_args;
-    double timeout_s; /* the doctor must finish within this (default 600 s) */
+    double timeout_s; /* the doctor must finish within this (default 300 s); a launch that does not is retried once */
 } PreflightOpts;
 
 /* The pure decision: given which of the n hosts (the last `spares` of them spares) are flagged,

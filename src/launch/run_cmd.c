@@ -58,7 +58,7 @@ static void usage(FILE *out) {
                  "                      hosts (flagged ones replaced by spares), or refuse with the reasons\n"
                  "  --doctor-arg ARG    pass ARG to the doctor (repeatable), e.g. --doctor-arg --baseline --doctor-arg F\n"
                  "  --preflight-out F   write the doctor's JSON verdict to F\n"
-                 "  --preflight-timeout S  the doctor must finish within S seconds (default 600)\n"
+                 "  --preflight-timeout S  the doctor must finish within S seconds (default 300; relaunched once)\n"
                  "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");

@@ -1,2 +1,54 @@
+/* report_cmd.c: `myriad report RUN_DIR|LOG.jsonl... -o report.html`: read the logs
+ * (report_load.c), write one self-contained HTML page (report_html.c) atomically. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/commands.h"
-int cmd_report(int argc, char **argv) { (void)argc; (void)argv; return 2; }
+#include "io/atomic_file.h"
+#include "ops/report.h"
+#include "util/args.h"
+#include "util/error.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: myriad report RUN_DIR|LOG.jsonl [more...] -o report.html [--title TEXT]\n"
+            "One self-contained HTML page (inline SVG, no scripts, no network) picturing a run: loss and\n"
+            "validation loss, tokens/s and MFU, per-rank step times, the restart/failure/straggler timeline,\n"
+            "goodput, the layout and configuration. Inputs: the training log (train --log FILE.jsonl), the\n"
+            "launcher's event log (run --events FILE.jsonl), or a directory holding them (its *.jsonl and\n"
+            "config.json). See docs/OPERATIONS.md.\n");
+}
+
+int cmd_report(int argc, char **argv) {
+    const char *out = NULL, *title = "myriad run report";
+    const char *inputs[64];
+    int ninputs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) out = args_value(argc, argv, &i);
+        else if (!strcmp(argv[i], "--title")) title = args_value(argc, argv, &i);
+        else if (argv[i][0] == '-' && argv[i][1]) myr_die("report: unknown option '%s' (see myriad report --help)", argv[i]);
+        else if (ninputs == 64) myr_die("report: at most 64 inputs");
+        else inputs[ninputs++] = argv[i];
+    }
+    if (!ninputs) myr_die("report: give a run directory or log, e.g. myriad report run.jsonl events.jsonl -o report.html");
+    if (!out) myr_die("report: give the output file with -o report.html");
+    RunData d;
+    memset(&d, 0, sizeof d);
+    for (int i = 0; i < ninputs; i++)
+        if (report_load(inputs[i], &d) != 0) myr_die_last();
+    report_finish(&d);
+    char *page = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&page, &len);
+    if (!mem || report_write_html(mem, &d, title) != 0 || fclose(mem) != 0) myr_die("report: out of memory writing the page");
+    AtomicFile a;
+    if (atomic_open(&a, out) || atomic_write(&a, page, len) || atomic_commit(&a)) myr_die("report: -o %s: %s", out, myr_last_error());
+    fprintf(stderr, "myriad report: wrote %s (%zu bytes: %d steps, %d events, %d per-rank step times, %d stragglers)\n", out,
+            len, d.loss.n, d.nevents, d.ncells, d.nstragglers);
+    free(page);
+    report_free(&d);
+    return 0;
+}

@@ -120,7 +120,7 @@ void train_job_run(TrainJob *j) {
     int rows = j->rows;
     Trainer *t = &j->t;
     Progress progress;
-    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every);
+    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every, o->resume != NULL);
     if (!j->rank0) progress.quiet = 1;
     size_t n = (size_t)rows * o->seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
