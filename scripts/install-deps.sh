@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages myriad needs to build and test (only those missing).
 # Build: gcc, make, OpenBLAS, cJSON, Open MPI. Tests: python3-torch (PyTorch oracle), numpy,
-# jq (launcher event checks), iproute2 (network-namespace hosts for the launcher test).
+# jq (launcher event checks), iproute2 (network-namespace hosts and tc for the launcher and doctor
+# tests), chromium (renders `myriad report` pages in tests/test_report.sh; large, ~350 MB installed, but
+# proving that a report really draws needs a real browser; without it that test skips).
 set -euo pipefail
-pkgs=(build-essential libopenblas-dev libcjson-dev openmpi-bin libopenmpi-dev python3-numpy python3-torch jq iproute2)
+pkgs=(build-essential libopenblas-dev libcjson-dev openmpi-bin libopenmpi-dev python3-numpy python3-torch jq iproute2 chromium)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

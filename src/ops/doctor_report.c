@@ -47,8 +47,8 @@ void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const Do
         printf("%-34s %-8s %10s %10s %10s %5.2fx %5.0f%% %10s\n", label, ci->unit, med, lo_s, hi_s, v->noise[c],
                100 * v->effective[c], base);
     }
-    for (int c = 0; c < CHK_N; c++)
-        if (v->effective[c] > r->threshold[c] + 1e-9)
+    for (int c = 0; c < CHK_N; c++) /* only where something was judged */
+        if (v->effective[c] > r->threshold[c] + 1e-9 && (isfinite(v->median[c]) || r->baseline[c] > 0))
             printf("note: %s repetitions scatter (best/median %.2fx): its limit is %.0f%%, not %.0f%% (--noise-k %g)\n",
                    doctor_check_info((DoctorCheck)c)->name, v->noise[c], 100 * v->effective[c], 100 * r->threshold[c],
                    r->noise_k);
@@ -71,6 +71,7 @@ void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const Do
     for (int h = 0; h < r->nhosts; h++) bad += doctor_host_flagged(v, h);
     for (int i = 0; i < v->nflags; i++) printf("flagged %s: %s\n", r->hosts[v->flags[i].host], v->flags[i].reason);
     if (bad) printf("%d of %d hosts flagged\n", bad, r->nhosts);
+    else if (r->nhosts == 1) printf("the host is healthy\n");
     else printf("all %d hosts healthy\n", r->nhosts);
     fflush(stdout);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ops/report.h"
 #include "util/error.h"
@@ -316,7 +317,16 @@ int report_load(const char *path, RunData *d) {
     if (rc) return -1;
     if (!n) return myr_error("report: %s holds no .jsonl logs; pass the training log (train --log) and/or the event log "
                              "(run --events), or a directory holding them", path);
+    /* the model's config.json: in the directory, or in a subdirectory (train --save RUN_DIR/model) */
     snprintf(full, sizeof full, "%s/config.json", path);
+    if (access(full, R_OK) != 0 && (dir = opendir(path))) {
+        for (struct dirent *e; (e = readdir(dir));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(full, sizeof full, "%s/%s/config.json", path, e->d_name);
+            if (access(full, R_OK) == 0) break;
+        }
+        closedir(dir);
+    }
     config_json(d, full);
     return 0;
 }
