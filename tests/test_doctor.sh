@@ -35,7 +35,7 @@ fi
 net=$NS_NET
 printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$T/hosts"
 # short checks: the test needs the verdict, not the last digit (docs/OPERATIONS.md: noise)
-DARGS=(--reps 6 --msg-bytes 262144 --triad-mb 12)
+DARGS=(--reps 6 --msg-bytes 65536 --triad-mb 12)
 DOCTOR_ARGS=(--preflight-timeout 100)
 for a in "${DARGS[@]}"; do DOCTOR_ARGS+=(--doctor-arg "$a"); done
 run() { timeout 240 "$M" run --hb-addr "$net.1" "${MPI_NS[@]}" "$@"; }
@@ -57,7 +57,7 @@ else
 fi
 
 # ---- slow host 2's link
-if ! ns_slow_link "$P" 2 100mbit 5ms; then
+if ! ns_slow_link "$P" 2 20mbit 5ms; then
     echo "skip doctor_slow_link ($NS_WHY)"
     exit 0
 fi

@@ -101,8 +101,10 @@ int doctor_load_baseline(const char *path, double baseline[CHK_N]);
 double doctor_gemm_gflops(const real *a, const real *b, real *c, int n, int k);
 /* Best of `k` passes of a[i] = b[i] + s * c[i] over n doubles, in GB/s (24 bytes per element, as STREAM). */
 double doctor_triad_gbs(double *a, const double *b, const double *c, size_t n, int k);
+#define DOCTOR_P2P_WINDOW 8 /* bandwidth messages in flight at once */
 /* Ping-pong latency (median half round trip, microseconds) and bandwidth (bytes both ways over
- * the time, GB/s) between world ranks `me` and `peer`; `lead` is the lower of the two. */
+ * the time, GB/s) between world ranks `me` and `peer` (the lower of the two leads); buf holds
+ * DOCTOR_P2P_WINDOW messages of `bytes`. */
 void doctor_p2p(Comm *world, int me, int peer, size_t bytes, float *buf, double *lat_us, double *bw_gbs);
 /* All-reduce bus bandwidth over group g (nccl-tests' 2(n-1)/n factor), GB/s; the slowest member's time. */
 double doctor_allreduce_busbw(Comm *g, float *buf, size_t bytes);

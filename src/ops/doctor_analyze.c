@@ -6,9 +6,9 @@
  * f exceeds the check's limit, max(1 / (1 - threshold), noise^k):
  *  - threshold: the user's (default 10%);
  *  - noise: how far a typical repetition lies from the best one (median over the cohort of
- *    best / median repetition, as a factor). Figures are the best repetition, and when the
- *    repetitions scatter widely, which subject happened to get the quiet moments decides more
- *    than the hardware; so the limit grows with the scatter. k (noise_k, default 2) was chosen
+ *    best / median repetition, as a factor). Figures are (nearly) the best repetition, and when
+ *    the repetitions scatter widely, which subject happened to get the quiet moments decides
+ *    more than the hardware; so the limit grows with the scatter. k (noise_k, default 2) was chosen
  *    from healthy runs on a loaded 2-core machine: docs/OPERATIONS.md.
  * Cohorts:
  *  - per-rank checks (GEMM, triad): each rank against the median over all ranks; the host's
@@ -126,9 +126,14 @@ static double noise_factor(const DoctorResults *r, DoctorCheck c) {
     double *per = malloc((size_t)n * sizeof *per), *reps = malloc((size_t)m * sizeof *reps);
     for (int i = 0; i < n; i++) {
         int k = 0;
-        for (int j = 0; j < m; j++)
-            if (r->raw[c][(size_t)i * m + j] > 0) reps[k++] = r->raw[c][(size_t)i * m + j];
-        double med = median_of(reps, k, 1), best = r->samples[c][i].value;
+        double best = 0;
+        for (int j = 0; j < m; j++) {
+            double x = r->raw[c][(size_t)i * m + j];
+            if (!(x > 0)) continue;
+            reps[k++] = x;
+            if (best == 0 || (infos[c].higher_better ? x > best : x < best)) best = x;
+        }
+        double med = median_of(reps, k, 1);
         per[i] = isfinite(med) ? slowdown(med, best, infos[c].higher_better) : NAN;
     }
     double f = median_of(per, n, 1);

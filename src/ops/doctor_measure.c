@@ -60,17 +60,25 @@ static int cmp_double(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
-/* One direction of the bandwidth test: `from` sends n messages, `to` acknowledges the last.
- * Returns the sender's elapsed seconds (0 on the receiver). */
+/* One direction of the bandwidth test: `from` sends n bursts of DOCTOR_P2P_WINDOW messages, all of
+ * a burst in flight at once (as osu_bw does: one message at a time would measure the round trips
+ * of a rendezvous protocol and the receiver's wake-ups, not the link), and `to` acknowledges the
+ * last. Returns the sender's elapsed seconds (0 on the receiver). */
 static double stream_one_way(Comm *w, int me, int from, int to, float *buf, size_t count, int n) {
     float ack = 0;
-    if (me == from) {
-        double t0 = now_s();
-        for (int i = 0; i < n; i++) must(comm_send(w, buf, count, COMM_F32, to));
+    CommRequest *req[DOCTOR_P2P_WINDOW];
+    int sender = me == from;
+    double t0 = now_s();
+    for (int b = 0; b < n; b++) {
+        for (int k = 0; k < DOCTOR_P2P_WINDOW; k++)
+            must(sender ? comm_isend(w, buf + k * count, count, COMM_F32, to, &req[k])
+                        : comm_irecv(w, buf + k * count, count, COMM_F32, from, &req[k]));
+        for (int k = 0; k < DOCTOR_P2P_WINDOW; k++) must(comm_wait(&req[k]));
+    }
+    if (sender) {
         must(comm_recv(w, &ack, 1, COMM_F32, to));
         return now_s() - t0;
     }
-    for (int i = 0; i < n; i++) must(comm_recv(w, buf, count, COMM_F32, from));
     must(comm_send(w, &ack, 1, COMM_F32, from));
     return 0;
 }
@@ -104,9 +112,9 @@ void doctor_p2p(Comm *w, int me, int peer, size_t bytes, float *buf, double *lat
         for (int i = 0; i < n; i++) must(comm_recv(w, ctl, 1, COMM_F32, lead)), must(comm_send(w, ctl, 1, COMM_F32, lead));
         *lat_us = 0;
     }
-    /* bandwidth: one warm-up message sizes the count, then n messages each way */
+    /* bandwidth: one warm-up burst sizes the count, then n bursts each way */
     double warm = stream_one_way(w, me, lead, other, buf, count, 1);
-    if (me == lead) ctl[0] = (float)iters_for(warm, 1, 16);
+    if (me == lead) ctl[0] = (float)iters_for(warm, 1, 8);
     if (me == lead) must(comm_send(w, ctl, 1, COMM_F32, other));
     else must(comm_recv(w, ctl, 1, COMM_F32, lead));
     n = (int)ctl[0];
@@ -120,7 +128,7 @@ void doctor_p2p(Comm *w, int me, int peer, size_t bytes, float *buf, double *lat
     } else {
         must(comm_recv(w, ctl, 2, COMM_F32, other));
         t_ba = ctl[1];
-        *bw_gbs = 2.0 * n * (double)(count * sizeof(float)) / (t_ab + t_ba) / 1e9;
+        *bw_gbs = 2.0 * n * DOCTOR_P2P_WINDOW * (double)(count * sizeof(float)) / (t_ab + t_ba) / 1e9;
     }
 }
 

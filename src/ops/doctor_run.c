@@ -9,7 +9,7 @@
  * in at most one pair per round). Ranks waiting for their turn sleep in a polled barrier
  * instead of spinning, so they do not steal the cores being measured. Each repetition runs
  * every check once, so a burst of outside load hits one repetition of everything rather than
- * every repetition of one check; each figure is the best of its repetitions.
+ * every repetition of one check; each figure is the second best of its repetitions.
  * Pairs: each host meets at most `peers` others (the first rounds of the tournament), so the
  * pair checks cost O(hosts), not O(hosts^2). */
 #define _POSIX_C_SOURCE 200809L
@@ -88,179 +88,238 @@ static int tournament_round(int h, int r, int (*pairs)[2]) {
     return k;
 }
 
-/* The best of the positive values of v[0..n): the largest rate or the smallest latency (0 when
- * none). Outside load only ever slows a measurement down, so the best repetition is the one
- * closest to what the hardware can do (STREAM reports its best rate for the same reason). */
-static double best_pos(const float *v, int n, int higher_better) {
-    double b = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > 0 && (b == 0 || (higher_better ? v[i] > b : v[i] < b))) b = v[i];
-    return b;
+/* A figure from its repetitions v[0..n) (0 when none is positive): the best one (largest rate,
+ * smallest latency) that a second repetition confirms, i.e. the second best, when there are at
+ * least 4; else the best. Outside load only ever slows a measurement down, so the best
+ * repetitions are the ones closest to what the hardware can do (STREAM reports its best time for
+ * this reason); but on a crowded machine one lucky repetition among bad ones is luck, not the
+ * hardware, and taking the second best keeps a single outlier from deciding (docs/OPERATIONS.md
+ * has the measurements behind this choice). */
+static double confirmed_best(const float *v, int n, int higher_better) {
+    double first = 0, second = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(v[i] > 0)) continue;
+        double x = higher_better ? v[i] : -v[i];
+        if (k == 0 || x > first) second = first, first = x;
+        else if (k == 1 || x > second) second = x;
+        k++;
+    }
+    double pick = k >= 4 ? second : first;
+    return k ? fabs(pick) : 0;
+}
+
+/* Everything one rank knows about the run. */
+typedef struct {
+    const DoctorPlan *p;
+    Comm *w, *local, **pair_group; /* world; my host's ranks; per pair, its group if I am in it */
+    int me, np, H, myhost, shared;
+    char (*names)[DOCTOR_HOST_MAX];
+    int *host_of, *first; /* host of each rank; each host's first (leader) rank */
+    int my_turn, nturns;  /* compute checks: my turn among the ranks of my machine */
+    int host_turn, nhost_turns; /* intra-host all-reduce: my host's turn among the hosts of its machine */
+    int *host_ranks, nlocal;
+    int (*pairs)[2], npairs, *slot_start, nslots, nrounds; /* pairs in slots run one after another */
+    real *ga, *gb, *gc;
+    double *ta, *tb, *tc;
+    size_t tn;
+    float *msg, *smp; /* samples [subject][repetition], each written by one rank, summed at the end */
+    size_t off[CHK_N], total;
+    int per[CHK_N]; /* samples per subject */
+    double phase[3];
+} Run;
+
+/* Hosts and machines of every rank, and the turns that follow from them. */
+static void topology(Run *x) {
+    char mine[2][DOCTOR_HOST_MAX];
+    read_id("MYRIAD_HOST", NULL, mine[0], DOCTOR_HOST_MAX);
+    read_id(NULL, "/proc/sys/kernel/random/boot_id", mine[1], DOCTOR_HOST_MAX);
+    int np = x->np;
+    char(*ids)[2][DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *ids);
+    must(comm_all_gather(x->w, mine, ids, sizeof mine / sizeof(float), COMM_F32));
+    char(*boots)[DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *boots);
+    x->names = malloc((size_t)np * sizeof *x->names);
+    for (int r = 0; r < np; r++) memcpy(x->names[r], ids[r][0], DOCTOR_HOST_MAX), memcpy(boots[r], ids[r][1], DOCTOR_HOST_MAX);
+    free(ids);
+    int *kernel_of = calloc((size_t)np, sizeof *kernel_of), *kfirst = malloc((size_t)np * sizeof *kfirst);
+    x->host_of = calloc((size_t)np, sizeof *x->host_of), x->first = malloc((size_t)np * sizeof *x->first);
+    x->H = distinct((const char(*)[DOCTOR_HOST_MAX])x->names, np, x->host_of, x->first);
+    int K = distinct((const char(*)[DOCTOR_HOST_MAX])boots, np, kernel_of, kfirst);
+    x->myhost = x->host_of[x->me];
+    x->shared = x->H > K; /* some hosts share a kernel: emulated hosts */
+    int *cnt = calloc((size_t)K, sizeof *cnt), *hcnt = calloc((size_t)K, sizeof *hcnt);
+    x->nturns = x->nhost_turns = 1;
+    for (int r = 0; r < np; r++) {
+        int t = cnt[kernel_of[r]]++;
+        if (r == x->me) x->my_turn = t;
+        if (t + 1 > x->nturns) x->nturns = t + 1;
+    }
+    for (int h = 0; h < x->H; h++) {
+        int t = hcnt[kernel_of[x->first[h]]]++;
+        if (h == x->myhost) x->host_turn = t;
+        if (t + 1 > x->nhost_turns) x->nhost_turns = t + 1;
+    }
+    if (x->p->concurrent) x->my_turn = x->host_turn = 0, x->nturns = x->nhost_turns = 1;
+    x->host_ranks = malloc((size_t)np * sizeof *x->host_ranks);
+    for (int r = 0; r < np; r++)
+        if (x->host_of[r] == x->myhost) x->host_ranks[x->nlocal++] = r;
+    free(cnt), free(hcnt), free(boots), free(kernel_of), free(kfirst);
+}
+
+/* Rounds of the tournament, at most `peers` of them; a slot per round, or per pair when hosts
+ * share a machine. Then the groups: my host's ranks, and every pair I am in (created in pair
+ * order everywhere, so creations never wait on each other in a cycle). */
+static void pairs_and_groups(Run *x) {
+    int H = x->H, m = H % 2 ? H + 1 : H;
+    x->nrounds = H > 1 ? m - 1 : 0;
+    if (x->nrounds > x->p->peers) x->nrounds = x->p->peers;
+    x->pairs = malloc((size_t)(H * (x->nrounds + 1) / 2 + 1) * sizeof *x->pairs);
+    x->slot_start = malloc((size_t)(H * (x->nrounds + 1) + 2) * sizeof *x->slot_start);
+    for (int r = 0; r < x->nrounds; r++) {
+        int k = tournament_round(H, r, x->pairs + x->npairs);
+        if (x->shared && !x->p->concurrent)
+            for (int i = 0; i < k; i++) x->slot_start[x->nslots++] = x->npairs + i;
+        else x->slot_start[x->nslots++] = x->npairs;
+        x->npairs += k;
+    }
+    x->slot_start[x->nslots] = x->npairs;
+    if (x->nlocal > 1) must(comm_group_from_ranks(x->w, x->host_ranks, x->nlocal, "doctor-host", &x->local));
+    x->pair_group = calloc((size_t)x->npairs + 1, sizeof *x->pair_group);
+    int *members = malloc((size_t)x->np * sizeof *members);
+    for (int i = 0; i < x->npairs; i++) {
+        if (x->pairs[i][0] != x->myhost && x->pairs[i][1] != x->myhost) continue;
+        int n = 0;
+        for (int side = 0; side < 2; side++)
+            for (int r = 0; r < x->np; r++)
+                if (x->host_of[r] == x->pairs[i][side]) members[n++] = r;
+        must(comm_group_from_ranks(x->w, members, n, "doctor-pair", &x->pair_group[i]));
+    }
+    free(members);
+}
+
+static void buffers(Run *x) {
+    const DoctorPlan *p = x->p;
+    size_t gn = (size_t)p->gemm_n;
+    x->ga = dev_alloc(gn * gn), x->gb = dev_alloc(gn * gn), x->gc = dev_alloc(gn * gn);
+    for (size_t i = 0; i < gn * gn; i++) x->ga[i] = (real)((i % 7) * 0.01), x->gb[i] = (real)((i % 5) * 0.02);
+    x->tn = p->triad_bytes / 24;
+    x->ta = malloc(x->tn * sizeof(double)), x->tb = malloc(x->tn * sizeof(double)), x->tc = malloc(x->tn * sizeof(double));
+    x->msg = calloc((p->msg_bytes / sizeof(float) + 2) * DOCTOR_P2P_WINDOW, sizeof(float)); /* p2p: a window */
+    if (!x->ta || !x->tb || !x->tc || !x->msg)
+        myr_die("doctor: cannot allocate the triad arrays (%zu bytes); lower --triad-mb", p->triad_bytes);
+    for (size_t i = 0; i < x->tn; i++) x->ta[i] = 0, x->tb[i] = 1, x->tc[i] = 2; /* first touch by this rank */
+    /* compute checks take COMPUTE_ROUNDS turns per repetition: they are short, and more of them
+     * spread each rank's samples over the same stretch of time as everyone else's */
+    int R = p->reps, subjects[CHK_N] = {[CHK_GEMM] = x->np, [CHK_TRIAD] = x->np, [CHK_AR_INTRA] = x->H,
+                                       [CHK_P2P_LAT] = x->npairs, [CHK_P2P_BW] = x->npairs, [CHK_AR_INTER] = x->npairs};
+    for (int c = 0; c < CHK_N; c++) {
+        x->per[c] = c == CHK_GEMM || c == CHK_TRIAD ? R * COMPUTE_ROUNDS : R;
+        x->off[c] = x->total;
+        x->total += (size_t)subjects[c] * x->per[c];
+    }
+    x->smp = calloc(x->total + 1, sizeof *x->smp);
+}
+
+static float *sample(Run *x, DoctorCheck c, int subject, int k) { return &x->smp[x->off[c] + (size_t)subject * x->per[c] + k]; }
+
+static void compute_checks(Run *x, int rep) {
+    for (int cr = rep * COMPUTE_ROUNDS; cr < (rep + 1) * COMPUTE_ROUNDS; cr++)
+        for (int t = 0; t < x->nturns; t++) {
+            if (x->my_turn == t) {
+                *sample(x, CHK_GEMM, x->me, cr) = (float)doctor_gemm_gflops(x->ga, x->gb, x->gc, x->p->gemm_n, 2);
+                *sample(x, CHK_TRIAD, x->me, cr) = (float)doctor_triad_gbs(x->ta, x->tb, x->tc, x->tn, 2);
+            }
+            quiet_barrier(x->w);
+        }
+}
+
+static void intra_host_checks(Run *x, int rep) {
+    for (int t = 0; t < x->nhost_turns; t++) {
+        if (x->local && x->host_turn == t) {
+            quiet_barrier(x->local);
+            float v = (float)doctor_allreduce_busbw(x->local, x->msg, x->p->msg_bytes);
+            if (x->me == x->host_ranks[0]) *sample(x, CHK_AR_INTRA, x->myhost, rep) = v;
+        }
+        quiet_barrier(x->w);
+    }
+}
+
+static void pair_checks(Run *x, int rep) {
+    for (int s = 0; s < x->nslots; s++) {
+        for (int i = x->slot_start[s]; i < x->slot_start[s + 1]; i++) {
+            if (!x->pair_group[i]) continue;
+            int la = x->first[x->pairs[i][0]], lb = x->first[x->pairs[i][1]]; /* the hosts' leaders */
+            if (x->me == la || x->me == lb) {
+                double lat, bw;
+                doctor_p2p(x->w, x->me, x->me == la ? lb : la, x->p->msg_bytes, x->msg, &lat, &bw);
+                if (x->me == la) *sample(x, CHK_P2P_LAT, i, rep) = (float)lat, *sample(x, CHK_P2P_BW, i, rep) = (float)bw;
+            }
+            quiet_barrier(x->pair_group[i]); /* the others sleep while the leaders ping */
+            float v = (float)doctor_allreduce_busbw(x->pair_group[i], x->msg, x->p->msg_bytes);
+            if (x->me == la) *sample(x, CHK_AR_INTER, i, rep) = v;
+        }
+        quiet_barrier(x->w);
+    }
+}
+
+/* Every rank's samples summed into every rank; figures are the confirmed best repetitions. */
+static void collect(Run *x, DoctorResults *res) {
+    must(comm_all_reduce(x->w, x->smp, x->smp, x->total, COMM_F32, COMM_SUM));
+    memset(res, 0, sizeof *res);
+    res->nhosts = x->H, res->nranks = x->np;
+    res->hosts = malloc((size_t)x->H * sizeof *res->hosts);
+    for (int h = 0; h < x->H; h++) memcpy(res->hosts[h], x->names[x->first[h]], DOCTOR_HOST_MAX);
+    res->rank_host = malloc((size_t)x->np * sizeof *res->rank_host);
+    memcpy(res->rank_host, x->host_of, (size_t)x->np * sizeof *x->host_of);
+    for (int c = 0; c < CHK_N; c++) {
+        const DoctorCheckInfo *ci = doctor_check_info((DoctorCheck)c);
+        int n = ci->scope == SCOPE_RANK ? x->np : ci->scope == SCOPE_HOST ? x->H : x->npairs, m = x->per[c];
+        res->samples[c] = malloc((size_t)(n + 1) * sizeof(DoctorSample));
+        res->raw[c] = malloc(((size_t)n * m + 1) * sizeof(float));
+        res->nraw[c] = m;
+        for (int i = 0; i < n; i++) {
+            const float *all = sample(x, (DoctorCheck)c, i, 0);
+            double v = confirmed_best(all, m, ci->higher_better);
+            if (c == CHK_AR_INTRA && v == 0) continue; /* a host with one rank has no intra-host figure */
+            int k = res->nsamples[c]++;
+            res->samples[c][k] = (DoctorSample){ci->scope == SCOPE_PAIR ? x->pairs[i][0] : i,
+                                                ci->scope == SCOPE_PAIR ? x->pairs[i][1] : -1, v};
+            memcpy(res->raw[c] + (size_t)k * m, all, (size_t)m * sizeof(float));
+        }
+    }
+}
+
+static void run_free(Run *x) {
+    for (int i = 0; i < x->npairs; i++)
+        if (x->pair_group[i]) must(comm_group_free(x->pair_group[i]));
+    if (x->local) must(comm_group_free(x->local));
+    dev_free(x->ga), dev_free(x->gb), dev_free(x->gc);
+    free(x->ta), free(x->tb), free(x->tc), free(x->msg), free(x->smp), free(x->pairs), free(x->slot_start);
+    free(x->pair_group), free(x->names), free(x->host_of), free(x->first), free(x->host_ranks);
 }
 
 int doctor_run(const DoctorPlan *p, DoctorResults *res, DoctorSetup *setup) {
     double t0 = now_s();
-    Comm *w = comm_world();
-    int me = comm_rank(w), np = comm_size(w), R = p->reps;
-    /* ---- topology */
-    char mine[2][DOCTOR_HOST_MAX];
-    read_id("MYRIAD_HOST", NULL, mine[0], DOCTOR_HOST_MAX);
-    read_id(NULL, "/proc/sys/kernel/random/boot_id", mine[1], DOCTOR_HOST_MAX);
-    char(*ids)[2][DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *ids);
-    must(comm_all_gather(w, mine, ids, sizeof mine / sizeof(float), COMM_F32));
-    char(*names)[DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *names), (*boots)[DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *boots);
-    for (int r = 0; r < np; r++) memcpy(names[r], ids[r][0], DOCTOR_HOST_MAX), memcpy(boots[r], ids[r][1], DOCTOR_HOST_MAX);
-    free(ids);
-    int *host_of = calloc((size_t)np, sizeof *host_of), *kernel_of = calloc((size_t)np, sizeof *kernel_of);
-    int *first = malloc((size_t)np * sizeof *first), *kfirst = malloc((size_t)np * sizeof *kfirst);
-    int H = distinct((const char(*)[DOCTOR_HOST_MAX])names, np, host_of, first);
-    int K = distinct((const char(*)[DOCTOR_HOST_MAX])boots, np, kernel_of, kfirst);
-    int myhost = host_of[me];
-    /* turns: my index among the ranks of my kernel; my host's index among the hosts of its kernel */
-    int my_turn = 0, nturns = 1, host_turn_mine = 0, nhost_turns = 1;
-    int *host_turn = calloc((size_t)H, sizeof *host_turn);
-    {
-        int *cnt = calloc((size_t)K, sizeof *cnt), *hcnt = calloc((size_t)K, sizeof *hcnt);
-        for (int r = 0; r < np; r++) {
-            int t = cnt[kernel_of[r]]++;
-            if (r == me) my_turn = t;
-            if (t + 1 > nturns) nturns = t + 1;
-        }
-        for (int h = 0; h < H; h++) {
-            host_turn[h] = hcnt[kernel_of[first[h]]]++;
-            if (host_turn[h] + 1 > nhost_turns) nhost_turns = host_turn[h] + 1;
-        }
-        free(cnt), free(hcnt);
+    Run x = {.p = p, .w = comm_world()};
+    x.me = comm_rank(x.w), x.np = comm_size(x.w);
+    topology(&x);
+    pairs_and_groups(&x);
+    buffers(&x);
+    for (int rep = 0; rep < p->reps; rep++) {
+        double t = now_s();
+        compute_checks(&x, rep);
+        x.phase[0] += now_s() - t, t = now_s();
+        intra_host_checks(&x, rep);
+        x.phase[1] += now_s() - t, t = now_s();
+        pair_checks(&x, rep);
+        x.phase[2] += now_s() - t;
     }
-    int shared = H > K; /* some hosts share a kernel: emulated hosts */
-    if (p->concurrent) my_turn = 0, nturns = 1, nhost_turns = 1, memset(host_turn, 0, (size_t)H * sizeof *host_turn);
-    host_turn_mine = host_turn[myhost];
-    int *host_ranks = malloc((size_t)np * sizeof *host_ranks), nlocal = 0;
-    for (int r = 0; r < np; r++)
-        if (host_of[r] == myhost) host_ranks[nlocal++] = r;
-    /* ---- pair schedule: rounds of the tournament, at most p->peers of them; one pair per slot
-     * when hosts share a kernel */
-    int m = H % 2 ? H + 1 : H, nrounds = H > 1 ? m - 1 : 0;
-    if (nrounds > p->peers) nrounds = p->peers;
-    int (*pairs)[2] = malloc((size_t)(H * (nrounds + 1) / 2 + 1) * sizeof *pairs);
-    int *slot_start = malloc((size_t)(H * (nrounds + 1) + 2) * sizeof *slot_start), npairs = 0, nslots = 0;
-    for (int r = 0; r < nrounds; r++) {
-        int (*rp)[2] = pairs + npairs;
-        int k = tournament_round(H, r, rp);
-        if (shared && !p->concurrent)
-            for (int i = 0; i < k; i++) slot_start[nslots++] = npairs + i;
-        else slot_start[nslots++] = npairs;
-        npairs += k;
-    }
-    slot_start[nslots] = npairs;
-    /* ---- groups: my host's ranks; every pair of hosts I am in (created in pair order everywhere) */
-    Comm *local = NULL, **pair_group = calloc((size_t)npairs + 1, sizeof *pair_group);
-    if (nlocal > 1) must(comm_group_from_ranks(w, host_ranks, nlocal, "doctor-host", &local));
-    int *members = malloc((size_t)np * sizeof *members);
-    for (int i = 0; i < npairs; i++) {
-        if (pairs[i][0] != myhost && pairs[i][1] != myhost) continue;
-        int n = 0;
-        for (int side = 0; side < 2; side++)
-            for (int r = 0; r < np; r++)
-                if (host_of[r] == pairs[i][side]) members[n++] = r;
-        must(comm_group_from_ranks(w, members, n, "doctor-pair", &pair_group[i]));
-    }
-    /* ---- buffers */
-    int gn = p->gemm_n;
-    real *ga = dev_alloc((size_t)gn * gn), *gb = dev_alloc((size_t)gn * gn), *gc = dev_alloc((size_t)gn * gn);
-    for (size_t i = 0; i < (size_t)gn * gn; i++) ga[i] = (real)((i % 7) * 0.01), gb[i] = (real)((i % 5) * 0.02);
-    size_t tn = p->triad_bytes / 24;
-    double *ta = malloc(tn * sizeof *ta), *tb = malloc(tn * sizeof *tb), *tc = malloc(tn * sizeof *tc);
-    float *msg = calloc(p->msg_bytes / sizeof(float) + 2, sizeof(float));
-    if (!ta || !tb || !tc || !msg) myr_die("doctor: cannot allocate the triad arrays (%zu bytes); lower --triad-mb", p->triad_bytes);
-    for (size_t i = 0; i < tn; i++) ta[i] = 0, tb[i] = 1, tc[i] = 2; /* first touch by this rank */
-    /* ---- samples: [subject][repetition], summed over ranks at the end (each written by one rank).
-     * Compute checks take COMPUTE_ROUNDS turns per repetition: they are short, and more of them
-     * spread each rank's samples over the same stretch of time as everyone else's. */
-    int CR = R * COMPUTE_ROUNDS;
-    size_t off_gemm = 0, off_triad = off_gemm + (size_t)np * CR, off_intra = off_triad + (size_t)np * CR,
-           off_lat = off_intra + (size_t)H * R, off_bw = off_lat + (size_t)npairs * R, off_inter = off_bw + (size_t)npairs * R,
-           total = off_inter + (size_t)npairs * R;
-    float *smp = calloc(total + 1, sizeof *smp);
-    double phase[3] = {0, 0, 0}, tp;
-    for (int rep = 0; rep < R; rep++) {
-        tp = now_s();
-        for (int cr = rep * COMPUTE_ROUNDS; cr < (rep + 1) * COMPUTE_ROUNDS; cr++)
-            for (int t = 0; t < nturns; t++) {
-                if (my_turn == t) {
-                    smp[off_gemm + (size_t)me * CR + cr] = (float)doctor_gemm_gflops(ga, gb, gc, gn, 2);
-                    smp[off_triad + (size_t)me * CR + cr] = (float)doctor_triad_gbs(ta, tb, tc, tn, 2);
-                }
-                quiet_barrier(w);
-            }
-        phase[0] += now_s() - tp, tp = now_s();
-        for (int t = 0; t < nhost_turns; t++) {
-            if (local && host_turn_mine == t) {
-                quiet_barrier(local);
-                float v = (float)doctor_allreduce_busbw(local, msg, p->msg_bytes);
-                if (me == host_ranks[0]) smp[off_intra + (size_t)myhost * R + rep] = v;
-            }
-            quiet_barrier(w);
-        }
-        phase[1] += now_s() - tp, tp = now_s();
-        for (int s = 0; s < nslots; s++) {
-            for (int i = slot_start[s]; i < slot_start[s + 1]; i++) {
-                if (!pair_group[i]) continue;
-                int la = first[pairs[i][0]], lb = first[pairs[i][1]]; /* the hosts' leaders */
-                if (me == la || me == lb) {
-                    double lat, bw;
-                    doctor_p2p(w, me, me == la ? lb : la, p->msg_bytes, msg, &lat, &bw);
-                    if (me == la) smp[off_lat + (size_t)i * R + rep] = (float)lat, smp[off_bw + (size_t)i * R + rep] = (float)bw;
-                }
-                quiet_barrier(pair_group[i]);
-                float v = (float)doctor_allreduce_busbw(pair_group[i], msg, p->msg_bytes);
-                if (me == la) smp[off_inter + (size_t)i * R + rep] = v;
-            }
-            quiet_barrier(w);
-        }
-        phase[2] += now_s() - tp;
-    }
-    must(comm_all_reduce(w, smp, smp, total, COMM_F32, COMM_SUM));
-    /* ---- results (every rank builds them; rank 0 reports) */
-    memset(res, 0, sizeof *res);
-    res->nhosts = H, res->nranks = np;
-    res->hosts = malloc((size_t)H * sizeof *res->hosts);
-    for (int h = 0; h < H; h++) memcpy(res->hosts[h], names[first[h]], DOCTOR_HOST_MAX);
-    res->rank_host = malloc((size_t)np * sizeof *res->rank_host);
-    memcpy(res->rank_host, host_of, (size_t)np * sizeof *host_of);
-    struct {
-        DoctorCheck c;
-        size_t off;
-        int n, m; /* subjects, samples each */
-    } layout[] = {{CHK_GEMM, off_gemm, np, CR},       {CHK_TRIAD, off_triad, np, CR}, {CHK_AR_INTRA, off_intra, H, R},
-                  {CHK_P2P_LAT, off_lat, npairs, R}, {CHK_P2P_BW, off_bw, npairs, R}, {CHK_AR_INTER, off_inter, npairs, R}};
-    for (size_t l = 0; l < sizeof layout / sizeof layout[0]; l++) {
-        DoctorCheck c = layout[l].c;
-        int m = layout[l].m;
-        res->samples[c] = malloc((size_t)(layout[l].n + 1) * sizeof(DoctorSample));
-        res->nraw[c] = m;
-        res->raw[c] = malloc(((size_t)layout[l].n * m + 1) * sizeof(float));
-        for (int i = 0; i < layout[l].n; i++) {
-            const float *v_all = smp + layout[l].off + (size_t)i * m;
-            double v = best_pos(v_all, m, doctor_check_info(c)->higher_better);
-            if (c == CHK_AR_INTRA && v == 0) continue; /* a host with one rank has no intra-host figure */
-            DoctorSample *s = &res->samples[c][res->nsamples[c]++];
-            s->a = doctor_check_info(c)->scope == SCOPE_PAIR ? pairs[i][0] : i;
-            s->b = doctor_check_info(c)->scope == SCOPE_PAIR ? pairs[i][1] : -1;
-            s->value = v;
-            memcpy(res->raw[c] + (size_t)(res->nsamples[c] - 1) * m, v_all, (size_t)m * sizeof(float));
-        }
-    }
-    *setup = (DoctorSetup){.reps = R, .gemm_n = (size_t)gn, .triad_bytes = p->triad_bytes, .msg_bytes = p->msg_bytes,
-                           .peers = nrounds, .concurrent = p->concurrent, .shared_kernels = shared, .seconds = now_s() - t0,
-                           .phase_s = {phase[0], phase[1], phase[2]}};
-    /* ---- clean up */
-    for (int i = 0; i < npairs; i++)
-        if (pair_group[i]) must(comm_group_free(pair_group[i]));
-    if (local) must(comm_group_free(local));
-    dev_free(ga), dev_free(gb), dev_free(gc);
-    free(ta), free(tb), free(tc), free(msg), free(smp), free(pairs), free(slot_start), free(pair_group), free(members);
-    free(names), free(boots), free(host_of), free(kernel_of), free(first), free(kfirst), free(host_turn), free(host_ranks);
+    collect(&x, res);
+    *setup = (DoctorSetup){.reps = p->reps, .gemm_n = (size_t)p->gemm_n, .triad_bytes = p->triad_bytes,
+                           .msg_bytes = p->msg_bytes, .peers = x.nrounds, .concurrent = p->concurrent,
+                           .shared_kernels = x.shared, .seconds = now_s() - t0,
+                           .phase_s = {x.phase[0], x.phase[1], x.phase[2]}};
+    run_free(&x);
     return 0;
 }
 
