@@ -64,7 +64,7 @@ typedef struct {
 
 typedef struct {
     double median[CHK_N];      /* cohort reference; NAN when the cohort has fewer than 3 members */
-    double noise[CHK_N];       /* best / median repetition, median over samples (>= 1) */
+    double noise[CHK_N];       /* best / median repetition of the noisiest sample (>= 1) */
     double effective[CHK_N];   /* the threshold applied: max(threshold, 1 - noise^-k) */
     double *host_value[CHK_N]; /* per host: worst rank, the host's figure, or its best peer; NAN: n/a */
     DoctorFlag *flags;
@@ -85,6 +85,7 @@ typedef struct {
     int reps;
     size_t gemm_n, triad_bytes, msg_bytes;
     int peers, concurrent, shared_kernels, raw;
+    const int *skip; /* checks not measured (may be NULL) */
     double seconds;
     double phase_s[3]; /* compute checks, intra-host all-reduce, host pairs */
 } DoctorSetup;

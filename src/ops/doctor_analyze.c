@@ -5,10 +5,10 @@
  * "X% below" (X = 1 - 1/f) for rates and "f x" for latency. A host is flagged for a check when
  * f exceeds the check's limit, max(1 / (1 - threshold), noise^k):
  *  - threshold: the user's (default 10%);
- *  - noise: how far a typical repetition lies from the best one (median over the cohort of
- *    best / median repetition, as a factor). Figures are (nearly) the best repetition, and when
- *    the repetitions scatter widely, which subject happened to get the quiet moments decides
- *    more than the hardware; so the limit grows with the scatter. k (noise_k, default 2) was chosen
+ *  - noise: how far the median repetition lies from the best one, in the noisiest sample of the
+ *    check (best / median, as a factor). Figures are the best repetition, and when repetitions
+ *    scatter widely, which subject happened to get the quiet moments decides more than the
+ *    hardware; so the limit grows with the scatter. k (noise_k, default 2) was chosen
  *    from healthy runs on a loaded 2-core machine: docs/OPERATIONS.md.
  * Cohorts:
  *  - per-rank checks (GEMM, triad): each rank against the median over all ranks; the host's
@@ -119,7 +119,10 @@ static void judge(const DoctorResults *r, DoctorVerdict *v, DoctorCheck c, doubl
     }
 }
 
-/* Noise of a check as a factor >= 1: the median over its samples of best / median repetition. */
+/* Noise of a check as a factor >= 1: best / median repetition of its noisiest sample. Figures
+ * are best repetitions, and the noisiest sample says how far luck could have carried one of them
+ * (the median sample would not: with repetitions scattered 15x in one pair and 1.3x in the
+ * others, that pair's best alone made a healthy host look 10x worse; docs/OPERATIONS.md). */
 static double noise_factor(const DoctorResults *r, DoctorCheck c) {
     int m = r->nraw[c], n = r->nsamples[c];
     if (!r->raw[c] || m < 2 || n < 1) return 1;
@@ -136,9 +139,11 @@ static double noise_factor(const DoctorResults *r, DoctorCheck c) {
         double med = median_of(reps, k, 1);
         per[i] = isfinite(med) ? slowdown(med, best, infos[c].higher_better) : NAN;
     }
-    double f = median_of(per, n, 1);
+    double f = 1;
+    for (int i = 0; i < n; i++)
+        if (isfinite(per[i]) && per[i] > f) f = per[i];
     free(per), free(reps);
-    return isfinite(f) && f > 1 ? f : 1;
+    return f;
 }
 
 int doctor_analyze(const DoctorResults *r, DoctorVerdict *v) {

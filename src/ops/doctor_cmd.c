@@ -33,8 +33,9 @@ static void usage(FILE *out) {
             "  --threshold F         flag a host more than F worse, for every check (default 0.10; 10%% works)\n"
             "  --threshold-CHECK F   the same for one check: gemm, triad, p2p_bw, p2p_lat, allreduce_intra,\n"
             "                        allreduce_inter\n"
+            "  --skip LIST           checks not to run (comma-separated names as above)\n"
             "  --noise-k K           raise a check's limit to noise^K when its repetitions scatter, noise being\n"
-            "                        best/median repetition (default 2; 0: thresholds only)\n"
+            "                        best/median repetition of its noisiest sample (default 2; 0: thresholds only)\n"
             "  --reps R              repetitions of every check; figures are the best one (default 10)\n"
             "  --gemm-n N            GEMM size N x N x N (default 384)\n"
             "  --triad-mb M          triad arrays, all three together, MiB (default 48)\n"
@@ -80,6 +81,19 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
                 myr_die("doctor: unknown check in '%s'; checks: gemm, triad, p2p_bw, p2p_lat, allreduce_intra, "
                         "allreduce_inter", f);
             o->threshold[c] = -parse_threshold(f, args_value(argc, argv, &i)); /* negative: set explicitly */
+        } else if (!strcmp(f, "--skip")) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", args_value(argc, argv, &i));
+            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+                int c = doctor_check_by_name(t);
+                if (c < 0)
+                    myr_die("doctor: --skip: unknown check '%s'; checks: gemm, triad, p2p_bw, p2p_lat, allreduce_intra, "
+                            "allreduce_inter", t);
+                o->plan.skip[c] = 1;
+            }
+        } else if (!strcmp(f, "--noise-k")) {
+            o->noise_k = args_next_double(argc, argv, &i);
+            if (!(o->noise_k >= 0 && o->noise_k <= 100)) myr_die("doctor: --noise-k must be 0..100 (0: thresholds only)");
         } else if (!strcmp(f, "--reps")) o->plan.reps = args_next_int(argc, argv, &i);
         else if (!strcmp(f, "--gemm-n")) o->plan.gemm_n = args_next_int(argc, argv, &i);
         else if (!strcmp(f, "--triad-mb")) o->plan.triad_bytes = (size_t)(args_next_double(argc, argv, &i) * (1 << 20));
@@ -125,6 +139,7 @@ int cmd_doctor(int argc, char **argv) {
     DoctorSetup setup;
     doctor_run(&o.plan, &res, &setup);
     setup.raw = o.raw;
+    setup.skip = o.plan.skip;
     int flagged = 0;
     if (me == 0) {
         memcpy(res.threshold, o.threshold, sizeof res.threshold);

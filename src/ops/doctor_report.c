@@ -41,7 +41,8 @@ void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const Do
         snprintf(label, sizeof label, "%s (per %s, %d)", ci->name, scope_name(ci->scope), r->nsamples[c]);
         double lo, hi;
         minmax(r, (DoctorCheck)c, &lo, &hi);
-        if (isfinite(v->median[c])) snprintf(med, sizeof med, "%.4g", v->median[c]);
+        if (s->skip && s->skip[c]) snprintf(med, sizeof med, "skipped");
+        else if (isfinite(v->median[c])) snprintf(med, sizeof med, "%.4g", v->median[c]);
         if (isfinite(lo)) snprintf(lo_s, sizeof lo_s, "%.4g", lo), snprintf(hi_s, sizeof hi_s, "%.4g", hi);
         if (r->baseline[c] > 0) snprintf(base, sizeof base, "%.4g", r->baseline[c]);
         printf("%-34s %-8s %10s %10s %10s %5.2fx %5.0f%% %10s\n", label, ci->unit, med, lo_s, hi_s, v->noise[c],
@@ -115,6 +116,7 @@ char *doctor_json(const DoctorResults *r, const DoctorVerdict *v, const DoctorSe
         cJSON_AddStringToObject(o, "unit", ci->unit);
         cJSON_AddStringToObject(o, "scope", scope_name(ci->scope));
         cJSON_AddBoolToObject(o, "higher_is_better", ci->higher_better);
+        if (s->skip && s->skip[c]) cJSON_AddBoolToObject(o, "skipped", 1);
         cJSON_AddNumberToObject(o, "threshold", r->threshold[c]);
         cJSON_AddNumberToObject(o, "noise", round(v->noise[c] * 10000) / 10000);
         cJSON_AddNumberToObject(o, "effective_threshold", round(v->effective[c] * 10000) / 10000);

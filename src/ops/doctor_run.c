@@ -9,7 +9,7 @@
  * in at most one pair per round). Ranks waiting for their turn sleep in a polled barrier
  * instead of spinning, so they do not steal the cores being measured. Each repetition runs
  * every check once, so a burst of outside load hits one repetition of everything rather than
- * every repetition of one check; each figure is the second best of its repetitions.
+ * every repetition of one check; each figure is the best of its repetitions.
  * Pairs: each host meets at most `peers` others (the first rounds of the tournament), so the
  * pair checks cost O(hosts), not O(hosts^2). */
 #define _POSIX_C_SOURCE 200809L
@@ -88,25 +88,15 @@ static int tournament_round(int h, int r, int (*pairs)[2]) {
     return k;
 }
 
-/* A figure from its repetitions v[0..n) (0 when none is positive): the best one (largest rate,
- * smallest latency) that a second repetition confirms, i.e. the second best, when there are at
- * least 4; else the best. Outside load only ever slows a measurement down, so the best
- * repetitions are the ones closest to what the hardware can do (STREAM reports its best time for
- * this reason); but on a crowded machine one lucky repetition among bad ones is luck, not the
- * hardware, and taking the second best keeps a single outlier from deciding (docs/OPERATIONS.md
- * has the measurements behind this choice). */
-static double confirmed_best(const float *v, int n, int higher_better) {
-    double first = 0, second = 0;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (!(v[i] > 0)) continue;
-        double x = higher_better ? v[i] : -v[i];
-        if (k == 0 || x > first) second = first, first = x;
-        else if (k == 1 || x > second) second = x;
-        k++;
-    }
-    double pick = k >= 4 ? second : first;
-    return k ? fabs(pick) : 0;
+/* A figure from its repetitions v[0..n) (0 when none is positive): the best one, the largest rate
+ * or the smallest latency. Outside load only ever slows a measurement down, so the best
+ * repetition is the one closest to what the hardware can do (STREAM reports its best time for the
+ * same reason); how much luck there is in a best is the analysis' noise factor. */
+static double best_of(const float *v, int n, int higher_better) {
+    double b = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] > 0 && (b == 0 || (higher_better ? v[i] > b : v[i] < b))) b = v[i];
+    return b;
 }
 
 /* Everything one rank knows about the run. */
@@ -223,17 +213,19 @@ static void buffers(Run *x) {
 static float *sample(Run *x, DoctorCheck c, int subject, int k) { return &x->smp[x->off[c] + (size_t)subject * x->per[c] + k]; }
 
 static void compute_checks(Run *x, int rep) {
+    if (x->p->skip[CHK_GEMM] && x->p->skip[CHK_TRIAD]) return;
     for (int cr = rep * COMPUTE_ROUNDS; cr < (rep + 1) * COMPUTE_ROUNDS; cr++)
         for (int t = 0; t < x->nturns; t++) {
-            if (x->my_turn == t) {
+            if (x->my_turn == t && !x->p->skip[CHK_GEMM])
                 *sample(x, CHK_GEMM, x->me, cr) = (float)doctor_gemm_gflops(x->ga, x->gb, x->gc, x->p->gemm_n, 2);
+            if (x->my_turn == t && !x->p->skip[CHK_TRIAD])
                 *sample(x, CHK_TRIAD, x->me, cr) = (float)doctor_triad_gbs(x->ta, x->tb, x->tc, x->tn, 2);
-            }
             quiet_barrier(x->w);
         }
 }
 
 static void intra_host_checks(Run *x, int rep) {
+    if (x->p->skip[CHK_AR_INTRA]) return;
     for (int t = 0; t < x->nhost_turns; t++) {
         if (x->local && x->host_turn == t) {
             quiet_barrier(x->local);
@@ -249,11 +241,12 @@ static void pair_checks(Run *x, int rep) {
         for (int i = x->slot_start[s]; i < x->slot_start[s + 1]; i++) {
             if (!x->pair_group[i]) continue;
             int la = x->first[x->pairs[i][0]], lb = x->first[x->pairs[i][1]]; /* the hosts' leaders */
-            if (x->me == la || x->me == lb) {
+            if ((x->me == la || x->me == lb) && !(x->p->skip[CHK_P2P_LAT] && x->p->skip[CHK_P2P_BW])) {
                 double lat, bw;
                 doctor_p2p(x->w, x->me, x->me == la ? lb : la, x->p->msg_bytes, x->msg, &lat, &bw);
                 if (x->me == la) *sample(x, CHK_P2P_LAT, i, rep) = (float)lat, *sample(x, CHK_P2P_BW, i, rep) = (float)bw;
             }
+            if (x->p->skip[CHK_AR_INTER]) continue;
             quiet_barrier(x->pair_group[i]); /* the others sleep while the leaders ping */
             float v = (float)doctor_allreduce_busbw(x->pair_group[i], x->msg, x->p->msg_bytes);
             if (x->me == la) *sample(x, CHK_AR_INTER, i, rep) = v;
@@ -262,7 +255,7 @@ static void pair_checks(Run *x, int rep) {
     }
 }
 
-/* Every rank's samples summed into every rank; figures are the confirmed best repetitions. */
+/* Every rank's samples summed into every rank; figures are the best repetitions. */
 static void collect(Run *x, DoctorResults *res) {
     must(comm_all_reduce(x->w, x->smp, x->smp, x->total, COMM_F32, COMM_SUM));
     memset(res, 0, sizeof *res);
@@ -279,8 +272,8 @@ static void collect(Run *x, DoctorResults *res) {
         res->nraw[c] = m;
         for (int i = 0; i < n; i++) {
             const float *all = sample(x, (DoctorCheck)c, i, 0);
-            double v = confirmed_best(all, m, ci->higher_better);
-            if (c == CHK_AR_INTRA && v == 0) continue; /* a host with one rank has no intra-host figure */
+            double v = best_of(all, m, ci->higher_better);
+            if (v == 0) continue; /* skipped, or a host with one rank (no intra-host figure) */
             int k = res->nsamples[c]++;
             res->samples[c][k] = (DoctorSample){ci->scope == SCOPE_PAIR ? x->pairs[i][0] : i,
                                                 ci->scope == SCOPE_PAIR ? x->pairs[i][1] : -1, v};

@@ -11,6 +11,7 @@ typedef struct {
     size_t msg_bytes;   /* p2p message and all-reduce buffer */
     int peers;          /* each host meets at most this many others */
     int concurrent;     /* 1: no turns (ranks of one machine measure at once) */
+    int skip[CHK_N];    /* checks not measured (p2p_lat and p2p_bw are measured together) */
 } DoctorPlan;
 
 /* Collective over comm_world(): measure everything, fill res (samples, hosts) and setup on every
