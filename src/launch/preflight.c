@@ -100,20 +100,6 @@ static char **doctor_argv(const SuperviseOpts *so, const PreflightOpts *po, int 
     return a;
 }
 
-static void free_argv(char **a) {
-    for (int i = 0; a && a[i]; i++) free(a[i]);
-    free(a);
-}
-
-static char *join(char **a) {
-    size_t len = 1;
-    for (int i = 0; a[i]; i++) len += strlen(a[i]) + 1;
-    char *s = malloc(len);
-    s[0] = 0;
-    for (int i = 0; a[i]; i++) strcat(s, a[i]), strcat(s, a[i + 1] ? " " : "");
-    return s;
-}
-
 /* Run argv with stdout captured (stderr passes through); the child stays in our process group,
  * so a terminal's Ctrl-C reaches it too. NULL with myr_error() on failure or timeout. */
 static char *run_capture(char **argv, double timeout_s, int *timed_out_out) {
@@ -230,10 +216,10 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
     if (nhosts && !use_srun && hosts_write_temp(all_hosts, hosts, idx, nhosts) != 0) return -1;
     char **argv = doctor_argv(so, po, use_srun, tool, self, all_hosts[0] ? all_hosts : NULL, hosts, nhosts, nranks);
     free(tool);
-    char *line = join(argv);
+    char *line = argv_join(argv);
     if (so->dry_run) {
         printf("preflight: %s\n", line);
-        free(line), free_argv(argv), free(idx), free(hosts);
+        free(line), argv_free(argv), free(idx), free(hosts);
         if (all_hosts[0]) unlink(all_hosts);
         return 0;
     }
@@ -245,7 +231,7 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
         fprintf(stderr, "myriad run: pre-flight: %s; launching the doctor once more\n", myr_last_error());
         out = run_capture(argv, limit, &timed_out);
     }
-    free_argv(argv);
+    argv_free(argv);
     if (all_hosts[0]) unlink(all_hosts);
     cJSON *doc = out ? parse_doctor(out) : NULL;
     free(out);

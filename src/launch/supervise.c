@@ -158,20 +158,6 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     return a;
 }
 
-static void free_argv(char **a) {
-    for (int i = 0; a && a[i]; i++) free(a[i]);
-    free(a);
-}
-
-static char *join_argv(char **a) {
-    size_t len = 1;
-    for (int i = 0; a[i]; i++) len += strlen(a[i]) + 1;
-    char *s = malloc(len);
-    s[0] = 0;
-    for (int i = 0; a[i]; i++) strcat(s, a[i]), strcat(s, a[i + 1] ? " " : "");
-    return s;
-}
-
 /* ---------- heartbeat server ---------- */
 
 static int listen_on(const char *host, int *port_out) {
@@ -882,10 +868,10 @@ int supervise(SuperviseOpts *o) {
         }
         char **argv = build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->active,
                                  s->nactive, s->attempt);
-        char *line = join_argv(argv);
+        char *line = argv_join(argv);
         if (o->dry_run) {
             printf("%s\n", line);
-            free(line), free_argv(argv);
+            free(line), argv_free(argv);
             if (hostfile[0]) unlink(hostfile);
             return 0;
         }
@@ -913,7 +899,7 @@ int supervise(SuperviseOpts *o) {
         }
         setpgid(child, child);
         child_pgid = child;
-        free_argv(argv);
+        argv_free(argv);
 
         int status = 0, exited = 0, stuck = 0;
         double all_done_since = 0;

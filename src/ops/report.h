@@ -78,6 +78,9 @@ int report_load(const char *path, RunData *d);
 void report_finish(RunData *d);
 void report_free(RunData *d);
 
+/* Text as HTML/SVG character data or attribute value (<, >, &, " escaped). */
+void report_escape(FILE *f, const char *s);
+
 /* ---- SVG plots (report_svg.c); each writes one <svg class="plot" data-plot=ID ...> ---- */
 typedef struct {
     const char *name, *color;

@@ -22,16 +22,6 @@ static const char *style =
     "text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}"
     "code{word-break:break-all}";
 
-static void esc(FILE *f, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
-    }
-}
-
 static double mean(const Series *s) {
     double t = 0;
     for (int i = 0; i < s->n; i++) t += s->y[i];
@@ -40,7 +30,7 @@ static double mean(const Series *s) {
 
 static void card(FILE *f, const char *what, const char *value) {
     fprintf(f, "<div class=\"card\">%s<b>", what);
-    esc(f, value);
+    report_escape(f, value);
     fprintf(f, "</b></div>\n");
 }
 
@@ -148,7 +138,7 @@ static void events_table(FILE *f, const RunData *d) {
     fprintf(f, "<details><summary>%d events</summary><table><tr><th>t (s)</th><th>event</th><th>what</th></tr>\n", d->nevents);
     for (int i = 0; i < d->nevents; i++) {
         fprintf(f, "<tr><td class=\"n\">%.3f</td><td>%s</td><td>", d->events[i].t, d->events[i].event);
-        esc(f, d->events[i].label);
+        report_escape(f, d->events[i].label);
         fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "</table></details>\n");
@@ -163,9 +153,9 @@ static void stragglers_table(FILE *f, const RunData *d) {
     for (int i = 0; i < d->nstragglers; i++) {
         const Straggler *s = &d->stragglers[i];
         fprintf(f, "<tr><td class=\"n\">%.3f</td><td class=\"n\">%d</td><td>", s->t, s->rank);
-        esc(f, s->host);
+        report_escape(f, s->host);
         fprintf(f, "</td><td>");
-        esc(f, s->section);
+        report_escape(f, s->section);
         fprintf(f, "</td><td class=\"n\">%.3f</td><td class=\"n\">%.3f</td></tr>\n", s->relative, s->individual);
     }
     fprintf(f, "</table>\n");
@@ -179,9 +169,9 @@ static void config_table(FILE *f, const RunData *d) {
     fprintf(f, "<table>\n");
     for (int i = 0; i < d->nconfig; i++) {
         fprintf(f, "<tr><th>");
-        esc(f, d->config[i].key);
+        report_escape(f, d->config[i].key);
         fprintf(f, "</th><td><code>");
-        esc(f, d->config[i].value);
+        report_escape(f, d->config[i].value);
         fprintf(f, "</code></td></tr>\n");
     }
     fprintf(f, "</table>\n");
@@ -189,13 +179,13 @@ static void config_table(FILE *f, const RunData *d) {
 
 int report_write_html(FILE *f, const RunData *d, const char *title) {
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
-    esc(f, title);
+    report_escape(f, title);
     fprintf(f, "</title><style>%s</style></head><body>\n<h1>", style);
-    esc(f, title);
+    report_escape(f, title);
     fprintf(f, "</h1>\n<p class=\"src\">from ");
     for (int i = 0; i < d->nsources; i++) {
         fprintf(f, "%s<code>", i ? ", " : "");
-        esc(f, d->sources[i]);
+        report_escape(f, d->sources[i]);
         fprintf(f, "</code>");
     }
     fprintf(f, "</p>\n");

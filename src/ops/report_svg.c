@@ -16,7 +16,7 @@
 #define MT 34
 #define MB 46
 
-static void esc(FILE *f, const char *s) {
+void report_escape(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
@@ -56,13 +56,13 @@ static void open_svg(FILE *f, const char *id, const char *title, int height, con
                 a->x0, a->x1, a->y0, a->y1, a->left, a->top, a->width, a->height);
     fprintf(f, ">\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", W, height);
     fprintf(f, "<text x=\"%d\" y=\"20\" class=\"title\">", ML);
-    esc(f, title);
+    report_escape(f, title);
     fprintf(f, "</text>\n");
 }
 
 static void no_data(FILE *f, int y, const char *why) {
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"nodata\">", W / 2, y);
-    esc(f, why);
+    report_escape(f, why);
     fprintf(f, "</text>\n");
 }
 
@@ -83,9 +83,9 @@ static void draw_axes(FILE *f, const Axes *a, const char *xlabel, const char *yl
                 a->left, py(a, v), a->left + a->width, py(a, v), a->left - 6, py(a, v) + 4, buf);
     }
     fprintf(f, "<text x=\"%g\" y=\"%g\" class=\"xl\">", a->left + a->width / 2, a->top + a->height + 38);
-    esc(f, xlabel);
+    report_escape(f, xlabel);
     fprintf(f, "</text><text transform=\"translate(16 %g) rotate(-90)\" class=\"yl\">", a->top + a->height / 2);
-    esc(f, ylabel);
+    report_escape(f, ylabel);
     fprintf(f, "</text>\n");
 }
 
@@ -263,7 +263,7 @@ void svg_timeline(FILE *f, const char *id, const RunData *d) {
         const RunEvent *e = &d->events[i];
         double x = px(&a, e->t), y = a.top + (e->lane + 0.5) * lane_h;
         fprintf(f, "<g data-event=\"%s\" data-t=\"%.17g\"><title>%.3f s ", e->event, e->t, e->t);
-        esc(f, e->label);
+        report_escape(f, e->label);
         if (e->lane == TL_ATTEMPT) fprintf(f, "</title><line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#222\" stroke-width=\"2\"/></g>\n", x,
                                            y - 12, x, y + 12);
         else fprintf(f, "</title><circle cx=\"%.2f\" cy=\"%.1f\" r=\"6\" fill=\"%s\" stroke=\"#fff\"/></g>\n", x, y, lane_colors[e->lane]);

@@ -1,4 +1,4 @@
-/* path.c: finding programs on PATH and this binary's own path. */
+/* path.c: finding programs on PATH, this binary's own path, argument vectors. */
 #define _DEFAULT_SOURCE
 #include "util/path.h"
 
@@ -33,4 +33,18 @@ int path_self(char *buf, unsigned long n) {
     if (len <= 0) return myr_error("cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
     buf[len] = 0;
     return 0;
+}
+
+char *argv_join(char **argv) {
+    size_t len = 1;
+    for (int i = 0; argv[i]; i++) len += strlen(argv[i]) + 1;
+    char *s = malloc(len);
+    s[0] = 0;
+    for (int i = 0; argv[i]; i++) strcat(s, argv[i]), strcat(s, argv[i + 1] ? " " : "");
+    return s;
+}
+
+void argv_free(char **argv) {
+    for (int i = 0; argv && argv[i]; i++) free(argv[i]);
+    free(argv);
 }
