@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # tests/test_report.sh: `myriad report` on a real supervised run: the trainer on 2 ranks, a rank
 # killed at step 6 and the job resumed (restart, failure and recovery events, a recomputed step in
-# the training log), validation every 4 steps. Until the straggler detector (docs/OPERATIONS.md)
-# writes them itself, per-rank step seconds and a `straggler` event are appended in the shapes the
-# report reads. The page is rendered by headless Chromium; tests/py/check_report.py compares the
+# the training log), validation every 4 steps. Until this branch meets the straggler detector
+# (docs/OPERATIONS.md), its `rank-times` and `straggler` events are appended by hand. The page is rendered by headless Chromium; tests/py/check_report.py compares the
 # screenshot, the rendered DOM and the page's numbers with the logs. Bad input: one clear line.
 # Prints ok/FAIL/skip lines for tests/run.sh.
 set -u
@@ -42,13 +41,17 @@ if [ $rc -ne 0 ] || [ "$(jq -c 'select(.event == "restart")' "$T/run/events.json
     tail -5 "$T/run.out" >&2
     exit 0
 fi
-# the detector's output, in the shapes the report reads (one per-step array, one per-rank line)
+# the straggler detector's output, in the shapes it logs (`rank-times` per window of steps: every
+# rank's median step seconds, null where a rank had too few samples; `straggler`), plus the
+# one-rank form the report also reads
 t=$(jq -r 'select(.event == "connected") | .t' "$T/run/events.jsonl" | tail -1)
-for s in 6 7 8 9 10 11; do
-    jq -cn --argjson t "$t" --argjson s $s '{t: ($t + $s * 0.01), event: "step-times", step: $s, step_s: [0.02 + $s / 1000, 0.021 + ($s % 3) / 100]}'
+for w in 0 1 2; do
+    jq -cn --argjson t "$t" --argjson w $w '{t: ($t + $w * 0.05), event: "rank-times", attempt: 1, first_step: (5 * $w + 1),
+        last_step: (5 * $w + 5), step_s: [0.02 + $w / 1000, (if $w == 1 then null else 0.031 + $w / 100 end)],
+        relative: [1, 0.7], individual: [1, 0.8]}'
 done >"$T/run/detector.jsonl"
 echo "{\"t\": $t, \"event\": \"rank-step\", \"rank\": 1, \"step\": 12, \"step_s\": 0.09}" >>"$T/run/detector.jsonl"
-echo "{\"t\": $t, \"event\": \"straggler\", \"rank\": 1, \"host\": \"$(hostname)\", \"section\": \"forward\", \"scores\": {\"relative\": 0.62, \"individual\": 0.7}}" >>"$T/run/detector.jsonl"
+echo "{\"t\": $t, \"event\": \"straggler\", \"attempt\": 1, \"rank\": 1, \"host\": \"$(hostname)\", \"section\": \"forward\", \"relative\": 0.62, \"individual\": 0.7, \"action\": \"warn\"}" >>"$T/run/detector.jsonl"
 
 "$M" report "$T/run" -o "$T/report.html" 2>"$T/report.err"
 rc=$?

@@ -201,8 +201,8 @@ static void event_line(RunData *d, const cJSON *o) {
         snprintf(label, sizeof label, "restart after: %s", str(o, "after"));
         add_event(d, t, ev, TL_RECOVERY, label);
     } else if (!strcmp(ev, "spare-used")) {
-        snprintf(label, sizeof label, "spare %s replaces %s%s%s", str(o, "spare"), str(o, "lost"), *str(o, "why") ? " (" : "",
-                 *str(o, "why") ? "preflight)" : "");
+        snprintf(label, sizeof label, "spare %s replaces %s%s%s%s", str(o, "spare"), str(o, "lost"), *str(o, "why") ? " (" : "",
+                 str(o, "why"), *str(o, "why") ? ")" : "");
         add_event(d, t, ev, TL_RECOVERY, label);
     } else if (!strcmp(ev, "resumed")) {
         double first = 0, rec = 0;

@@ -133,6 +133,11 @@ void svg_line_plot(FILE *f, const char *id, const char *title, const char *xlabe
     fprintf(f, "</svg>\n");
 }
 
+static int cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
 /* A 5-stop perceptual ramp (dark blue -> green -> yellow) for 0..1. */
 static void ramp(double u, char *out, size_t n) {
     static const double stops[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
@@ -148,31 +153,36 @@ static void ramp(double u, char *out, size_t n) {
 #define HEAT_MAX_ROWS 128
 
 void svg_heatmap(FILE *f, const char *id, const RankStep *cells, int ncells) {
-    const char *title = "Per-rank step time (seconds; columns: steps, rows: ranks)";
+    const char *title = "Per-rank step time (seconds; columns: the steps logged, rows: ranks)";
     if (!ncells) {
         open_svg(f, id, title, 90, NULL);
         no_data(f, 60, "no data: the event log has no per-rank step seconds (step_s; see docs/OPERATIONS.md)");
         fprintf(f, "</svg>\n");
         return;
     }
-    /* distinct ranks and steps (cells are sorted by rank, then step) */
-    int maxrank = 0;
-    long long s0 = cells[0].step, s1 = cells[0].step;
+    /* distinct ranks and steps: the detector logs windows (a step every W), so columns are the
+     * steps that occur, not every step of the range */
+    int maxrank = 0, nsteps = 0;
     double lo = INFINITY, hi = -INFINITY;
+    long long *steps = malloc((size_t)ncells * sizeof *steps);
     for (int i = 0; i < ncells; i++) {
         if (cells[i].rank > maxrank) maxrank = cells[i].rank;
-        if (cells[i].step < s0) s0 = cells[i].step;
-        if (cells[i].step > s1) s1 = cells[i].step;
         lo = fmin(lo, cells[i].seconds), hi = fmax(hi, cells[i].seconds);
+        steps[nsteps++] = cells[i].step;
     }
+    qsort(steps, (size_t)nsteps, sizeof *steps, cmp_ll);
+    int k = 0;
+    for (int i = 0; i < nsteps; i++)
+        if (!k || steps[i] != steps[k - 1]) steps[k++] = steps[i];
+    nsteps = k;
     /* bins: a column per step (or per group of steps), a row per rank (or group): the slowest wins */
-    long long nsteps = s1 - s0 + 1;
-    int cols = nsteps > HEAT_MAX_COLS ? HEAT_MAX_COLS : (int)nsteps, rows = maxrank + 1 > HEAT_MAX_ROWS ? HEAT_MAX_ROWS : maxrank + 1;
+    int cols = nsteps > HEAT_MAX_COLS ? HEAT_MAX_COLS : nsteps, rows = maxrank + 1 > HEAT_MAX_ROWS ? HEAT_MAX_ROWS : maxrank + 1;
     double step_per_col = (double)nsteps / cols, rank_per_row = (double)(maxrank + 1) / rows;
     double *v = malloc((size_t)cols * rows * sizeof *v);
     for (int i = 0; i < cols * rows; i++) v[i] = NAN;
     for (int i = 0; i < ncells; i++) {
-        int c = (int)((cells[i].step - s0) / step_per_col), r = (int)(cells[i].rank / rank_per_row);
+        long long *at = bsearch(&cells[i].step, steps, (size_t)nsteps, sizeof *steps, cmp_ll);
+        int c = (int)((at - steps) / step_per_col), r = (int)(cells[i].rank / rank_per_row);
         if (c >= cols) c = cols - 1;
         if (r >= rows) r = rows - 1;
         double *x = &v[(size_t)r * cols + c];
@@ -180,7 +190,7 @@ void svg_heatmap(FILE *f, const char *id, const RankStep *cells, int ncells) {
     }
     double cw = (double)(W - ML - MR - 60) / cols, ch = rows * 14 > 360 ? 360.0 / rows : 14;
     int height = MT + (int)(rows * ch) + MB + 10;
-    Axes a = {(double)s0, (double)s1 + 1, 0, rows, ML, MT, cols * cw, rows * ch};
+    Axes a = {0, cols, 0, rows, ML, MT, cols * cw, rows * ch}; /* x in columns */
     open_svg(f, id, title, height, &a);
     fprintf(f, "<g data-steps-per-column=\"%.17g\" data-ranks-per-row=\"%.17g\" data-smin=\"%.17g\" data-smax=\"%.17g\">\n",
             step_per_col, rank_per_row, lo, hi);
@@ -189,25 +199,25 @@ void svg_heatmap(FILE *f, const char *id, const RankStep *cells, int ncells) {
         for (int c = 0; c < cols; c++) {
             double x = v[(size_t)r * cols + c];
             if (isnan(x)) continue;
+            long long step = steps[(int)(c * step_per_col)];
             ramp(hi > lo ? (x - lo) / (hi - lo) : 0.5, col, sizeof col);
             fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" data-rank=\"%d\" data-step=\"%lld\" "
                        "data-s=\"%.17g\"><title>rank %d, step %lld: %.4g s</title></rect>\n",
-                    ML + c * cw, MT + r * ch, cw + 0.05, ch + 0.05, col, (int)(r * rank_per_row),
-                    s0 + (long long)(c * step_per_col), x, (int)(r * rank_per_row), s0 + (long long)(c * step_per_col), x);
+                    ML + c * cw, MT + r * ch, cw + 0.05, ch + 0.05, col, (int)(r * rank_per_row), step, x,
+                    (int)(r * rank_per_row), step, x);
         }
     fprintf(f, "</g>\n");
     /* axis labels: a few rank rows and step columns */
     int every = rows > 16 ? (rows + 15) / 16 : 1;
     for (int r = 0; r < rows; r += every)
         fprintf(f, "<text x=\"%d\" y=\"%.2f\" class=\"yt\">%d</text>\n", ML - 6, MT + (r + 0.7) * ch, (int)(r * rank_per_row));
-    double st = fmax(1, tick_step(a.x0, a.x1, 8)); /* steps are whole */
-    char buf[32];
-    for (double s = ceil(a.x0 / st) * st; s < a.x1; s += st) {
-        fmt_num(buf, sizeof buf, s, st);
-        fprintf(f, "<text x=\"%.2f\" y=\"%g\" class=\"xt\">%s</text>\n", px(&a, s) + cw / 2, a.top + a.height + 16, buf);
-    }
+    every = cols > 10 ? (cols + 9) / 10 : 1;
+    for (int c = 0; c < cols; c += every)
+        fprintf(f, "<text x=\"%.2f\" y=\"%g\" class=\"xt\">%lld</text>\n", ML + (c + 0.5) * cw, a.top + a.height + 16,
+                steps[(int)(c * step_per_col)]);
     fprintf(f, "<text x=\"%g\" y=\"%g\" class=\"xl\">step</text><text transform=\"translate(16 %g) rotate(-90)\" class=\"yl\">rank</text>\n",
             a.left + a.width / 2, a.top + a.height + 36, a.top + a.height / 2);
+    free(steps);
     /* colour scale */
     double lx = ML + cols * cw + 20;
     for (int i = 0; i < 20; i++) {

@@ -28,9 +28,9 @@ typedef struct {
     double elapsed_s; /* sum of step times, for the ETA */
 } Progress;
 
-/* Opens the log, truncating it, or appending to it when `append` (a resumed run: one log then
- * holds the whole run across restarts, recomputed steps twice); dies with the reason if it cannot
- * be opened. */
+/* Opens the log, truncating it, or appending to it when `append` (a supervised job's relaunch:
+ * one log then holds the whole run across restarts, recomputed steps twice); dies with the reason
+ * if it cannot be opened. */
 void progress_open(Progress *p, const char *log_path, long steps, int print_every, int append);
 void progress_step(Progress *p, const StepReport *r);
 void progress_close(Progress *p);
