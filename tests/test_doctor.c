@@ -136,6 +136,7 @@ static void test_baseline_and_small_cohorts(void) {
     two.samples[CHK_GEMM] = g, two.nsamples[CHK_GEMM] = 2;
     doctor_analyze(&two, &v);
     CHECK(isnan(v.median[CHK_GEMM]) && v.nflags == 0, "no cohort verdict for two ranks");
+    CHECK_CLOSE(v.reference[CHK_GEMM], 75, 0, 1e-12, "but a reference for a later --baseline (their median)");
     doctor_verdict_free(&v);
     two.baseline[CHK_GEMM] = 100;
     doctor_analyze(&two, &v);

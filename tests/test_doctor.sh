@@ -31,6 +31,23 @@ if ! command -v mpirun >/dev/null; then
     echo "skip doctor_namespaces (mpirun is not installed)"
     exit 0
 fi
+
+# ---- --baseline FILE on this machine (2 ranks, one host: no cohort verdict, so only the baseline
+# judges). The file holds a GEMM reference no CPU reaches (1 PFLOP/s) and a triad reference any
+# reaches (1 byte/s): the GEMM is flagged against the baseline, the triad is not; --strict exits 3.
+# The run's own --out carries its references (a 2-rank job's, though it has no cohort median).
+echo '{"doctor": 1, "checks": [{"check": "gemm", "reference": 1e6}, {"check": "triad", "reference": 1e-9}]}' >"$T/base.json"
+timeout 120 "$M" run -n 2 -- doctor --reps 2 --gemm-n 64 --triad-mb 1 --msg-bytes 4096 --baseline "$T/base.json" --strict \
+    --out "$T/own.json" >"$T/base.out" 2>"$T/base.err"
+rc=$?
+if [ $rc -eq 3 ] && [ "$(jq -c '[.flagged[] | [.check, .against]]' "$T/own.json")" = '[["gemm","baseline"]]' ] &&
+    grep -q '^flagged .*: GEMM rate of 2 of 2 ranks past the limit; worst rank .: 100% below the baseline' "$T/base.out" &&
+    [ "$(jq '[.checks[] | select(.check == "gemm" or .check == "triad") | .reference | numbers] | length' "$T/own.json")" = 2 ] &&
+    [ "$(jq '.checks[] | select(.check == "gemm") | .median' "$T/own.json")" = null ]; then
+    pass doctor_baseline_file_judges
+else
+    fail doctor_baseline_file_judges "exit $rc: $(grep -h '^flagged\|myriad:' "$T/base.out" "$T/base.err" | head -3 | tr '\n' ' ')"
+fi
 STUB=$T/hb_stub
 if ! mpicc -O2 -std=gnu11 -Isrc tests/hb_stub.c build/libmyriad.a -o "$STUB" -lcjson -lm -lpthread 2>"$T/cc.err"; then
     echo "FAIL doctor_build_stub ($(head -c 300 "$T/cc.err"))"

@@ -33,7 +33,7 @@ int doctor_check_by_name(const char *name); /* -1 when unknown */
 #define DOCTOR_DEFAULT_THRESHOLD 0.10
 #define DOCTOR_DEFAULT_NOISE_K 2.0
 
-/* One measured figure: the median over repetitions. SCOPE_RANK: a = rank; SCOPE_HOST: a = host;
+/* One measured figure: the best of its repetitions. SCOPE_RANK: a = rank; SCOPE_HOST: a = host;
  * SCOPE_PAIR: a, b = hosts. */
 typedef struct {
     int a, b;
@@ -64,6 +64,8 @@ typedef struct {
 
 typedef struct {
     double median[CHK_N];      /* cohort reference; NAN when the cohort has fewer than 3 members */
+    double reference[CHK_N];   /* the same median whatever the cohort's size (NAN: no figure): what a
+                                * later run reads as its --baseline, so a 1- or 2-host job can make one */
     double noise[CHK_N];       /* best / median repetition of the noisiest sample (>= 1) */
     double effective[CHK_N];   /* the threshold applied: max(threshold, 1 - noise^-k) */
     double *host_value[CHK_N]; /* per host: worst rank, the host's figure, or its best peer; NAN: n/a */
@@ -94,7 +96,7 @@ typedef struct {
 void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const DoctorSetup *s);
 /* The JSON form (docs/OPERATIONS.md); caller frees. */
 char *doctor_json(const DoctorResults *r, const DoctorVerdict *v, const DoctorSetup *s);
-/* Read the cohort medians of a doctor JSON file as baseline references (checks it lacks stay 0). */
+/* Read the references (cohort medians of any size) of a doctor JSON file as baselines (checks it lacks stay 0). */
 int doctor_load_baseline(const char *path, double baseline[CHK_N]);
 
 /* ---- measurement (doctor_measure.c): one figure each; the caller schedules who measures when ---- */

@@ -173,8 +173,10 @@ int doctor_analyze(const DoctorResults *r, DoctorVerdict *v) {
             }
         }
         /* the cohort: ranks for per-rank checks, hosts otherwise */
-        v->median[c] = ci->scope == SCOPE_RANK ? median_of(vals, r->nsamples[c], DOCTOR_MIN_COHORT)
-                                               : median_of(hv, r->nhosts, DOCTOR_MIN_COHORT);
+        const double *cohort = ci->scope == SCOPE_RANK ? vals : hv;
+        int ncohort = ci->scope == SCOPE_RANK ? r->nsamples[c] : r->nhosts;
+        v->median[c] = median_of(cohort, ncohort, DOCTOR_MIN_COHORT);
+        v->reference[c] = median_of(cohort, ncohort, 1);
         free(vals);
         double k = r->noise_k > 0 ? r->noise_k : 0, limit = 1 / (1 - r->threshold[c]);
         v->noise[c] = noise_factor(r, (DoctorCheck)c);

@@ -48,9 +48,9 @@ void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const Do
         printf("%-34s %-8s %10s %10s %10s %5.2fx %5.0f%% %10s\n", label, ci->unit, med, lo_s, hi_s, v->noise[c],
                100 * v->effective[c], base);
     }
-    for (int c = 0; c < CHK_N; c++) /* only where something was judged */
-        if (v->effective[c] > r->threshold[c] + 1e-9 && (isfinite(v->median[c]) || r->baseline[c] > 0))
-            printf("note: %s repetitions scatter (best/median %.2fx): its limit is %.0f%%, not %.0f%% (--noise-k %g)\n",
+    for (int c = 0; c < CHK_N; c++) /* only where something was judged, and the raise shows at 0.1% */
+        if (lround(1000 * v->effective[c]) > lround(1000 * r->threshold[c]) && (isfinite(v->median[c]) || r->baseline[c] > 0))
+            printf("note: %s repetitions scatter (best/median %.3fx): its limit is %.1f%%, not %.1f%% (--noise-k %g)\n",
                    doctor_check_info((DoctorCheck)c)->name, v->noise[c], 100 * v->effective[c], 100 * r->threshold[c],
                    r->noise_k);
     printf("\n%-24s %5s", "host", "ranks");
@@ -121,6 +121,7 @@ char *doctor_json(const DoctorResults *r, const DoctorVerdict *v, const DoctorSe
         cJSON_AddNumberToObject(o, "noise", round(v->noise[c] * 10000) / 10000);
         cJSON_AddNumberToObject(o, "effective_threshold", round(v->effective[c] * 10000) / 10000);
         cJSON_AddItemToObject(o, "median", num_or_null(v->median[c]));
+        cJSON_AddItemToObject(o, "reference", num_or_null(v->reference[c]));
         cJSON_AddItemToObject(o, "baseline", num_or_null(r->baseline[c] > 0 ? r->baseline[c] : NAN));
         cJSON *vals = cJSON_AddArrayToObject(o, "values");
         for (int i = 0; i < r->nsamples[c]; i++) {
@@ -191,11 +192,12 @@ int doctor_load_baseline(const char *path, double baseline[CHK_N]) {
     int found = 0;
     cJSON *c;
     cJSON_ArrayForEach(c, checks) {
-        cJSON *name = cJSON_GetObjectItem(c, "check"), *med = cJSON_GetObjectItem(c, "median");
+        cJSON *name = cJSON_GetObjectItem(c, "check"), *ref = cJSON_GetObjectItem(c, "reference");
         int k = cJSON_IsString(name) ? doctor_check_by_name(name->valuestring) : -1;
-        if (k >= 0 && cJSON_IsNumber(med) && med->valuedouble > 0) baseline[k] = med->valuedouble, found++;
+        if (k >= 0 && cJSON_IsNumber(ref) && ref->valuedouble > 0) baseline[k] = ref->valuedouble, found++;
     }
     cJSON_Delete(root);
-    if (!found) return myr_error("doctor: --baseline %s holds no check with a median; measure at least 3 ranks/hosts", path);
+    if (!found) return myr_error("doctor: --baseline %s holds no measured check (every \"reference\" is null); measure healthy hosts "
+                                   "with `myriad doctor --json`", path);
     return 0;
 }

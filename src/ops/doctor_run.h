@@ -5,7 +5,7 @@
 #include "ops/doctor.h"
 
 typedef struct {
-    int reps;           /* repetitions of every check; figures are medians over them */
+    int reps;           /* repetitions of every check; figures are the best of them */
     int gemm_n;         /* GEMM size n (n x n x n) */
     size_t triad_bytes; /* the three triad arrays together */
     size_t msg_bytes;   /* p2p message and all-reduce buffer */

@@ -19,7 +19,7 @@ static const char *style =
     "svg .yl{text-anchor:middle}svg .nodata{text-anchor:middle;fill:#888;font-size:13px}"
     "svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .attempt{fill:#cfdcf0;stroke:#4a74b4}"
     "table{border-collapse:collapse;font-size:12px;width:100%}td,th{border-bottom:1px solid #eee;padding:3px 6px;"
-    "text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}"
     "code{word-break:break-all}";
 
 static double mean(const Series *s) {
@@ -135,7 +135,7 @@ static void data_block(FILE *f, const RunData *d) {
 
 static void events_table(FILE *f, const RunData *d) {
     if (!d->nevents) return;
-    fprintf(f, "<details><summary>%d events</summary><table><tr><th>t (s)</th><th>event</th><th>what</th></tr>\n", d->nevents);
+    fprintf(f, "<details><summary>%d events</summary><table><tr><th class=\"n\">t (s)</th><th>event</th><th>what</th></tr>\n", d->nevents);
     for (int i = 0; i < d->nevents; i++) {
         fprintf(f, "<tr><td class=\"n\">%.3f</td><td>%s</td><td>", d->events[i].t, d->events[i].event);
         report_escape(f, d->events[i].label);
@@ -149,7 +149,8 @@ static void stragglers_table(FILE *f, const RunData *d) {
         fprintf(f, "<p>%s</p>\n", d->event_lines ? "No straggler was reported." : "No launcher event log was given.");
         return;
     }
-    fprintf(f, "<table><tr><th>t (s)</th><th>rank</th><th>host</th><th>section</th><th>relative</th><th>individual</th></tr>\n");
+    fprintf(f, "<table><tr><th class=\"n\">t (s)</th><th class=\"n\">rank</th><th>host</th><th>section</th><th class=\"n\">relative</th>"
+                "<th class=\"n\">individual</th></tr>\n");
     for (int i = 0; i < d->nstragglers; i++) {
         const Straggler *s = &d->stragglers[i];
         fprintf(f, "<tr><td class=\"n\">%.3f</td><td class=\"n\">%d</td><td>", s->t, s->rank);

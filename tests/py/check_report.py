@@ -11,10 +11,13 @@ Prints ok/FAIL lines for tests/run.sh:
   report_heatmap_equals_log: one cell per (rank, step) with the log's per-rank step seconds;
   report_timeline_equals_log: one marker per timeline event of the log, at its time;
   report_goodput_equals_log: the bar shows the `finished` event's figures;
+  report_summary_cards_equal_log: the cards above the plots (steps, final and best validation loss,
+    mean tokens/s and MFU, goodput, restarts, status, stragglers) as computed from the logs;
   report_data_block_equals_log: the embedded JSON holds exactly the logs' numbers.
 Training-log rules: a line with "step" and "loss"; the last line of a step wins (a resumed run
 logs the recomputed step again). Event-log rules: docs/OPERATIONS.md."""
 import json
+import re
 import struct
 import sys
 import zlib
@@ -253,6 +256,17 @@ def main():
         float(bar[0]["data-productive-s"]) == fin[-1]["productive_s"] and float(bar[0]["data-wall-s"]) == fin[-1]["wall_s"] \
         else ["goodput bar %s, log %s" % (bar[:1], fin[-1:])]
     check("report_goodput_equals_log", problems)
+
+    # the summary cards, as Chromium shows them, against the same figures computed from the logs
+    cards = dict(re.findall(r'<div class="card">([^<]*)<b>([^<]*)</b>', open(dom, encoding="utf-8").read()))
+    tps, mfu = [steps[s]["tokens_per_s"] for s in order], [steps[s]["mfu"] for s in order]
+    want = {"steps logged": "%d" % len(order), "final loss": "%.4f" % steps[order[-1]]["loss"],
+            "best val loss": "%.4f" % min(v for _, v in val), "mean tokens/s": "%.0f" % (sum(tps) / len(tps)),
+            "mean MFU": "%.3g%%" % (100 * (sum(mfu) / len(mfu))), "goodput": "%.1f%%" % (100 * fin[-1]["goodput"]),
+            "restarts": "%d" % fin[-1]["restarts"], "status": fin[-1]["status"],
+            "stragglers": "%d" % sum(o["event"] == "straggler" for o in events)}
+    check("report_summary_cards_equal_log", ["card %r shows %r, log %r" % (k, cards.get(k), v)
+                                             for k, v in want.items() if cards.get(k) != v])
 
     # the data block
     d = json.loads(page.data)
