@@ -35,9 +35,11 @@ build/libmyriad.a: $(LIB_OBJS)
 	@mkdir -p build
 	rm -f $@ && ar rcs $@ $^
 
+# `myriad --version` names the commit it was built from (when built in a git checkout)
+MYRIAD_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 bin/myriad: src/main.c build/libmyriad.a
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -DMYRIAD_COMMIT='"$(MYRIAD_COMMIT)"' $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 build/tests/%: tests/%.c tests/test.h tests/fixture_util.h tests/gradcheck_util.h build/libmyriad.a
 	@mkdir -p build/tests

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 out=${DEMO_OUT:-runs/demo}
 mkdir -p "$out"
 bin/myriad data prepare src docs README.md --out "$out/data" --val-fraction 0.1
+# DEMO_STEPS, DEMO_EVAL_BATCHES, DEMO_SAMPLE shorten it (tests/test_docs_commands.sh)
 bin/myriad train --preset tiny --data "$out/data" --batch 16 --seq 128 --steps ${DEMO_STEPS:-600} \
     --lr 2e-3 --lr-schedule cosine --warmup 20 --min-lr 2e-4 --weight-decay 0.1 --clip 1.0 \
-    --eval-every 100 --eval-batches 8 --log "$out/train.jsonl" --sample 300 --save "$out/model" "$@"
+    --eval-every 100 --eval-batches ${DEMO_EVAL_BATCHES:-8} --log "$out/train.jsonl" --sample ${DEMO_SAMPLE:-300} \
+    --save "$out/model" "$@"
 echo "log: $out/train.jsonl   model: $out/model (Hugging Face layout; try: bin/myriad eval --init $out/model --data '$out/data/val_*.bin' --batch 8 --seq 128)"

@@ -25,12 +25,24 @@ static const Command commands[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: myriad <command> [options]   (myriad <command> --help for its options)\n\ncommands:\n");
+    fprintf(out, "usage: myriad <command> [options]   (myriad <command> --help for its options; myriad --version)\n\n"
+                 "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+#ifndef MYRIAD_VERSION
+#define MYRIAD_VERSION "0.1.0"
+#endif
+#ifndef MYRIAD_COMMIT
+#define MYRIAD_COMMIT "unknown"
+#endif
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
+        printf("myriad %s (commit %s)\n", MYRIAD_VERSION, MYRIAD_COMMIT);
+        return 0;
+    }
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -38,5 +50,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "myriad: unknown command '%s' (see myriad --help)\n", argv[1]);
+    usage(stderr);
     return 2;
 }

@@ -80,9 +80,9 @@ else fail help; fi
 
 expect_error prepare_missing_input "$T/in/nope.txt" $M data prepare "$T/in/nope.txt" --out "$T/o2"
 expect_error prepare_needs_out "--out DIR is required" $M data prepare "$T/in/a.txt"
-expect_error prepare_bad_fraction "--val-fraction must be in [0, 1)" $M data prepare "$T/in/a.txt" --out "$T/o2" --val-fraction 1.5
-expect_error prepare_bad_version "--version must be 1" $M data prepare "$T/in/a.txt" --out "$T/o2" --version 3
-expect_error prepare_unknown_option "unknown option --bogus" $M data prepare "$T/in/a.txt" --out "$T/o2" --bogus
+expect_error prepare_bad_fraction "--val-fraction 1.5 is out of range: give a number in [0, 1)" $M data prepare "$T/in/a.txt" --out "$T/o2" --val-fraction 1.5
+expect_error prepare_bad_version "--version '3' is not known (use 1 or 7)" $M data prepare "$T/in/a.txt" --out "$T/o2" --version 3
+expect_error prepare_unknown_option "unknown option '--bogus'" $M data prepare "$T/in/a.txt" --out "$T/o2" --bogus
 expect_error data_unknown_subcommand "unknown subcommand" $M data frobnicate
 head -c 1100 "$T/out/train_000000.bin" >"$T/trunc.bin"
 expect_error info_truncated_shard "trunc.bin is truncated" $M data info "$T/trunc.bin"

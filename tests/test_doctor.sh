@@ -19,8 +19,8 @@ trap 'ns_down "$P" 3; rm -rf "$T"' EXIT
 keep() { mkdir -p build/test-logs/doctor && cp "$T/$1".* build/test-logs/doctor/ 2>/dev/null; }
 
 # ---- bad input
-expect_error doctor_bad_threshold "--threshold expects a fraction between 0 and 1" "$M" doctor --threshold 10
-expect_error doctor_bad_check_name "unknown check in '--threshold-gpu'" "$M" doctor --threshold-gpu 0.2
+expect_error doctor_bad_threshold "doctor: a threshold is a fraction between 0 and 1 (0.10) or a percentage (10%), not '10'" "$M" doctor --threshold 10
+expect_error doctor_bad_check_name "doctor: unknown option '--threshold-gpu'" "$M" doctor --threshold-gpu 0.2
 expect_error doctor_bad_skip "--skip: unknown check 'nvlink'" "$M" doctor --skip gemm,nvlink
 echo '{"not": "a doctor file"}' >"$T/bad.json"
 expect_error doctor_bad_baseline "is not the JSON of \`myriad doctor --json\`" "$M" doctor --baseline "$T/bad.json"

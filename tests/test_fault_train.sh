@@ -90,6 +90,9 @@ else fail corrupt_shard_fallback_reported "flipped in $hit; $(grep -i 'corrupt\|
 rm -rf "$T/mc" "$MYRIAD_SHM_DIR"
 MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader -np 4"
 $MPI $M train $common --save "$T/mc" --mem-ckpt-every 1 --stop-after 6 >/dev/null 2>&1
+# (--stop-after also writes the disk checkpoint step-6, which a resume would rightly prefer to
+# the in-memory step 5: it goes, so that the choice is between the in-memory copies)
+rm -rf "$T/mc/step-00000006" "$T/mc/latest"
 copy=$(ls "$MYRIAD_SHM_DIR"/myriad-*/*/r00001-s000000000006.mem 2>/dev/null)
 if [ -n "$copy" ]; then
     /usr/bin/python3 -c "
@@ -105,12 +108,14 @@ else fail corrupt_memory_copy_rejected_previous_step_used "copy=$copy $(grep -i 
 
 # soak: SOAK_FAULTS random kills/hangs drawn over steps 1..29 of a 40-step 2-rank run, each costing
 # one restart. Steps of ~60 ms (a wider model than above), so a fault lands within a step or two
-# of the step it was drawn for and all of them fire before the run ends.
+# of the step it was drawn for and all of them fire before the run ends. The hang timeout is 3 s, not 1:
+# on a loaded 2-core machine one honest step can take over a second, and a false hang verdict costs
+# a restart the count below does not allow.
 soak="--arch gpt2 --layers 4 --hidden 64 --heads 4 --ffn 256 --vocab 67 --max-seq 64 --data $T/tok.bin --batch 32 --seq 64 --lr 3e-3 --lr-schedule cosine --warmup 3 --threads 1 --peak-tflops 1 --steps 40 --dp 2"
 $M run -n 2 -- train $soak --save "$T/soakref" >/dev/null 2>&1
 rm -rf "$T/soak"
 start=$(date +%s)
-timeout 600 $M run -n 2 --max-restarts "$SOAK_FAULTS" --hang-timeout 1 --inject "random:7:$SOAK_FAULTS:30" \
+timeout 600 $M run -n 2 --max-restarts "$SOAK_FAULTS" --hang-timeout 3 --inject "random:7:$SOAK_FAULTS:30" \
     --events "$T/soak.jsonl" -- train $soak --save "$T/soak" --save-every 10 >"$T/soak.out" 2>&1
 rc=$?
 restarts=$(/usr/bin/python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1])][-1].get('restarts'))" "$T/soak.jsonl" 2>/dev/null)

@@ -118,7 +118,7 @@ expect_error ep_without_experts "--ep 2 needs a mixture-of-experts model" $MPI -
 expect_error zero2_with_ep "--zero 2 with --ep is not supported" $MPI -np 2 $M train $bad --experts 4 --ep 2 --zero 2
 expect_error dropless_and_capacity "--dropless and --capacity-factor contradict" \
     $M train $bad --experts 4 --dropless --capacity-factor 1.5
-expect_error capacity_not_positive "--capacity-factor must be positive" $M train $bad --experts 4 --capacity-factor -1
+expect_error capacity_not_positive "--capacity-factor -1 is out of range" $M train $bad --experts 4 --capacity-factor -1
 
 # a rank killed under the fault-tolerant launcher (--ep 2 --dp 2 --zero 1, in-memory copies every
 # step, the default under `myriad run`): the job resumes from memory, recomputes at most one step

@@ -45,6 +45,42 @@ if $M sched place --cluster gen:8x8 --tp 8 --pp 4 --dp 2 --hostfile "$tmp/h" --r
    grep -q "hops across leaves: 0 of 6" "$tmp/o" && grep -q "kind: HyperNode" "$tmp/y" && grep -q "^SwitchName=leaf0" "$tmp/t"; then
     pass sched_cli_place; else fail sched_cli_place; cat "$tmp/o"; fi
 
+# per-job output (like sacct): one row per job, consistent with the summary; a job's wait and run
+# add up to its completion time, and the table's max wait is the largest wait_s
+if $M sched simulate --synthetic --gpus 256 --jobs 400 --load 0.8 --seed 3 --policy backfill --json \
+      --jobs-out "$tmp/jobs.csv" >"$tmp/m.json" 2>"$tmp/err" && /usr/bin/python3 - "$tmp/jobs.csv" "$tmp/m.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+m = json.load(open(sys.argv[2]))
+assert len(rows) == 400 and {r["state"] for r in rows} == {"COMPLETED"}
+for k in ("submit_s", "start_s", "end_s", "wait_s", "gpus", "nodes", "restarts", "preemptions"): assert k in rows[0], k
+for r in rows:
+    s, b, e = float(r["submit_s"]), float(r["start_s"]), float(r["end_s"])
+    assert s <= b <= e and abs(float(r["wait_s"]) - (b - s)) < 3e-3 and int(r["nodes"]) >= 1, r
+    assert int(r["nodes"]) <= int(r["tasks"]) and float(r["gpus"]) > 0
+assert abs(max(float(r["wait_s"]) for r in rows) - m["max_queue_s"]) < 1e-2, m["max_queue_s"]
+assert sum(int(r["restarts"]) for r in rows) >= m["failure_requeues"]
+PY
+then pass sched_cli_jobs_out; else fail sched_cli_jobs_out; cat "$tmp/err"; fi
+
+# invalid values are refused (with the accepted range or form), not replaced by defaults
+bad() { # NAME NEEDLE ARGS...
+    local name=$1 needle=$2; shift 2
+    if ! $M "$@" >/dev/null 2>"$tmp/err" && [ "$(grep -c '^myriad: ' "$tmp/err")" = 1 ] && grep -qF -- "$needle" "$tmp/err"
+    then pass "$name"; else fail "$name"; cat "$tmp/err"; fi
+}
+bad sched_cli_load_negative "--load -1 is out of range" sched simulate --synthetic --gpus 64 --jobs 10 --load -1 --policy fifo
+bad sched_cli_load_zero "--load 0 is out of range" sched simulate --synthetic --gpus 64 --jobs 10 --load 0 --policy fifo
+for spec in gen:4 gen:x8 gen:4x8x gen:0x8 gen:-2x8 gen:4x0 gen:99999999999x8; do
+    bad "sched_cli_cluster_${spec//[:-]/_}" "expected gen:NODESxGPUS" sched simulate --cluster $spec --synthetic --jobs 10 --policy fifo
+done
+bad sched_cli_gpus_ignored "--gpus N or --cluster C, not both" sched simulate --synthetic --gpus 64 --cluster gen:8x8 --policy fifo
+bad sched_cli_jobs_out_unwritable "--jobs-out /nonexistent/j.csv" sched simulate --synthetic --gpus 64 --jobs 10 --policy fifo --jobs-out /nonexistent/j.csv
+
+# sched place without output files prints the summary, as its help says
+if $M sched place --cluster gen:4x8 --tp 2 --pp 2 >"$tmp/o" 2>"$tmp/err" && grep -q "^placed 4 GPUs (tp 2 x pp 2 x dp 1) on 1 node" "$tmp/o"
+then pass sched_cli_place_summary; else fail sched_cli_place_summary; cat "$tmp/o" "$tmp/err"; fi
+
 O=../shared/traces/openb
 if [ -r "$O/openb_pod_list_gpushare20.csv" ]; then
     args="--cluster $O/openb_node_list_gpu_node.csv --trace $O/openb_pod_list_gpushare20.csv --load 0.9"

@@ -85,7 +85,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:
     for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "ms"): assert k in r, k
-assert [r["step"] for r in rows] == list(range(30))
+assert [r["step"] for r in rows] == list(range(1, 31))
 assert sum("val_loss" in r for r in rows) == 2
 assert rows[-1]["loss"] < rows[0]["loss"] - 1.0, (rows[0]["loss"], rows[-1]["loss"])
 PY

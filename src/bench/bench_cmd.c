@@ -18,7 +18,9 @@ static const Bench benches[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: myriad bench <benchmark> [options]   (myriad bench <benchmark> --help)\n\nbenchmarks:\n");
+    fprintf(out, "usage: myriad bench <");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) fprintf(out, "%s%s", i ? "|" : "", benches[i].name);
+    fprintf(out, "> [options]   (myriad bench <benchmark> --help)\n\nbenchmarks:\n");
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         fprintf(out, "  %-8s %s\n", benches[i].name, benches[i].summary);
 }
@@ -31,5 +33,6 @@ int cmd_bench(int argc, char **argv) {
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
     fprintf(stderr, "myriad: bench: unknown benchmark '%s' (see myriad bench --help)\n", argv[1]);
+    usage(stderr);
     return 2;
 }

@@ -20,7 +20,7 @@
 
 #include "bench/bench.h"
 #include "comm/comm.h"
-#include "util/args.h"
+#include "comm/comm_opts.h"
 #include "util/error.h"
 
 typedef enum { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, BROADCAST, SEND_RECV, NCOLL } Coll;
@@ -56,7 +56,7 @@ static double now_s(void) {
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static size_t parse_bytes(const char *flag, const char *v) {
+static int parse_bytes(void *dst, const char *v) {
     char *end;
     double x = strtod(v, &end);
     double mul = 1;
@@ -64,89 +64,94 @@ static size_t parse_bytes(const char *flag, const char *v) {
     else if (*end == 'M' || *end == 'm') mul = 1024 * 1024, end++;
     else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
     if (end == v || *end || !(x >= 1) || x * mul > 16.0 * 1024 * 1024 * 1024)
-        myr_die("%s expects a byte count such as 8, 64K, 32M (1 B .. 16 GiB), got '%s'", flag, v);
-    return (size_t)(x * mul);
+        return myr_error("a byte count such as 8, 64K, 32M (1 B .. 16 GiB) was expected, got '%s'", v);
+    *(size_t *)dst = (size_t)(x * mul);
+    return 0;
 }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: myriad run -n N -- bench comm [options]\n"
-            "  -b, --minbytes B      smallest size (default 8; suffixes K, M, G)\n"
-            "  -e, --maxbytes B      largest size (default 1M)\n"
-            "  -f, --stepfactor F    size multiplier between rows (default 2)\n"
-            "  -n, --iters N         timed iterations per row (default 20)\n"
-            "  -w, --warmup_iters N  untimed iterations first (default 5)\n"
-            "  --trials K            time each row K times (algorithms alternating), report the median\n"
-            "  -o, --op OP           sum | avg | max | all (default sum)\n"
-            "  -d, --dtype T         float | bfloat16 (default float)\n"
-            "  -r, --root R          broadcast root (default 0)\n"
-            "  -c, --coll LIST       comma list of all_reduce, reduce_scatter, all_gather, all_to_all,\n"
-            "                        broadcast, sendrecv, or all (default all_reduce)\n"
-            "  --algo LIST           all-reduce algorithms to compare: mpi, hier, auto (default auto);\n"
-            "                        with several, the first is the baseline of a comparison table\n"
-            "%s",
-            comm_flags_help());
+static int parse_dtype(void *dst, const char *v) {
+    CommDtype *dt = dst;
+    if (!strcmp(v, "float") || !strcmp(v, "fp32") || !strcmp(v, "f32")) *dt = COMM_F32;
+    else if (!strcmp(v, "bfloat16") || !strcmp(v, "bf16")) *dt = COMM_BF16;
+    else return myr_error("--dtype expects float or bfloat16, got '%s'", v);
+    return 0;
+}
+
+static int parse_op(void *dst, const char *v) {
+    Opts *o = dst;
+    o->nops = 1;
+    if (!strcmp(v, "all")) o->nops = 3, o->ops[0] = COMM_SUM, o->ops[1] = COMM_AVG, o->ops[2] = COMM_MAX;
+    else if (!strcmp(v, "sum")) o->ops[0] = COMM_SUM;
+    else if (!strcmp(v, "avg")) o->ops[0] = COMM_AVG;
+    else if (!strcmp(v, "max")) o->ops[0] = COMM_MAX;
+    else return myr_error("--op expects sum, avg, max or all, got '%s'", v);
+    return 0;
+}
+
+static int parse_colls(void *dst, const char *v) {
+    Opts *o = dst;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->colls = 0;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        int found = !strcmp(t, "all");
+        if (found) o->colls = (1u << NCOLL) - 1;
+        for (int c = 0; c < NCOLL; c++)
+            if (!strcmp(t, coll_names[c])) o->colls |= 1u << c, found = 1;
+        if (!found)
+            return myr_error("--coll: unknown collective '%s' (all_reduce, reduce_scatter, all_gather, all_to_all, "
+                             "broadcast, sendrecv, all)", t);
+    }
+    if (!o->colls) return myr_error("--coll needs at least one collective");
+    return 0;
+}
+
+static int parse_algos(void *dst, const char *v) {
+    Opts *o = dst;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    o->nalgos = 0;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (o->nalgos == 3) return myr_error("--algo: at most three algorithms");
+        CommAlgo a = !strcmp(t, "mpi") ? COMM_ALGO_MPI : !strcmp(t, "hier") ? COMM_ALGO_HIER
+                   : !strcmp(t, "auto") ? COMM_ALGO_AUTO : (CommAlgo)-1;
+        if ((int)a < 0) return myr_error("--algo expects mpi, hier or auto (comma-separated), got '%s'", t);
+        o->algos[o->nalgos++] = a;
+    }
+    if (!o->nalgos) return myr_error("--algo needs at least one algorithm");
+    return 0;
 }
 
 static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
     *o = (Opts){.minb = 8, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .trials = 1, .dt = COMM_F32,
                 .ops = {COMM_SUM}, .nops = 1, .colls = 1u << ALL_REDUCE, .algos = {COMM_ALGO_AUTO}, .nalgos = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-#define IS(a, b) (!strcmp(f, a) || !strcmp(f, b))
-        if (IS("-h", "--help")) usage(stdout), exit(0);
-        else if (IS("-b", "--minbytes")) o->minb = parse_bytes(f, args_value(argc, argv, &i));
-        else if (IS("-e", "--maxbytes")) o->maxb = parse_bytes(f, args_value(argc, argv, &i));
-        else if (IS("-f", "--stepfactor")) o->factor = args_next_double(argc, argv, &i);
-        else if (IS("-n", "--iters")) o->iters = args_next_int(argc, argv, &i);
-        else if (IS("-w", "--warmup_iters")) o->warmup = args_next_int(argc, argv, &i);
-        else if (!strcmp(f, "--trials")) o->trials = args_next_int(argc, argv, &i);
-        else if (IS("-r", "--root")) o->root = args_next_int(argc, argv, &i);
-        else if (IS("-d", "--dtype")) {
-            const char *v = args_value(argc, argv, &i);
-            if (!strcmp(v, "float") || !strcmp(v, "fp32") || !strcmp(v, "f32")) o->dt = COMM_F32;
-            else if (!strcmp(v, "bfloat16") || !strcmp(v, "bf16")) o->dt = COMM_BF16;
-            else myr_die("--dtype expects float or bfloat16, got '%s'", v);
-        } else if (IS("-o", "--op")) {
-            const char *v = args_value(argc, argv, &i);
-            if (!strcmp(v, "all")) o->nops = 3, o->ops[0] = COMM_SUM, o->ops[1] = COMM_AVG, o->ops[2] = COMM_MAX;
-            else if (!strcmp(v, "sum")) o->ops[0] = COMM_SUM;
-            else if (!strcmp(v, "avg")) o->ops[0] = COMM_AVG;
-            else if (!strcmp(v, "max")) o->ops[0] = COMM_MAX;
-            else myr_die("--op expects sum, avg, max or all, got '%s'", v);
-        } else if (IS("-c", "--coll")) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", args_value(argc, argv, &i));
-            o->colls = 0;
-            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-                int found = !strcmp(t, "all");
-                if (found) o->colls = (1u << NCOLL) - 1;
-                for (int c = 0; c < NCOLL; c++)
-                    if (!strcmp(t, coll_names[c])) o->colls |= 1u << c, found = 1;
-                if (!found) myr_die("--coll: unknown collective '%s' (all_reduce, reduce_scatter, all_gather, "
-                                    "all_to_all, broadcast, sendrecv, all)", t);
-            }
-        } else if (!strcmp(f, "--algo") || !strcmp(f, "--comm-algo")) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", args_value(argc, argv, &i));
-            o->nalgos = 0;
-            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-                if (o->nalgos == 3) myr_die("--algo: at most three algorithms");
-                CommAlgo a = !strcmp(t, "mpi") ? COMM_ALGO_MPI : !strcmp(t, "hier") ? COMM_ALGO_HIER
-                           : !strcmp(t, "auto") ? COMM_ALGO_AUTO : (CommAlgo)-1;
-                if ((int)a < 0) myr_die("--algo expects mpi, hier or auto (comma-separated), got '%s'", t);
-                o->algos[o->nalgos++] = a;
-            }
-            if (!o->nalgos) myr_die("--algo needs at least one algorithm");
-        } else if (!comm_parse_flag(co, argc, argv, &i)) {
-            myr_die("bench comm: unknown option '%s' (see myriad bench comm --help)", f);
-        }
-#undef IS
-    }
-    if (o->minb > o->maxb) myr_die("-b %zu is larger than -e %zu; the smallest size must come first", o->minb, o->maxb);
-    if (!(o->factor > 1)) myr_die("-f must be > 1 (got %g)", o->factor);
-    if (o->iters < 1 || o->warmup < 0) myr_die("-n must be >= 1 and -w >= 0");
-    if (o->trials < 1 || o->trials > 99) myr_die("--trials must be 1..99");
+    int comm_algo_given = 0;
+    const Opt rows[] = {
+        OPT_ALIAS(OPT_CALL("--minbytes", "B", &o->minb, parse_bytes, "smallest size (default 8; suffixes K, M, G)"), "-b"),
+        OPT_ALIAS(OPT_CALL("--maxbytes", "B", &o->maxb, parse_bytes, "largest size (default 1M)"), "-e"),
+        OPT_ALIAS(OPT_DOUBLE("--stepfactor", "F", &o->factor, 1, 1e6, "size multiplier between rows, > 1 (default 2)"), "-f"),
+        OPT_ALIAS(OPT_INT("--iters", "N", &o->iters, 1, 1 << 24, "timed iterations per row (default 20)"), "-n"),
+        OPT_ALIAS(OPT_INT("--warmup_iters", "N", &o->warmup, 0, 1 << 24, "untimed iterations first (default 5)"), "-w"),
+        OPT_INT("--trials", "K", &o->trials, 1, 99,
+                "time each row K times (algorithms alternating), report the median"),
+        OPT_ALIAS(OPT_CALL("--op", "OP", o, parse_op, "sum | avg | max | all (default sum)"), "-o"),
+        OPT_ALIAS(OPT_CALL("--dtype", "T", &o->dt, parse_dtype, "float | bfloat16 (default float)"), "-d"),
+        OPT_ALIAS(OPT_INT("--root", "R", &o->root, 0, 1 << 24, "broadcast root (default 0)"), "-r"),
+        OPT_ALIAS(OPT_CALL("--coll", "LIST", o, parse_colls,
+                           "comma list of all_reduce, reduce_scatter, all_gather, all_to_all,\n"
+                           "broadcast, sendrecv, or all (default all_reduce)"), "-c"),
+        OPT_CALL("--algo", "LIST", o, parse_algos,
+                 "all-reduce algorithms to compare: mpi, hier, auto (default auto);\n"
+                 "with several, the first is the baseline of a comparison table"),
+        COMM_OPTS(co),
+        OPT_END};
+    OptCommand cmd = {.name = "bench comm", .usage = "usage: myriad run -n N -- bench comm [options]", .rows = rows};
+    opts_parse(&cmd, argc, argv);
+    /* --comm-algo (the transport's choice) also names the benchmark's one algorithm */
+    for (int i = 1; i < argc; i++) comm_algo_given |= !strcmp(argv[i], "--comm-algo");
+    if (comm_algo_given) o->algos[0] = co->algo, o->nalgos = 1;
+    if (o->minb > o->maxb) myr_die("bench comm: -b %zu is larger than -e %zu; the smallest size must come first", o->minb, o->maxb);
+    if (!(o->factor > 1)) myr_die("bench comm: -f must be > 1 (got %g)", o->factor);
 }
 
 /* ---------------------------------------------------------------- inputs and references */

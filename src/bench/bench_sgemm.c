@@ -14,7 +14,7 @@
 
 #include "bench/bench.h"
 #include "kernels/kernels.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 
@@ -50,30 +50,23 @@ static double time_gemm(const Shape *s, int which, int reps, int threads, real *
     return best;
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: myriad bench sgemm [--threads N] [--reps R] [--tokens N] [--hidden C] [--vocab-cols V]\n"
-                 "                          [--no-blas] [--square-only]\n"
-                 "  fp32 GEMM rate (GFLOP/s) of myriad's kernel and of BLAS at the shapes of a GPT-2 step\n"
-                 "  (defaults: 2 threads, best of 3 runs, N=1024 tokens, C=768, 8192 of the vocabulary's\n"
-                 "  columns for the lm_head rows) and at square sizes; last line: peak = best of all.\n");
-}
-
 int bench_sgemm(int argc, char **argv) {
     int threads = 2, reps = 3, N = 1024, C = 768, V = 8192, blas = 1, square_only = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--threads")) threads = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--reps")) reps = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--tokens")) N = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--hidden")) C = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--vocab-cols")) V = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--no-blas")) blas = 0;
-        else if (!strcmp(a, "--square-only")) square_only = 1;
-        else myr_die("bench sgemm: unknown option '%s' (see myriad bench sgemm --help)", a);
-    }
-    if (threads < 1 || reps < 1 || N < 1 || C < 1 || V < 1)
-        myr_die("bench sgemm: --threads, --reps, --tokens, --hidden and --vocab-cols must be positive");
+    const Opt rows[] = {
+        OPT_INT("--threads", "N", &threads, 1, 1024, "compute threads (default 2)"),
+        OPT_INT("--reps", "R", &reps, 1, 1000, "runs of each shape; the best counts (default 3)"),
+        OPT_INT("--tokens", "N", &N, 1, 1 << 20, "rows of the training-step shapes (default 1024)"),
+        OPT_INT("--hidden", "C", &C, 1, 1 << 16, "model width of the training-step shapes (default 768)"),
+        OPT_INT("--vocab-cols", "V", &V, 1, 1 << 20, "vocabulary columns of the lm_head shapes (default 8192)"),
+        OPT_SWITCH_TO("--no-blas", &blas, 0, "time myriad's kernel only"),
+        OPT_SWITCH("--square-only", &square_only, "only the square sizes"),
+        OPT_END};
+    OptCommand cmd = {.name = "bench sgemm",
+                      .usage = "usage: myriad bench sgemm [options]\n"
+                               "  fp32 GEMM rate (GFLOP/s) of myriad's kernel and of BLAS at the shapes of a GPT-2 step\n"
+                               "  and at square sizes; last line: peak = best of all.",
+                      .rows = rows};
+    opts_parse(&cmd, argc, argv);
     kernels_set_threads(threads);
     int F = 4 * C;
     Shape shapes[] = {

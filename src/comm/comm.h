@@ -40,12 +40,10 @@ typedef struct {
 
 /* Default options: timeout COMM_DEFAULT_TIMEOUT_S, real nodes, auto algorithm. */
 CommOptions comm_default_options(void);
-/* Parse one comm flag at argv[*i] (--comm-timeout S, --ranks-per-node N, --comm-algo mpi|hier|auto;
- * `bench comm` also takes --algo with a list).
+/* Parse one comm flag at argv[*i] (--comm-timeout S, --ranks-per-node N, --comm-algo mpi|hier|auto),
+ * the rows of COMM_OPTS (comm_opts.h), which commands put in their option tables.
  * Returns 1 and advances *i if it was one, 0 if not; dies with a one-line message on a bad value. */
 int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i);
-/* One-line help for the flags comm_parse_flag accepts. */
-const char *comm_flags_help(void);
 
 /* Bring up the backend (MPI_Init when not already initialised) and the world group.
  * Collective over all processes. Works without a launcher (a world of one). */

@@ -4,7 +4,7 @@
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
-#include "util/args.h"
+#include "comm/comm_opts.h"
 #include "util/error.h"
 
 CommOptions comm_default_options(void) {
@@ -12,33 +12,12 @@ CommOptions comm_default_options(void) {
     return o;
 }
 
-const char *comm_flags_help(void) {
-    return "  --comm-timeout S      report and fail a collective not done after S seconds (default 300; 0 = never)\n"
-           "  --ranks-per-node N    emulate nodes of N consecutive ranks (default: real shared-memory nodes)\n"
-           "  --comm-algo mpi|hier|auto  all-reduce algorithm (default auto: hier across >1 node for >= 256 KiB)\n";
-}
+const char *const comm_algo_names[] = {"auto", "mpi", "hier", NULL};
 
 int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i) {
-    const char *f = argv[*i];
-    if (!strcmp(f, "--comm-timeout")) {
-        opt->timeout_s = args_next_double(argc, argv, i);
-        if (opt->timeout_s < 0) myr_die("--comm-timeout must be >= 0 seconds (0 disables the timeout)");
-        return 1;
-    }
-    if (!strcmp(f, "--ranks-per-node")) {
-        opt->ranks_per_node = args_next_int(argc, argv, i);
-        if (opt->ranks_per_node < 1) myr_die("--ranks-per-node must be >= 1");
-        return 1;
-    }
-    if (!strcmp(f, "--comm-algo")) {
-        const char *v = args_value(argc, argv, i);
-        if (!strcmp(v, "mpi")) opt->algo = COMM_ALGO_MPI;
-        else if (!strcmp(v, "hier")) opt->algo = COMM_ALGO_HIER;
-        else if (!strcmp(v, "auto")) opt->algo = COMM_ALGO_AUTO;
-        else myr_die("--comm-algo expects mpi, hier or auto, got '%s'", v);
-        return 1;
-    }
-    return 0;
+    const Opt rows[] = {COMM_OPTS(opt), OPT_END};
+    OptCommand cmd = {.name = "comm", .rows = rows};
+    return opts_apply(&cmd, argc, argv, i);
 }
 
 const char *comm_dtype_name(CommDtype dt) { return dt == COMM_BF16 ? "bfloat16" : "float"; }

@@ -11,22 +11,9 @@
 
 #include "cli/commands.h"
 #include "data/shards.h"
-#include "util/args.h"
+#include "io/path_check.h"
+#include "util/opts.h"
 #include "util/error.h"
-
-static const char prepare_usage[] =
-    "usage: myriad data prepare INPUT... --out DIR [--val-fraction F] [--version 1|7] [--shard-tokens N]\n"
-    "  Tokenizes text with a byte-level tokenizer (vocab 256: token = byte value) and writes llm.c\n"
-    "  shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a file or a directory\n"
-    "  (read recursively, sorted, hidden entries skipped); inputs are concatenated in order.\n"
-    "  --val-fraction F  the last F of the bytes become the validation split (default 0.1, 0 <= F < 1)\n"
-    "  --version 1|7     1: uint16 tokens (default), 7: uint32 tokens\n"
-    "  --shard-tokens N  at most N tokens per shard (default 100000000)\n"
-    "  Train on the result with --data 'DIR/train_*.bin' (a directory spec would also read val).\n";
-static const char info_usage[] =
-    "usage: myriad data info PATH\n"
-    "  Validates the shards PATH names (a file, a directory of *.bin or a glob) and prints each\n"
-    "  shard's version, token count and largest token, then the total.\n";
 
 /* ---------- input listing ---------- */
 
@@ -186,31 +173,53 @@ static int mkdir_p(const char *dir) {
     return 0;
 }
 
+typedef struct {
+    const char **inputs;
+    int n;
+} Inputs;
+
+static int add_positional(void *ctx, const char *arg) {
+    Inputs *in = ctx;
+    in->inputs[in->n++] = path_trim(strdup(arg));
+    return 0;
+}
+
 static int prepare(int argc, char **argv) {
     const char *out = NULL;
     double val_fraction = 0.1;
     int version = 1;
     long long shard_tokens = 100000000;
-    const char **inputs = calloc(argc, sizeof *inputs);
-    int n_inputs = 0;
-    if (!inputs) myr_die("out of memory");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(prepare_usage, stdout);
-            free(inputs);
-            return 0;
-        } else if (!strcmp(argv[i], "--out")) out = args_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--val-fraction")) val_fraction = args_next_double(argc, argv, &i);
-        else if (!strcmp(argv[i], "--version")) version = args_next_int(argc, argv, &i);
-        else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = args_next_i64(argc, argv, &i);
-        else if (argv[i][0] == '-' && argv[i][1]) myr_die("data prepare: unknown option %s (see --help)", argv[i]);
-        else inputs[n_inputs++] = argv[i];
-    }
+    static const char *const versions[] = {"1", "7", NULL};
+    static const int version_values[] = {1, 7};
+    Inputs in = {calloc(argc, sizeof(char *)), 0};
+    if (!in.inputs) myr_die("out of memory");
+    const Opt rows[] = {
+        OPT_STR("--out", "DIR", &out, "where the shards go (created if missing; required)"),
+        OPT_BELOW(OPT_DOUBLE("--val-fraction", "F", &val_fraction, 0, 1,
+                             "the last F of the bytes become the validation split (default 0.1;\n"
+                             "0 writes an empty val shard, and training then has no validation data)")),
+        OPT_CHOICE_V("--version", "1|7", &version, versions, version_values,
+                     "1: uint16 tokens (default), 7: uint32 tokens"),
+        OPT_I64("--shard-tokens", "N", &shard_tokens, 1, 2147483647, "at most N tokens per shard (default 100000000)"),
+        OPT_END};
+    OptCommand cmd = {
+        .name = "data prepare",
+        .usage = "usage: myriad data prepare INPUT... --out DIR [--val-fraction F] [--version 1|7] [--shard-tokens N]\n"
+                 "  Tokenizes text with a byte-level tokenizer (vocab 256: token = byte value) and writes llm.c\n"
+                 "  shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a file or a directory\n"
+                 "  (read recursively, sorted, hidden entries skipped); inputs are concatenated in order.",
+        .rows = rows,
+        .footer = "  Train on the result with `myriad train --data DIR`: a directory made here trains on\n"
+                  "  DIR/train_*.bin and validates on DIR/val_*.bin (`--data 'DIR/train_*.bin'` trains on the same\n"
+                  "  shards without validation data).\n",
+        .positional = add_positional,
+        .ctx = &in};
+    opts_parse(&cmd, argc, argv);
+    const char **inputs = in.inputs;
+    int n_inputs = in.n;
     if (!out) myr_die("data prepare: --out DIR is required (see --help)");
+    out = path_trim(strdup(out));
     if (n_inputs == 0) myr_die("data prepare: give at least one input text file or directory (see --help)");
-    if (!(val_fraction >= 0 && val_fraction < 1)) myr_die("--val-fraction must be in [0, 1), got %g", val_fraction);
-    if (version != 1 && version != 7) myr_die("--version must be 1 (uint16 tokens) or 7 (uint32 tokens)");
-    if (shard_tokens < 1 || shard_tokens > INT32_MAX) myr_die("--shard-tokens must be in [1, %d]", INT32_MAX);
     if (mkdir_p(out)) myr_die_last();
 
     char out_real[PATH_MAX];
@@ -270,18 +279,31 @@ static int prepare(int argc, char **argv) {
     free(files.paths);
     free(files.sizes);
     free(buf);
-    free(inputs);
+    free((void *)inputs);
+    return 0;
+}
+
+static int set_path(void *ctx, const char *arg) {
+    const char **path = ctx;
+    if (*path) return myr_error("give exactly one PATH (got %s and %s)", *path, arg);
+    *path = path_trim(strdup(arg));
     return 0;
 }
 
 static int info(int argc, char **argv) {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(info_usage, stdout);
-        return 0;
-    }
-    if (argc != 2) myr_die("data info: give exactly one PATH (a shard, a directory or a glob; see --help)");
+    const char *path = NULL;
+    const Opt rows[] = {OPT_END};
+    OptCommand cmd = {.name = "data info",
+                      .usage = "usage: myriad data info PATH\n"
+                               "  Validates the shards PATH names (a file, a directory of *.bin or a glob) and prints each\n"
+                               "  shard's version, token count and largest token, then the total.",
+                      .rows = rows,
+                      .positional = set_path,
+                      .ctx = &path};
+    opts_parse(&cmd, argc, argv);
+    if (!path) myr_die("data info: give exactly one PATH (a shard, a directory or a glob; see --help)");
     TokenData *d;
-    if (tokens_open(argv[1], &d)) myr_die_last();
+    if (tokens_open(path, &d)) myr_die_last();
     enum { CHUNK = 1 << 16 };
     int32_t *buf = malloc(CHUNK * sizeof *buf);
     if (!buf) myr_die("out of memory");
@@ -311,10 +333,11 @@ static int info(int argc, char **argv) {
 }
 
 int cmd_data(int argc, char **argv) {
+    static const char usage[] = "usage: myriad data <prepare|info> [options]   (myriad data <sub> --help)\n"
+                                "  prepare   text files and directories -> byte-level llm.c token shards\n"
+                                "  info      validate shards and print their versions and token counts\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs("usage: myriad data prepare|info ...   (myriad data prepare --help)\n", argc < 2 ? stderr : stdout);
-        fputs(prepare_usage, argc < 2 ? stderr : stdout);
-        fputs(info_usage, argc < 2 ? stderr : stdout);
+        fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "prepare")) return prepare(argc - 1, argv + 1);

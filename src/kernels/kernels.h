@@ -1,8 +1,8 @@
 /* kernels.h: the compute boundary between the model and a backend.
  * The model (src/model/) calls only these functions, on flat row-major buffers that live in
- * the backend's memory. This file's CPU implementation is src/kernels/cpu_*.c (OpenBLAS +
- * OpenMP); a CUDA backend implements the same declarations in its own files and is chosen
- * at link time. Conventions:
+ * the backend's memory. The only implementation today is the CPU one, src/kernels/cpu_*.c
+ * (OpenBLAS + OpenMP); a GPU backend (not written yet) is to implement the same declarations,
+ * so that the model and trainer do not change per device. Conventions:
  *   - N rows of activations (N = B*T tokens), C channels; weights are [out, in] (nn.Linear).
  *   - *_backward functions ACCUMULATE (+=) into parameter gradients, so gradient
  *     accumulation over micro-batches needs no extra pass; input gradients are written

@@ -11,7 +11,7 @@
 #include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
-    static const char *names[] = {"kill", "hang", "host", "corrupt"};
+    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan"};
     return names[k];
 }
 
@@ -38,7 +38,7 @@ static int num(const char *s, long long lo, long long *out) {
     return 0;
 }
 
-#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP or random:SEED:COUNT[:MAXSTEP]"
+#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK or random:SEED:COUNT[:MAXSTEP]"
 
 static int parse_one(FaultPlan *p, char *spec, int nranks) {
     Fault f = {.rank = -1};
@@ -72,8 +72,10 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
     if (colon) *colon++ = 0;
     if (num(arg, 1, &step)) return myr_error("inject: '%s@%s': STEP must be an integer >= 1", spec, arg);
     f.step = step;
-    if (!strcmp(spec, "kill") || !strcmp(spec, "hang")) {
-        f.kind = spec[0] == 'k' ? FAULT_KILL : FAULT_HANG;
+    if (!strcmp(spec, "kill") || !strcmp(spec, "hang") || !strcmp(spec, "nan")) {
+        f.kind = spec[0] == 'k' ? FAULT_KILL : spec[0] == 'h' ? FAULT_HANG : FAULT_NAN;
+        for (int i = 0; f.kind == FAULT_NAN && i < p->n; i++)
+            if (p->faults[i].kind == FAULT_NAN) return myr_error("inject: one nan@ fault per run");
         if (!colon || num(colon, 0, &rank) || rank >= nranks)
             return myr_error("inject: %s@%lld:RANK needs a RANK in 0..%d", spec, step, nranks - 1);
         f.rank = (int)rank;

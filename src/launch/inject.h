@@ -1,17 +1,17 @@
 /* inject.h: fault-injection specs for `myriad run --inject` (kill@STEP:RANK, hang@STEP:RANK,
- * host@STEP:HOST, corrupt@STEP, random:SEED:COUNT[:MAXSTEP]) parsed into a list of faults that the
+ * host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, random:SEED:COUNT[:MAXSTEP]) parsed into a list of faults that the
  * supervisor fires when a rank reports the step. Semantics: docs/LAUNCHER.md. */
 #ifndef MYRIAD_LAUNCH_INJECT_H
 #define MYRIAD_LAUNCH_INJECT_H
 
 #include <stdint.h>
 
-typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT } FaultKind;
+typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN } FaultKind;
 
 typedef struct {
     FaultKind kind;
     long long step;  /* fires when a rank (or `rank`) first reports this step */
-    int rank;        /* KILL, HANG; -1 otherwise */
+    int rank;        /* KILL, HANG, NAN; -1 otherwise */
     char host[64];   /* HOST */
     int job_level;   /* random: fires when the job step (slowest rank) reaches `step` */
     int fired;

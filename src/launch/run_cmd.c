@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "launch/preflight.h"
 #include "launch/supervise.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 #include "util/path.h"
 
@@ -30,38 +30,6 @@ static volatile sig_atomic_t child_pid;
 static void forward(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
     if (child_pid > 0 && !(info && info->si_code == SI_KERNEL)) kill(child_pid, sig);
-}
-
-static void usage(FILE *out) {
-    fprintf(out, "usage: myriad run -n N [options] -- <subcommand> [args...]\n"
-                 "  -n N              number of ranks\n"
-                 "  --mpirun-arg ARG  pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output\n"
-                 "  --dry-run         print the launch command line and exit\n"
-                 "fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):\n"
-                 "  --hosts FILE        hosts, one per line 'HOST [slots=N]'; the last --spares K are spares\n"
-                 "  --spares K          hot spare hosts at the end of --hosts (default 0)\n"
-                 "  --max-restarts R    relaunch at most R times, with --resume auto (default 3)\n"
-                 "  --hang-timeout S    a rank without a new step for S seconds is dead (default 0 = off)\n"
-                 "  --start-timeout S   every rank must connect within S seconds of a launch\n"
-                 "                      (default 300 with --hang-timeout, else off)\n"
-                 "  --inject SPEC       faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                 "                      random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)\n"
-                 "  --events FILE       append every event as a JSON line to FILE\n"
-                 "  --ckpt-dir DIR      checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)\n"
-                 "  --hb-addr ADDR      address the ranks reach the launcher at (default 127.0.0.1)\n"
-                 "  --cut-link-cmd CMD  shell command run when host@ fires (MYRIAD_LOST_HOST names the host)\n"
-                 "  --launcher L        mpirun or srun (default: srun when SLURM_JOB_ID is set)\n"
-                 "  --exec              the command after -- is a program, not a myriad subcommand\n"
-                 "  --supervise         use the supervisor with all defaults\n"
-                 "pre-flight (docs/OPERATIONS.md):\n"
-                 "  --preflight         first run `myriad doctor` over every host and spare; launch on healthy\n"
-                 "                      hosts (flagged ones replaced by spares), or refuse with the reasons\n"
-                 "  --doctor-arg ARG    pass ARG to the doctor (repeatable), e.g. --doctor-arg --baseline --doctor-arg F\n"
-                 "  --preflight-out F   write the doctor's JSON verdict to F\n"
-                 "  --preflight-timeout S  the doctor must finish within S seconds (default 300; relaunched once)\n"
-                 "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
-                 "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
-                 "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n");
 }
 
 /* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
@@ -110,64 +78,105 @@ static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int
     return rc;
 }
 
+static int add_inject(void *dst, const char *v) {
+    SuperviseOpts *so = dst;
+    if (so->nranks < 1) return myr_error("give -n N before --inject (rank numbers are checked against N)");
+    return inject_parse(&so->plan, v, so->nranks);
+}
+
+typedef struct {
+    const char *v[32];
+    int n;
+} Extra;
+
+static int add_extra(void *dst, const char *v) {
+    Extra *e = dst;
+    if (e->n == 32) return myr_error("at most 32 --mpirun-arg");
+    e->v[e->n++] = v;
+    return 0;
+}
+
+static int add_doctor_arg(void *dst, const char *v) {
+    PreflightOpts *pf = dst;
+    if (pf->ndoctor_args == PREFLIGHT_MAX_ARGS) return myr_error("at most %d --doctor-arg", PREFLIGHT_MAX_ARGS);
+    pf->doctor_args[pf->ndoctor_args++] = v;
+    return 0;
+}
+
+static int set_launcher(void *dst, const char *v) {
+    if (strcmp(v, "mpirun") && strcmp(v, "srun")) return myr_error("--launcher must be mpirun or srun, not '%s'", v);
+    *(const char **)dst = v;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
-    const char *extra[32];
-    int nextra = 0;
+    Extra extra = {{0}, 0};
     SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
     PreflightOpts pf = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) {
-            first = i + 1;
-            break;
-        }
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
-        else if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "-np")) n = args_next_int(argc, argv, &i);
-        else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if (!strcmp(argv[i], "--hosts")) so.hosts_file = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--spares")) so.spares = args_next_int(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--max-restarts")) so.max_restarts = args_next_int(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--hang-timeout")) so.hang_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--start-timeout")) so.start_timeout = args_next_double(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--inject")) {
-            if (n < 1) myr_die("run: give -n N before --inject (rank numbers are checked against N)");
-            if (inject_parse(&so.plan, args_value(argc, argv, &i), n) != 0) myr_die_last();
-            supervised = 1;
-        } else if (!strcmp(argv[i], "--events")) so.events_path = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--ckpt-dir")) so.ckpt_dir = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--hb-addr")) so.hb_host = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--cut-link-cmd")) so.cut_link_cmd = args_value(argc, argv, &i), supervised = 1;
-        else if (!strcmp(argv[i], "--launcher")) {
-            so.launcher = args_value(argc, argv, &i), supervised = 1;
-            if (strcmp(so.launcher, "mpirun") && strcmp(so.launcher, "srun"))
-                myr_die("run: --launcher must be mpirun or srun, not '%s'", so.launcher);
-        } else if (!strcmp(argv[i], "--exec")) exec_mode = 1, supervised = 1;
-        else if (!strcmp(argv[i], "--supervise")) supervised = 1;
-        else if (!strcmp(argv[i], "--preflight")) pf.enabled = 1, supervised = 1;
-        else if (!strcmp(argv[i], "--preflight-out")) pf.out_path = args_value(argc, argv, &i), pf.enabled = 1, supervised = 1;
-        else if (!strcmp(argv[i], "--preflight-timeout")) pf.timeout_s = args_next_double(argc, argv, &i);
-        else if (!strcmp(argv[i], "--doctor-arg")) {
-            if (pf.ndoctor_args == PREFLIGHT_MAX_ARGS) myr_die("run: at most %d --doctor-arg", PREFLIGHT_MAX_ARGS);
-            pf.doctor_args[pf.ndoctor_args++] = args_value(argc, argv, &i);
-        }
-        else if (!strcmp(argv[i], "--mpirun-arg")) {
-            if (nextra == 32) myr_die("run: at most 32 --mpirun-arg");
-            extra[nextra++] = args_value(argc, argv, &i);
-        } else if (argv[i][0] != '-') {
-            first = i; /* the subcommand, without a "--" before it */
-            break;
-        } else myr_die("run: unknown option '%s' (see myriad run --help)", argv[i]);
-    }
+    int pf_given = 0;
+    int *S = &supervised;
+    const Opt rows[] = {
+        OPT_ALIAS(OPT_INT("-np", "N", &so.nranks, 1, 1 << 24, "number of ranks (required)"), "-n"),
+        OPT_CALL("--mpirun-arg", "ARG", &extra, add_extra, "pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output"),
+        OPT_SWITCH("--dry-run", &dry, "print the launch command line and exit"),
+        OPT_SECTION("fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):"),
+        OPT_GIVEN(OPT_STR("--hosts", "FILE", &so.hosts_file, "hosts, one per line 'HOST [slots=N]'; the last --spares K are spares"), S),
+        OPT_GIVEN(OPT_INT("--spares", "K", &so.spares, 0, 1 << 20, "hot spare hosts at the end of --hosts (default 0)"), S),
+        OPT_GIVEN(OPT_INT("--max-restarts", "R", &so.max_restarts, 0, 1000, "relaunch at most R times, with --resume auto (default 3)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--hang-timeout", "S", &so.hang_timeout, 0, 1e9,
+                             "a rank without a new step for S seconds is dead (default 0 = off)"), S),
+        OPT_GIVEN(OPT_POSITIVE("--start-timeout", "S", &so.start_timeout, 1e9,
+                               "every rank must connect within S seconds of a launch\n"
+                               "(default 300 with --hang-timeout, else off)"), S),
+        OPT_GIVEN(OPT_CALL("--inject", "SPEC", &so, add_inject,
+                           "faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
+                           "nan@STEP:RANK, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)"), S),
+        OPT_GIVEN(OPT_STR("--events", "FILE", &so.events_path, "append every event as a JSON line to FILE"), S),
+        OPT_GIVEN(OPT_STR("--ckpt-dir", "DIR", &so.ckpt_dir, "checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)"), S),
+        OPT_GIVEN(OPT_STR("--hb-addr", "ADDR", &so.hb_host, "address the ranks reach the launcher at (default 127.0.0.1)"), S),
+        OPT_GIVEN(OPT_STR("--cut-link-cmd", "CMD", &so.cut_link_cmd, "shell command run when host@ fires (MYRIAD_LOST_HOST names the host)"), S),
+        OPT_GIVEN(OPT_CALL("--launcher", "mpirun|srun", &so.launcher, set_launcher, "default: srun when SLURM_JOB_ID is set"), S),
+        OPT_GIVEN(OPT_SWITCH("--exec", &exec_mode, "the command after -- is a program, not a myriad subcommand"), S),
+        OPT_SWITCH("--supervise", &supervised, "use the supervisor with all defaults"),
+        OPT_SECTION("pre-flight (docs/OPERATIONS.md):"),
+        OPT_GIVEN(OPT_SWITCH("--preflight", &pf.enabled,
+                             "first run `myriad doctor` over every host and spare; launch on healthy\n"
+                             "hosts (flagged ones replaced by spares), or refuse with the reasons"), &pf_given),
+        OPT_CALL("--doctor-arg", "ARG", &pf, add_doctor_arg,
+                 "pass ARG to the doctor (repeatable), e.g. --doctor-arg --baseline --doctor-arg F"),
+        OPT_GIVEN(OPT_STR("--preflight-out", "F", &pf.out_path, "write the doctor's JSON verdict to F (implies --preflight)"), &pf_given),
+        OPT_POSITIVE("--preflight-timeout", "S", &pf.timeout_s, 1e9,
+                     "the doctor must finish within S seconds (default 300; relaunched once)"),
+        OPT_END};
+    OptCommand cmd = {
+        .name = "run",
+        .usage = "usage: myriad run -n N [options] -- <subcommand> [args...]",
+        .rows = rows,
+        .footer = "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
+                  "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
+                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n",
+        .stop_at_positional = 1};
+    first = opts_parse(&cmd, argc, argv);
+    n = so.nranks;
+    const char **extra_v = extra.v;
+    int nextra = extra.n;
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
-    if (so.spares < 0 || so.max_restarts < 0 || so.hang_timeout < 0 || (so.start_timeout <= 0 && so.start_timeout != -1))
-        myr_die("run: --spares, --max-restarts and --hang-timeout must be >= 0, --start-timeout > 0");
+    int host_fault = 0;
+    for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
+    if (so.cut_link_cmd && !host_fault)
+        myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
+    for (int i = 0; i < so.plan.n; i++)
+        if (so.plan.faults[i].kind == FAULT_NAN && (first + (exec_mode ? 1 : 0) >= argc ||
+                                                    strcmp(argv[first + (exec_mode ? 1 : 0)], "train")))
+            myr_die("run: --inject nan@STEP:RANK turns a gradient of `myriad train` to NaN: the command is not train");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
+    if (pf_given) pf.enabled = 1, supervised = 1;
     if ((pf.ndoctor_args || pf.timeout_s) && !pf.enabled) myr_die("run: --doctor-arg and --preflight-timeout need --preflight");
-    if (pf.timeout_s < 0) myr_die("run: --preflight-timeout must be > 0");
-    if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra, nextra);
+    if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
     char *mpirun = path_find_program("mpirun");
     if (!mpirun)
         myr_die("run: mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin) or start "
@@ -186,7 +195,7 @@ int cmd_run(int argc, char **argv) {
     args[k++] = "--oversubscribe"; /* more ranks than cores is fine for tests and emulated nodes */
     args[k++] = "--bind-to";       /* binding each rank to one core would stack oversubscribed ranks */
     args[k++] = "none";
-    for (int i = 0; i < nextra; i++) args[k++] = (char *)extra[i];
+    for (int i = 0; i < nextra; i++) args[k++] = (char *)extra_v[i];
     args[k++] = self;
     for (int i = first; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;

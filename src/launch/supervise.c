@@ -154,8 +154,66 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     for (int i = 0; i < o->nextra; i++) a[k++] = strdup(o->extra[i]);
     for (int i = 0; i < ncmd; i++) a[k++] = strdup(o->cmd[i]);
     if (attempt > 0 && !has_resume(o->cmd)) a[k++] = strdup("--resume"), a[k++] = strdup("auto");
+    for (int i = 0; i < o->plan.n; i++) /* nan@: the rank itself turns a gradient to NaN (train --inject-nan) */
+        if (o->plan.faults[i].kind == FAULT_NAN && !o->plan.faults[i].fired) {
+            snprintf(buf, sizeof buf, "%lld:%d", o->plan.faults[i].step, o->plan.faults[i].rank);
+            a[k++] = strdup("--inject-nan"), a[k++] = strdup(buf);
+        }
     a[k] = NULL;
     return a;
+}
+
+/* Bytes under dir (files of one level of subdirectories: the layout of in-memory copies), and
+ * the newest modification time seen (*newest). */
+static double dir_bytes(const char *dir, int depth, time_t *newest) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    double total = 0;
+    struct stat self;
+    if (!stat(dir, &self) && self.st_mtime > *newest) *newest = self.st_mtime;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) total += dir_bytes(path, depth - 1, newest);
+        else if (S_ISREG(st.st_mode)) {
+            total += (double)st.st_blocks * 512;
+            if (st.st_mtime > *newest) *newest = st.st_mtime;
+        }
+    }
+    closedir(d);
+    return total;
+}
+
+/* When the supervisor gives up, the job's in-memory copies stay in shared memory (a later
+ * `--resume auto` of the same job restores from them): say where, how big, and how to free them.
+ * The job's directories are those written since the supervisor started. */
+static void report_leftover_copies(void) {
+    const char *root = getenv("MYRIAD_SHM_DIR");
+    if (!root || !*root) root = "/dev/shm";
+    DIR *d = opendir(root);
+    if (!d) return;
+    time_t since = time(NULL) - (time_t)(now_s() - t_start) - 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "myriad-", 7)) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        struct stat st;
+        if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue;
+        time_t newest = 0;
+        double mib = dir_bytes(path, 1, &newest) / 1048576.0;
+        if (newest < since) continue; /* another job's */
+        fprintf(stderr, "myriad: run: the job's in-memory copies remain in %s (%.1f MiB here, likewise on the other "
+                "hosts): `--resume auto` of the same job restores from them; `rm -rf %s` frees them\n", path, mib,
+                path);
+        cJSON *x = ev("copies-left");
+        cJSON_AddStringToObject(x, "dir", path);
+        cJSON_AddNumberToObject(x, "mib", round(mib * 10) / 10);
+        emit(x);
+    }
+    closedir(d);
 }
 
 /* ---------- heartbeat server ---------- */
@@ -350,6 +408,15 @@ static void maybe_inject(Sup *s, int r, long long step) {
     for (int i = 0; i < p->n; i++) {
         Fault *f = &p->faults[i];
         if (f->fired || step < f->step) continue;
+        if (f->kind == FAULT_NAN) { /* the rank did it itself; reported for the record */
+            f->fired = 1;
+            cJSON *e = ev("inject");
+            cJSON_AddStringToObject(e, "fault", "nan");
+            cJSON_AddNumberToObject(e, "step", (double)f->step);
+            cJSON_AddNumberToObject(e, "rank", f->rank);
+            emit(e);
+            continue;
+        }
         if (f->kind == FAULT_CORRUPT) {
             f->fired = 1;
             corrupt_one(s, step);
@@ -460,8 +527,8 @@ static void set_holds(Sup *s) {
     const FaultPlan *p = &s->o->plan;
     s->holds = realloc(s->holds, ((size_t)p->n + 1) * sizeof *s->holds);
     s->nholds = 0;
-    for (int i = 0; i < p->n; i++)
-        if (!p->faults[i].fired) s->holds[s->nholds++] = p->faults[i].step;
+    for (int i = 0; i < p->n; i++) /* nan@ needs no hold: the rank acts inside the step */
+        if (!p->faults[i].fired && p->faults[i].kind != FAULT_NAN) s->holds[s->nholds++] = p->faults[i].step;
     qsort(s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll);
     int n = 0;
     for (int i = 0; i < s->nholds && n < HOLD_MAX; i++)
@@ -842,7 +909,7 @@ int supervise(SuperviseOpts *o) {
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
     s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
-    int exit_code = 1, restarts = 0, finished = 0;
+    int exit_code = 1, restarts = 0, finished = 0, nonfinite = 0;
     char hostfile[64] = "";
 
     for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal; s->attempt++) {
@@ -958,6 +1025,10 @@ int supervise(SuperviseOpts *o) {
             if (code == 0 && !s->failed) {
                 finished = 1;
                 exit_code = 0;
+            } else if (code == MYRIAD_EXIT_NONFINITE) { /* a restart would compute the same step again */
+                exit_code = code;
+                fail(s, "the job stopped itself on a non-finite loss or gradient (exit code %d; see its message)", code);
+                nonfinite = 1;
             } else {
                 exit_code = code ? code : 1;
                 fail(s, "%s exited with code %d", use_srun ? "srun" : "mpirun", code);
@@ -968,6 +1039,15 @@ int supervise(SuperviseOpts *o) {
         child_pgid = 0;
         for (int ci = s->nconns - 1; ci >= 0; ci--) close_conn(s, ci);
         if (finished || stop_signal) break;
+        if (nonfinite) {
+            cJSON *g = ev("giving-up");
+            cJSON_AddStringToObject(g, "why", s->why);
+            emit(g);
+            fprintf(stderr, "myriad: run: not restarting: %s; a restart would replay the same step (resume by hand "
+                    "with a lower --lr or --on-nan skip)\n", s->why);
+            s->attempt++;
+            goto done;
+        }
         if (s->attempt == o->max_restarts) break;
         if (replace_lost_hosts(s) != 0) {
             fprintf(stderr, "myriad: %s\n", myr_last_error());
@@ -997,6 +1077,7 @@ int supervise(SuperviseOpts *o) {
         if (exit_code == 0) exit_code = 1;
     }
 done:;
+    if (!finished) report_leftover_copies();
     if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
     double wall = now_s() - t_start;

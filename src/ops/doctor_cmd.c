@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "comm/comm_opts.h"
 #include "io/atomic_file.h"
 #include "ops/doctor.h"
 #include "ops/doctor_run.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 typedef struct {
@@ -20,44 +21,41 @@ typedef struct {
     int json, strict, raw;
 } DoctorOpts;
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: myriad run -n N --hosts FILE -- doctor [options]   (or mpirun ... myriad doctor)\n"
-            "Pre-flight health check of the job's hosts: per rank GEMM rate and memory bandwidth (triad),\n"
-            "per host pair p2p latency and bandwidth, all-reduce bus bandwidth inside hosts and across\n"
-            "host pairs. A host more than a threshold worse than the median of its cohort (or than the\n"
-            "baseline) is flagged with the reason. See docs/OPERATIONS.md.\n"
-            "  --json                print the JSON document instead of the table\n"
-            "  --out FILE            also write the JSON document to FILE (rank 0's file system)\n"
-            "  --baseline FILE       compare with the medians of an earlier `doctor --json` (healthy hosts)\n"
-            "  --threshold F         flag a host more than F worse, for every check (default 0.10; 10%% works)\n"
-            "  --threshold-CHECK F   the same for one check: gemm, triad, p2p_bw, p2p_lat, allreduce_intra,\n"
-            "                        allreduce_inter\n"
-            "  --skip LIST           checks not to run (comma-separated names as above)\n"
-            "  --noise-k K           raise a check's limit to noise^K when its repetitions scatter, noise being\n"
-            "                        best/median repetition of its noisiest sample (default 2; 0: thresholds only)\n"
-            "  --reps R              repetitions of every check; figures are the best one (default 10)\n"
-            "  --gemm-n N            GEMM size N x N x N (default 384)\n"
-            "  --triad-mb M          triad arrays, all three together, MiB (default 48)\n"
-            "  --msg-bytes B         p2p message and all-reduce size (default 1048576)\n"
-            "  --peers K             each host is paired with at most K others (default 8)\n"
-            "  --concurrent          ranks sharing a machine measure at once (default: they take turns)\n"
-            "  --strict              exit with status 3 when a host is flagged\n"
-            "  --raw                 add every repetition's figure to the JSON (\"samples\")\n"
-            "%s",
-            comm_flags_help());
-}
-
-static double parse_threshold(const char *flag, const char *v) {
+/* "0.10" or "10%": a fraction in (0, 1); stored negated, meaning "set explicitly" (a per-check
+ * flag wins over --threshold wherever it came on the line). */
+static int set_threshold(void *dst, const char *v) {
     size_t n = strlen(v);
     int pct = n && v[n - 1] == '%';
-    char buf[32];
+    char buf[32], *end;
     snprintf(buf, sizeof buf, "%.*s", (int)(pct ? n - 1 : n), v);
-    double x = args_double(flag, buf);
+    double x = strtod(buf, &end);
     if (pct) x /= 100;
-    if (!(x > 0 && x < 1))
-        myr_die("%s expects a fraction between 0 and 1 (0.10) or a percentage (10%%), got '%s'", flag, v);
-    return x;
+    if (end == buf || *end || !(x > 0 && x < 1))
+        return myr_error("a threshold is a fraction between 0 and 1 (0.10) or a percentage (10%%), not '%s'", v);
+    *(double *)dst = -x;
+    return 0;
+}
+
+static int set_skip(void *dst, const char *v) {
+    int *skip = dst;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        int c = doctor_check_by_name(t);
+        if (c < 0)
+            return myr_error("--skip: unknown check '%s'; checks: gemm, triad, p2p_bw, p2p_lat, allreduce_intra, "
+                             "allreduce_inter", t);
+        skip[c] = 1;
+    }
+    return 0;
+}
+
+static int set_triad_mb(void *dst, const char *v) {
+    char *end;
+    double mb = strtod(v, &end);
+    if (end == v || *end || !(mb >= 0.03 && mb <= 65536)) return myr_error("--triad-mb must be between 0.03 and 65536, not '%s'", v);
+    *(size_t *)dst = (size_t)(mb * (1 << 20));
+    return 0;
 }
 
 static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
@@ -65,51 +63,51 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
     for (int c = 0; c < CHK_N; c++) o->threshold[c] = DOCTOR_DEFAULT_THRESHOLD;
     o->noise_k = DOCTOR_DEFAULT_NOISE_K;
     double all = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) usage(stdout), exit(0);
-        else if (!strcmp(f, "--json")) o->json = 1;
-        else if (!strcmp(f, "--strict")) o->strict = 1;
-        else if (!strcmp(f, "--raw")) o->raw = 1;
-        else if (!strcmp(f, "--concurrent")) o->plan.concurrent = 1;
-        else if (!strcmp(f, "--out")) o->out_path = args_value(argc, argv, &i);
-        else if (!strcmp(f, "--baseline")) o->baseline_path = args_value(argc, argv, &i);
-        else if (!strcmp(f, "--threshold")) all = parse_threshold(f, args_value(argc, argv, &i));
-        else if (!strncmp(f, "--threshold-", 12)) {
-            int c = doctor_check_by_name(f + 12);
-            if (c < 0)
-                myr_die("doctor: unknown check in '%s'; checks: gemm, triad, p2p_bw, p2p_lat, allreduce_intra, "
-                        "allreduce_inter", f);
-            o->threshold[c] = -parse_threshold(f, args_value(argc, argv, &i)); /* negative: set explicitly */
-        } else if (!strcmp(f, "--skip")) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", args_value(argc, argv, &i));
-            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-                int c = doctor_check_by_name(t);
-                if (c < 0)
-                    myr_die("doctor: --skip: unknown check '%s'; checks: gemm, triad, p2p_bw, p2p_lat, allreduce_intra, "
-                            "allreduce_inter", t);
-                o->plan.skip[c] = 1;
-            }
-        } else if (!strcmp(f, "--noise-k")) {
-            o->noise_k = args_next_double(argc, argv, &i);
-            if (!(o->noise_k >= 0 && o->noise_k <= 100)) myr_die("doctor: --noise-k must be 0..100 (0: thresholds only)");
-        } else if (!strcmp(f, "--reps")) o->plan.reps = args_next_int(argc, argv, &i);
-        else if (!strcmp(f, "--gemm-n")) o->plan.gemm_n = args_next_int(argc, argv, &i);
-        else if (!strcmp(f, "--triad-mb")) o->plan.triad_bytes = (size_t)(args_next_double(argc, argv, &i) * (1 << 20));
-        else if (!strcmp(f, "--msg-bytes")) o->plan.msg_bytes = (size_t)args_next_i64(argc, argv, &i);
-        else if (!strcmp(f, "--peers")) o->plan.peers = args_next_int(argc, argv, &i);
-        else if (!comm_parse_flag(co, argc, argv, &i)) myr_die("doctor: unknown option '%s' (see myriad doctor --help)", f);
-    }
+    long long msg_bytes = (long long)o->plan.msg_bytes;
+    double *t = o->threshold;
+    const Opt rows[] = {
+        OPT_SWITCH("--json", &o->json, "print the JSON document instead of the table"),
+        OPT_STR("--out", "FILE", &o->out_path, "also write the JSON document to FILE (rank 0's file system)"),
+        OPT_STR("--baseline", "FILE", &o->baseline_path,
+                "compare with the references of an earlier `doctor --json` (healthy hosts)"),
+        OPT_CALL("--threshold", "F", &all, set_threshold, "flag a host more than F worse, for every check (default 0.10; 10% works)"),
+        OPT_CALL("--threshold-gemm", "F", &t[CHK_GEMM], set_threshold, "the same for one check (overrides --threshold)"),
+        OPT_CALL("--threshold-triad", "F", &t[CHK_TRIAD], set_threshold, "the same for the triad"),
+        OPT_CALL("--threshold-p2p_bw", "F", &t[CHK_P2P_BW], set_threshold, "the same for p2p bandwidth"),
+        OPT_CALL("--threshold-p2p_lat", "F", &t[CHK_P2P_LAT], set_threshold, "the same for p2p latency"),
+        OPT_CALL("--threshold-allreduce_intra", "F", &t[CHK_AR_INTRA], set_threshold, "the same for intra-host all-reduce"),
+        OPT_CALL("--threshold-allreduce_inter", "F", &t[CHK_AR_INTER], set_threshold, "the same for inter-host all-reduce"),
+        OPT_CALL("--skip", "LIST", o->plan.skip, set_skip,
+                 "checks not to run, comma-separated: gemm, triad, p2p_bw, p2p_lat,\n"
+                 "allreduce_intra, allreduce_inter"),
+        OPT_DOUBLE("--noise-k", "K", &o->noise_k, 0, 100,
+                   "raise a check's limit to noise^K when its repetitions scatter, noise being\n"
+                   "best/median repetition of its noisiest sample (default 2; 0: thresholds only)"),
+        OPT_INT("--reps", "R", &o->plan.reps, 1, 99, "repetitions of every check; figures are the best one (default 10)"),
+        OPT_INT("--gemm-n", "N", &o->plan.gemm_n, 16, 8192, "GEMM size N x N x N (default 384)"),
+        OPT_CALL("--triad-mb", "M", &o->plan.triad_bytes, set_triad_mb, "triad arrays, all three together, MiB (default 48)"),
+        OPT_I64("--msg-bytes", "B", &msg_bytes, 4, 1 << 30, "p2p message and all-reduce size (default 1048576)"),
+        OPT_INT("--peers", "K", &o->plan.peers, 1, 1 << 20, "each host is paired with at most K others (default 8)"),
+        OPT_SWITCH("--concurrent", &o->plan.concurrent, "ranks sharing a machine measure at once (default: they take turns)"),
+        OPT_SWITCH("--strict", &o->strict, "exit with status 3 when a host is flagged"),
+        OPT_SWITCH("--raw", &o->raw, "add every repetition's figure to the JSON (\"samples\")"),
+        OPT_SECTION("communication:"),
+        COMM_OPTS(co),
+        OPT_END};
+    OptCommand cmd = {
+        .name = "doctor",
+        .usage = "usage: myriad doctor [options]\n"
+                 "Run it over the hosts of a job: `myriad run -n N --hosts FILE -- doctor [options]` (or mpirun).\n"
+                 "Pre-flight health check of the job's hosts: per rank GEMM rate and memory bandwidth (triad),\n"
+                 "per host pair p2p latency and bandwidth, all-reduce bus bandwidth inside hosts and across\n"
+                 "host pairs. A host more than a threshold worse than the median of its cohort (or than the\n"
+                 "baseline) is flagged with the reason. See docs/OPERATIONS.md.",
+        .rows = rows};
+    opts_parse(&cmd, argc, argv);
+    o->plan.msg_bytes = (size_t)msg_bytes;
+    if (all < 0) all = -all;
     for (int c = 0; c < CHK_N; c++) /* a per-check flag wins over --threshold, wherever it came */
         o->threshold[c] = o->threshold[c] < 0 ? -o->threshold[c] : all > 0 ? all : o->threshold[c];
-    if (o->plan.reps < 1 || o->plan.reps > 99) myr_die("doctor: --reps must be 1..99, got %d", o->plan.reps);
-    if (o->plan.gemm_n < 16 || o->plan.gemm_n > 8192) myr_die("doctor: --gemm-n must be 16..8192, got %d", o->plan.gemm_n);
-    if (o->plan.triad_bytes < 3 * 8 * 1024 || o->plan.triad_bytes > (size_t)64 << 30)
-        myr_die("doctor: --triad-mb must be between 0.03 and 65536");
-    if (o->plan.msg_bytes < 4 || o->plan.msg_bytes > (size_t)1 << 30)
-        myr_die("doctor: --msg-bytes must be 4 .. 1073741824, got %zu", o->plan.msg_bytes);
-    if (o->plan.peers < 1) myr_die("doctor: --peers must be >= 1, got %d", o->plan.peers);
 }
 
 static void write_out(const char *path, const char *json) {

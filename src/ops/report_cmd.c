@@ -8,31 +8,42 @@
 #include "cli/commands.h"
 #include "io/atomic_file.h"
 #include "ops/report.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: myriad report RUN_DIR|LOG.jsonl [more...] -o report.html [--title TEXT]\n"
-            "One self-contained HTML page (inline SVG, no scripts, no network) picturing a run: loss and\n"
-            "validation loss, tokens/s and MFU, per-rank step times, the restart/failure/straggler timeline,\n"
-            "goodput, the layout and configuration. Inputs: the training log (train --log FILE.jsonl), the\n"
-            "launcher's event log (run --events FILE.jsonl), or a directory holding them (its *.jsonl and\n"
-            "config.json). See docs/OPERATIONS.md.\n");
+typedef struct {
+    const char *v[64];
+    int n;
+} Inputs;
+
+static int add_input(void *ctx, const char *arg) {
+    Inputs *in = ctx;
+    if (in->n == 64) return myr_error("at most 64 inputs");
+    in->v[in->n++] = arg;
+    return 0;
 }
 
 int cmd_report(int argc, char **argv) {
     const char *out = NULL, *title = "myriad run report";
-    const char *inputs[64];
-    int ninputs = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout), 0;
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) out = args_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--title")) title = args_value(argc, argv, &i);
-        else if (argv[i][0] == '-' && argv[i][1]) myr_die("report: unknown option '%s' (see myriad report --help)", argv[i]);
-        else if (ninputs == 64) myr_die("report: at most 64 inputs");
-        else inputs[ninputs++] = argv[i];
-    }
+    Inputs in = {{0}, 0};
+    const Opt rows[] = {
+        OPT_ALIAS(OPT_STR("--out", "FILE", &out, "the HTML page to write (required; replaced atomically)"), "-o"),
+        OPT_STR("--title", "TEXT", &title, "the page's title (default \"myriad run report\")"),
+        OPT_END};
+    OptCommand cmd = {
+        .name = "report",
+        .usage = "usage: myriad report RUN_DIR|LOG.jsonl [more...] -o report.html [--title TEXT]\n"
+                 "One self-contained HTML page (inline SVG, no scripts, no network) picturing a run: loss and\n"
+                 "validation loss, tokens/s and MFU, per-rank step times, the restart/failure/straggler timeline,\n"
+                 "goodput, the layout and configuration. Inputs: the training log (train --log FILE.jsonl), the\n"
+                 "launcher's event log (run --events FILE.jsonl), or a directory holding them (its *.jsonl and\n"
+                 "config.json). See docs/OPERATIONS.md.",
+        .rows = rows,
+        .positional = add_input,
+        .ctx = &in};
+    opts_parse(&cmd, argc, argv);
+    const char **inputs = in.v;
+    int ninputs = in.n;
     if (!ninputs) myr_die("report: give a run directory or log, e.g. myriad report run.jsonl events.jsonl -o report.html");
     if (!out) myr_die("report: give the output file with -o report.html");
     RunData d;

@@ -1,6 +1,7 @@
 /* data_parallel.c: bucketed, overlapped gradient reduction and ZeRO 0-3 (see the header). */
 #include "parallel/data_parallel.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -365,6 +366,22 @@ double dp_grad_sum_squares(DataParallel *dp) {
     double local = 0;
     for (int i = 0; i < dp->nbuckets; i++) local += piece_sum_squares(dp, i);
     return dp_mean(dp, local) * dp->size;
+}
+
+int dp_poison_grad(DataParallel *dp) {
+    const ParamTable *t = &dp->m->table;
+    for (int i = 0; i < dp->nbuckets; i++) {
+        size_t lo = own_lo(dp, &dp->b[i]), hi = lo + dp->b[i].piece;
+        for (int k = 0; k < t->count; k++) { /* the first element of a counted tensor in the piece */
+            const ParamInfo *p = &t->info[k];
+            size_t a = p->offset > lo ? p->offset : lo;
+            if (a >= hi || a >= p->offset + p->numel) continue;
+            if (dp->tensor_weight && dp->tensor_weight[k] == 0) continue;
+            own_grad(dp, i)[a - lo] = (real)NAN;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void dp_scale_grads(DataParallel *dp, real s) {

@@ -93,6 +93,9 @@ void dp_defer_unit(DataParallel *dp, int unit);
 int dp_finish_backward(DataParallel *dp);
 /* Sum of squares of the averaged gradients over the whole model (exact, same on every rank). */
 double dp_grad_sum_squares(DataParallel *dp);
+/* Testing (fault injection): sets one element of this rank's own reduced gradient piece that the
+ * norm counts to NaN. Returns 1, or 0 when the rank owns no counted element. */
+int dp_poison_grad(DataParallel *dp);
 void dp_scale_grads(DataParallel *dp, real s);
 /* AdamW on the own shard, then (zero 1/2) all-gather parameters. */
 int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr);

@@ -5,34 +5,26 @@
 
 #include "cli/commands.h"
 #include "parallel/mesh.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: myriad mesh [--world N] [--tp N] [--pp N] [--dp N] [--cp N] [--ep N]\n"
-            "Print the process mesh: rank order (tp fastest, then cp, dp, ep, pp), each rank's\n"
-            "coordinates and the members of every group (tp, cp, dp, ep, pp, embed).\n"
-            "Sizes default to 1; --dp defaults to world / (tp*cp*ep*pp) and --world to the product.\n"
-            "example: myriad mesh --world 16 --tp 2 --pp 2 --dp 4\n");
-}
 
 int cmd_mesh(int argc, char **argv) {
     int world = 0, tp = 1, cp = 1, ep = 1, dp = 0, pp = 1, world_set = 0, dp_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--world")) world = args_next_int(argc, argv, &i), world_set = 1;
-        else if (!strcmp(a, "--tp")) tp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--pp")) pp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--dp")) dp = args_next_int(argc, argv, &i), dp_set = 1;
-        else if (!strcmp(a, "--cp")) cp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--ep")) ep = args_next_int(argc, argv, &i);
-        else myr_die("mesh: unknown option '%s' (see myriad mesh --help)", a);
-    }
+    const Opt rows[] = {
+        OPT_GIVEN(OPT_INT("--world", "N", &world, 1, 1 << 30, "ranks (default: the product of the sizes)"), &world_set),
+        OPT_INT("--tp", "N", &tp, 1, 1 << 30, "tensor-parallel size (default 1)"),
+        OPT_INT("--pp", "N", &pp, 1, 1 << 30, "pipeline stages (default 1)"),
+        OPT_GIVEN(OPT_INT("--dp", "N", &dp, 1, 1 << 30, "data-parallel size (default world / (tp*cp*ep*pp))"), &dp_set),
+        OPT_INT("--cp", "N", &cp, 1, 1 << 30, "context-parallel size (default 1)"),
+        OPT_INT("--ep", "N", &ep, 1, 1 << 30, "expert-parallel size (default 1)"),
+        OPT_END};
+    OptCommand cmd = {.name = "mesh",
+                      .usage = "usage: myriad mesh [--world N] [--tp N] [--pp N] [--dp N] [--cp N] [--ep N]\n"
+                               "Print the process mesh: rank order (tp fastest, then cp, dp, ep, pp), each rank's\n"
+                               "coordinates and the members of every group (tp, cp, dp, ep, pp, embed).\n"
+                               "example: myriad mesh --world 16 --tp 2 --pp 2 --dp 4",
+                      .rows = rows};
+    opts_parse(&cmd, argc, argv);
     if (world_set && world < 1) myr_die("--world is %d; it must be at least 1", world);
     long long others = (long long)tp * cp * ep * pp;
     if (!dp_set) dp = world_set && others > 0 && world % others == 0 ? (int)(world / others) : 1;

@@ -299,11 +299,29 @@ out:
     return rc;
 }
 
+/* "gen:NODESxGPUS": both whole positive numbers, nothing around them. */
+static int parse_gen(const char *spec, int *nodes, int *gpus) {
+    const char *p = spec + 4;
+    char *end;
+    errno = 0;
+    long n = strtol(p, &end, 10);
+    if (end == p || *end != 'x' || n < 1 || n > 1000000 || errno) goto bad;
+    p = end + 1;
+    long g = strtol(p, &end, 10);
+    if (end == p || *end || g < 1 || g > SCHED_MAX_GPUS_PER_NODE || errno) goto bad;
+    *nodes = (int)n, *gpus = (int)g;
+    return 0;
+bad:
+    return myr_error("--cluster %s: expected gen:NODESxGPUS with 1..1000000 nodes of 1..%d GPUs (e.g. gen:256x8)", spec,
+                     SCHED_MAX_GPUS_PER_NODE);
+}
+
 int cluster_load(Cluster *c, const char *spec) {
-    int nn, g;
-    char tail;
-    if (sscanf(spec, "gen:%dx%d%c", &nn, &g, &tail) == 2)
+    int nn = 0, g = 0;
+    if (!strncmp(spec, "gen:", 4)) {
+        if (parse_gen(spec, &nn, &g)) return -1;
         return cluster_generate(c, nn, g, "GPU", 128000, 1048576, 32, 8);
+    }
     size_t len = strlen(spec);
     if (len > 4 && !strcmp(spec + len - 4, ".csv")) return cluster_load_openb_csv(c, spec, 32, 8);
     return cluster_load_json(c, spec);

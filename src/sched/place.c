@@ -2,12 +2,14 @@
  * exports (Slurm topology.conf, Volcano HyperNode YAML). */
 #include "sched/place.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sched/placement.h"
+#include "io/path_check.h"
 #include "sched/policy.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 typedef struct { int node, dev, leaf; } GpuRef;
@@ -130,52 +132,50 @@ int place_write_hypernodes(FILE *f, const Cluster *c) {
     return ferror(f) ? myr_error("cannot write HyperNode YAML") : 0;
 }
 
-static const char *place_usage =
-    "usage: myriad sched place --cluster C [--tp T --pp P --dp D] [--policy P] [outputs]\n"
-    "  places one job of tp*pp*dp GPUs on the (empty) cluster and writes:\n"
-    "  --hostfile F       mpirun hostfile (host slots=N), hosts in rank order\n"
-    "  --rankfile F       Open MPI rankfile: rank r=host slot=GPU\n"
-    "  --slurm-topology F Slurm topology.conf for the whole cluster\n"
-    "  --hypernodes F     Volcano HyperNode YAML for the whole cluster\n"
-    "  --policy P         placement policy (default gang-binpack-topo)\n"
-    "  the summary (nodes, tier spanned, pipeline hops across leaves) goes to stdout\n";
-
 static FILE *open_out(const char *path) {
     FILE *f = fopen(path, "w");
-    if (!f) myr_die("cannot write %s", path);
+    if (!f) myr_die("sched place: cannot create %s (%s)", path, strerror(errno));
     return f;
+}
+
+static void close_out(FILE *f, const char *path) {
+    if (fclose(f)) myr_die("sched place: writing %s failed (%s)", path, strerror(errno));
 }
 
 int cmd_sched_place(int argc, char **argv) {
     const char *cluster_spec = NULL, *policy_spec = "gang-binpack-topo", *hostfile = NULL, *rankfile = NULL,
                *slurm = NULL, *hyper = NULL;
-    int tp = 1, pp = 1, dp = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(place_usage, stdout); return 0; }
-        else if (!strcmp(a, "--cluster")) cluster_spec = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--policy")) policy_spec = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--hostfile")) hostfile = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--rankfile")) rankfile = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--slurm-topology")) slurm = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--hypernodes")) hyper = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--tp")) tp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--pp")) pp = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--dp")) dp = args_next_int(argc, argv, &i);
-        else { fprintf(stderr, "myriad sched place: unknown option '%s'\n%s", a, place_usage); return 2; }
-    }
-    if (!cluster_spec) { fprintf(stderr, "myriad sched place: --cluster is required\n%s", place_usage); return 2; }
+    int tp = 1, pp = 1, dp = 1;
+    const Opt rows[] = {
+        OPT_STR("--cluster", "C", &cluster_spec, "cluster JSON, openb node CSV (*.csv) or gen:NODESxGPUS (required)"),
+        OPT_INT("--tp", "T", &tp, 1, 1 << 16, "tensor-parallel GPUs of the job, inside one node (default 1)"),
+        OPT_INT("--pp", "P", &pp, 1, 1 << 20, "pipeline stages of the job (default 1)"),
+        OPT_INT("--dp", "D", &dp, 1, 1 << 24, "data-parallel replicas of the job (default 1)"),
+        OPT_STR("--policy", "P", &policy_spec, "placement policy (default gang-binpack-topo)"),
+        OPT_SECTION("outputs (the summary always goes to stdout):"),
+        OPT_STR("--hostfile", "F", &hostfile, "mpirun hostfile (host slots=N), hosts in rank order"),
+        OPT_STR("--rankfile", "F", &rankfile, "Open MPI rankfile: rank r=host slot=GPU"),
+        OPT_STR("--slurm-topology", "F", &slurm, "Slurm topology.conf for the whole cluster"),
+        OPT_STR("--hypernodes", "F", &hyper, "Volcano HyperNode YAML for the whole cluster"),
+        OPT_END};
+    OptCommand cmd = {.name = "sched place",
+                      .usage = "usage: myriad sched place --cluster C [--tp T --pp P --dp D] [--policy P] [outputs]\n"
+                               "  places one job of tp*pp*dp GPUs on the (empty) cluster, prints a summary (nodes, tier\n"
+                               "  spanned, pipeline hops across leaves) and writes the files asked for:",
+                      .rows = rows};
+    opts_parse(&cmd, argc, argv);
+    if (!cluster_spec) myr_die("sched place: --cluster is required (see myriad sched place --help)");
     Cluster c;
     if (cluster_load(&c, cluster_spec)) myr_die_last();
-    if (slurm) { FILE *f = open_out(slurm); if (place_write_slurm_topology(f, &c)) myr_die_last(); fclose(f); }
-    if (hyper) { FILE *f = open_out(hyper); if (place_write_hypernodes(f, &c)) myr_die_last(); fclose(f); }
-    if (!dp && !hostfile && !rankfile) { cluster_free(&c); return 0; }
-    if (dp <= 0) dp = 1;
-    if (tp < 1 || pp < 1) myr_die("--tp and --pp must be >= 1");
+    /* every output path is checked before anything is written: one bad path, nothing half done */
+    const char *outs[4] = {slurm, hyper, hostfile, rankfile}, *names[4] = {"--slurm-topology", "--hypernodes",
+                                                                          "--hostfile", "--rankfile"};
+    for (int k = 0; k < 4; k++)
+        if (outs[k] && path_check_file(names[k], outs[k])) myr_die("sched place: %s", myr_last_error());
     long n = (long)tp * pp * dp;
     int gpn = 0;
     for (int k = 0; k < c.nnodes; k++) if (c.nodes[k].ngpu > gpn) gpn = c.nodes[k].ngpu;
-    if (tp > gpn || gpn % tp) myr_die("--tp %d must divide the GPUs per node (%d) so a TP group stays in one node", tp, gpn);
+    if (tp > gpn || gpn % tp) myr_die("sched place: --tp %d must divide the GPUs per node (%d) so a TP group stays in one node", tp, gpn);
     Policy pol;
     if (policy_load(&pol, policy_spec)) myr_die_last();
     pol.fgd = false;
@@ -184,19 +184,21 @@ int cmd_sched_place(int argc, char **argv) {
     snprintf(j->name, sizeof j->name, "placed");
     if (n <= gpn) j->ntasks = 1, j->gpus_per_task = (int)n;
     else {
-        if (n % gpn) myr_die("tp*pp*dp = %ld GPUs must be a multiple of the GPUs per node (%d) for a multi-node job", n, gpn);
+        if (n % gpn) myr_die("sched place: tp*pp*dp = %ld GPUs must be a multiple of the GPUs per node (%d) for a multi-node job", n, gpn);
         j->ntasks = (int)(n / gpn), j->gpus_per_task = gpn;
     }
-    if (job_validate(j, &c, 0)) myr_die("job of %ld GPUs rejected: %s", n, j->reason);
+    if (job_validate(j, &c, 0)) myr_die("sched place: a job of %ld GPUs is rejected: %s", n, j->reason);
     Placer pl;
     if (placer_init(&pl, &c, &pol, NULL)) myr_die_last();
     j->slots = malloc(sizeof(TaskSlot) * j->ntasks);
     int tier = place_find(&pl, &c, j, SCHED_TIERS - 1, j->slots);
-    if (tier < 0) myr_die("no room for %ld GPUs on this cluster now", n);
+    if (tier < 0) myr_die("sched place: no room for %ld GPUs on this cluster now", n);
     int *rn = malloc(sizeof(int) * n), *rd = malloc(sizeof(int) * n);
     if (place_rank_layout(&c, j, tp, pp, dp, rn, rd)) myr_die_last();
-    if (hostfile) { FILE *f = open_out(hostfile); if (place_write_hostfile(f, &c, (int)n, rn)) myr_die_last(); fclose(f); }
-    if (rankfile) { FILE *f = open_out(rankfile); if (place_write_rankfile(f, &c, (int)n, rn, rd)) myr_die_last(); fclose(f); }
+    if (slurm) { FILE *f = open_out(slurm); if (place_write_slurm_topology(f, &c)) myr_die_last(); close_out(f, slurm); }
+    if (hyper) { FILE *f = open_out(hyper); if (place_write_hypernodes(f, &c)) myr_die_last(); close_out(f, hyper); }
+    if (hostfile) { FILE *f = open_out(hostfile); if (place_write_hostfile(f, &c, (int)n, rn)) myr_die_last(); close_out(f, hostfile); }
+    if (rankfile) { FILE *f = open_out(rankfile); if (place_write_rankfile(f, &c, (int)n, rn, rd)) myr_die_last(); close_out(f, rankfile); }
     static const char *tiers[] = {"one node", "one leaf", "one spine", "several spines"};
     printf("placed %ld GPUs (tp %d x pp %d x dp %d) on %d nodes in %s; pipeline hops across leaves: %d of %d\n", n, tp, pp,
            dp, j->ntasks, tiers[tier], place_pp_cross_leaf(&c, tp, pp, dp, rn), dp * (pp - 1));

@@ -1,79 +1,81 @@
 /* sched_cmd.c: `myriad sched simulate | place`: the scheduler's command line. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "sched/job_report.h"
 #include "sched/place.h"
 #include "sched/sim.h"
 #include "sched/trace.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
-static const char *simulate_usage =
-    "usage: myriad sched simulate --policy P (--trace FILE | --synthetic) [options]\n"
-    "  --policy P        fifo | backfill | gang-binpack-topo | best | a policy JSON file\n"
-    "  --cluster C       cluster JSON, openb node CSV (*.csv) or gen:NODESxGPUS\n"
-    "                    (default with --synthetic: gen:(GPUS/8)x8, leaves of 32 nodes, spines of 8 leaves)\n"
-    "  --trace FILE      openb v2023 pod CSV (../shared/traces/openb/openb_pod_list_*.csv)\n"
-    "  --load X          rescale trace arrivals to offered load X: arrival rate x mean GPU-seconds per job / GPUs,\n"
-    "                    each run counted up to the arrival window (traces without times: default 0.9)\n"
-    "  --resample N      replay N pods drawn with replacement from the trace (Poisson arrivals; set --load)\n"
-    "  --skip-bad        report malformed trace rows and skip them (default: the first one is fatal)\n"
-    "  --synthetic       generate a large-model workload instead of --trace:\n"
-    "     --gpus N --jobs N --load X --seed S [--frac F (share of 1-GPU jobs asking a GPU fraction)]\n"
-    "     [--queues Q] [--max-gang G]\n"
-    "  --mtbf-days D     node mean time between failures (default 250 with --synthetic, else off; 0 = off)\n"
-    "  --repair-h H      hours to repair a failed node (4)\n"
-    "  --checkpoint-s S  jobs checkpoint every S s; work since the last checkpoint is lost on a stop (1800)\n"
-    "  --hot-spares N    override the policy's hot spare nodes\n"
-    "  --json            print one JSON object instead of the table\n";
+static const char simulate_usage[] = "usage: myriad sched simulate --policy P (--trace FILE | --synthetic) [options]";
 
-static int usage_error(const char *usage, const char *fmt, const char *arg) {
-    fprintf(stderr, "myriad sched: ");
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "myriad: sched simulate: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", usage);
+    fprintf(stderr, " (see myriad sched simulate --help)\n");
     return 2;
 }
 
 static int cmd_simulate(int argc, char **argv) {
-    const char *cluster_spec = NULL, *trace = NULL, *policy_spec = NULL;
-    bool synthetic = false, json = false, skip_bad = false;
+    const char *cluster_spec = NULL, *trace = NULL, *policy_spec = NULL, *jobs_out = NULL;
+    int synthetic = 0, json = 0, skip_bad = 0;
     int gpus = 0, njobs = 10000, resample = 0, seed = 1, queues = 4, spares = -1, max_gang = 4096;
-    double load = -1, mtbf_days = -1, repair_h = 4, ckpt = 1800, frac = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(simulate_usage, stdout); return 0; }
-        else if (!strcmp(a, "--cluster")) cluster_spec = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--trace")) trace = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--policy")) policy_spec = args_value(argc, argv, &i);
-        else if (!strcmp(a, "--synthetic")) synthetic = true;
-        else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "--skip-bad")) skip_bad = true;
-        else if (!strcmp(a, "--gpus")) gpus = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--jobs")) njobs = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--seed")) seed = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--resample")) resample = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--queues")) queues = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--max-gang")) max_gang = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--hot-spares")) spares = args_next_int(argc, argv, &i);
-        else if (!strcmp(a, "--load")) load = args_next_double(argc, argv, &i);
-        else if (!strcmp(a, "--mtbf-days")) mtbf_days = args_next_double(argc, argv, &i);
-        else if (!strcmp(a, "--repair-h")) repair_h = args_next_double(argc, argv, &i);
-        else if (!strcmp(a, "--checkpoint-s")) ckpt = args_next_double(argc, argv, &i);
-        else if (!strcmp(a, "--frac")) frac = args_next_double(argc, argv, &i);
-        else return usage_error(simulate_usage, "unknown option '%s'", a);
+    int load_given = 0, mtbf_given = 0, gpus_given = 0, jobs_given = 0, queues_given = 0, frac_given = 0, gang_given = 0;
+    double load = 0, mtbf_days = 0, repair_h = 4, ckpt = 1800, frac = 0;
+    const Opt rows[] = {
+        OPT_STR("--policy", "P", &policy_spec, "fifo | backfill | gang-binpack-topo | best | a policy JSON file (required)"),
+        OPT_STR("--cluster", "C", &cluster_spec,
+                "cluster JSON, openb node CSV (*.csv) or gen:NODESxGPUS\n"
+                "(default with --synthetic: gen:(GPUS/8)x8, leaves of 32 nodes, spines of 8 leaves)"),
+        OPT_STR("--trace", "FILE", &trace, "openb v2023 pod CSV (../shared/traces/openb/openb_pod_list_*.csv)"),
+        OPT_GIVEN(OPT_POSITIVE("--load", "X", &load, 100,
+                               "rescale arrivals to offered load X: arrival rate x mean GPU-seconds per job /\n"
+                               "GPUs, each run counted up to the arrival window (synthetic: default 0.8;\n"
+                               "traces without times: 0.9)"), &load_given),
+        OPT_INT("--resample", "N", &resample, 0, 1 << 26,
+                "replay N pods drawn with replacement from the trace (Poisson arrivals; set --load)"),
+        OPT_SWITCH("--skip-bad", &skip_bad, "report malformed trace rows and skip them (default: the first one is fatal)"),
+        OPT_SWITCH("--synthetic", &synthetic, "generate a large-model workload instead of --trace:"),
+        OPT_GIVEN(OPT_INT("--gpus", "N", &gpus, 8, 1 << 24, "  GPUs of the generated cluster (a multiple of 8)"), &gpus_given),
+        OPT_GIVEN(OPT_INT("--jobs", "N", &njobs, 1, 1 << 24, "  jobs (default 10000)"), &jobs_given),
+        OPT_INT("--seed", "S", &seed, 0, 2147483647, "  seed of the workload and of node failures (default 1)"),
+        OPT_GIVEN(OPT_DOUBLE("--frac", "F", &frac, 0, 1, "  share of 1-GPU jobs asking a GPU fraction (default 0)"), &frac_given),
+        OPT_GIVEN(OPT_INT("--queues", "Q", &queues, 1, SCHED_MAX_QUEUES, "  queues the jobs are spread over (default 4)"), &queues_given),
+        OPT_GIVEN(OPT_INT("--max-gang", "G", &max_gang, 1, 1 << 24, "  largest gang in GPUs (default 4096)"), &gang_given),
+        OPT_GIVEN(OPT_DOUBLE("--mtbf-days", "D", &mtbf_days, 0, 1e9,
+                             "node mean time between failures (default 250 with --synthetic, else off; 0 = off)"), &mtbf_given),
+        OPT_DOUBLE("--repair-h", "H", &repair_h, 0, 1e6, "hours to repair a failed node (default 4)"),
+        OPT_DOUBLE("--checkpoint-s", "S", &ckpt, 0, 1e9,
+                   "jobs checkpoint every S s; work since the last checkpoint is lost on a stop (1800)"),
+        OPT_INT("--hot-spares", "N", &spares, 0, 1 << 24, "override the policy's hot spare nodes"),
+        OPT_SWITCH("--json", &json, "print one JSON object instead of the table"),
+        OPT_STR("--jobs-out", "FILE", &jobs_out,
+                "write one CSV row per job, like Slurm's sacct: submit, start, end, wait, GPUs,\n"
+                "nodes, restarts, preemptions (docs/SCHEDULER.md)"),
+        OPT_END};
+    OptCommand cmd = {.name = "sched simulate", .usage = simulate_usage, .rows = rows};
+    opts_parse(&cmd, argc, argv);
+    if (!policy_spec) return usage_error("%s", "--policy is required");
+    if (!!trace == !!synthetic) return usage_error("%s", "give exactly one of --trace FILE or --synthetic");
+    if (synthetic && !gpus_given && !cluster_spec) return usage_error("%s", "--synthetic needs --gpus N (or --cluster)");
+    if (!synthetic && !cluster_spec) return usage_error("%s", "--trace needs --cluster");
+    if (!synthetic && (gpus_given || jobs_given || queues_given || frac_given || gang_given))
+        myr_die("sched simulate: --gpus, --jobs, --queues, --frac and --max-gang describe the --synthetic workload");
+    if (synthetic && (resample || skip_bad)) myr_die("sched simulate: --resample and --skip-bad apply to a --trace");
+    if (synthetic && gpus_given && cluster_spec) myr_die("sched simulate: give --gpus N or --cluster C, not both");
+    if (!load_given) load = -1;
+    if (!mtbf_given) mtbf_days = -1;
+    if (jobs_out) { /* refuse an unwritable path now, not after the simulation */
+        FILE *f = fopen(jobs_out, "w");
+        if (!f) myr_die("sched simulate: --jobs-out %s: cannot create (%s)", jobs_out, strerror(errno));
+        fclose(f);
     }
-    if (!policy_spec) return usage_error(simulate_usage, "%s", "--policy is required");
-    if (!!trace == synthetic) return usage_error(simulate_usage, "%s", "give exactly one of --trace FILE or --synthetic");
-    if (synthetic && gpus <= 0 && !cluster_spec) return usage_error(simulate_usage, "%s", "--synthetic needs --gpus N (or --cluster)");
-    if (!synthetic && !cluster_spec) return usage_error(simulate_usage, "%s", "--trace needs --cluster");
-    if (load != -1 && !(load > 0)) myr_die("--load must be > 0 (got %g)", load);
-    if (njobs < 1) myr_die("--jobs must be >= 1 (got %d)", njobs);
-    if (queues < 1 || queues > SCHED_MAX_QUEUES) myr_die("--queues must be 1..%d", SCHED_MAX_QUEUES);
-    if (frac < 0 || frac > 1) myr_die("--frac must be in [0, 1]");
-    if (repair_h < 0 || ckpt < 0) myr_die("--repair-h and --checkpoint-s must be >= 0");
 
     Policy pol;
     if (policy_load(&pol, policy_spec)) myr_die_last();
@@ -103,7 +105,6 @@ static int cmd_simulate(int argc, char **argv) {
     } else {
         TraceOptions to = {.skip_bad = skip_bad, .seed = (uint64_t)seed};
         if (trace_load_openb(&js, trace, &c, &to)) myr_die("%s (use --skip-bad to skip malformed rows)", myr_last_error());
-        if (resample < 0) myr_die("--resample must be >= 0");
         if (resample > 0) {
             JobSet all = js;
             memset(&js, 0, sizeof js);
@@ -140,6 +141,7 @@ static int cmd_simulate(int argc, char **argv) {
     cfg.seed = (uint64_t)seed;
     Metrics m;
     if (sim_run(&c, &js, &pol, &cfg, &m)) myr_die_last();
+    if (jobs_out && job_report_write(jobs_out, &js)) myr_die_last();
     if (json) metrics_print_json(stdout, &m, pol.name, workload);
     else {
         char desc[256];
@@ -162,6 +164,6 @@ int cmd_sched(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "simulate")) return cmd_simulate(argc - 1, argv + 1);
     if (!strcmp(argv[1], "place")) return cmd_sched_place(argc - 1, argv + 1);
-    fprintf(stderr, "myriad sched: unknown subcommand '%s'\n%s", argv[1], usage);
+    fprintf(stderr, "myriad: sched: unknown subcommand '%s'\n%s", argv[1], usage);
     return 2;
 }

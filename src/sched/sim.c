@@ -89,6 +89,8 @@ typedef struct {
     long nlat, latcap;
     long preemptions, failures, spare_swaps, failure_requeues;
     double lost_gpu_s;
+    double *repair_at; /* per node: when a failed node comes back */
+    int *failed_list;  /* scratch: failed nodes by repair time (reserve) */
 } Sim;
 
 void sim_config_default(SimConfig *cfg) {
@@ -439,8 +441,25 @@ typedef struct {
     long extra;
 } Reservation;
 
-/* EASY: the reserved job starts when enough GPUs come back, walking running jobs by expected end. */
+static const Sim *repair_sim;
+static int by_repair(const void *a, const void *b) {
+    double x = repair_sim->repair_at[*(const int *)a], y = repair_sim->repair_at[*(const int *)b];
+    return x < y ? -1 : x > y ? 1 : *(const int *)a - *(const int *)b;
+}
+
+/* EASY: the reserved job starts when enough GPUs come back: GPUs come back when running jobs end
+ * (by expected end) and when failed nodes are repaired (a repaired node refills the hot-spare
+ * pool first). Without the repairs, a job needing more GPUs than the nodes now up could never
+ * reach its count: its shadow time was infinite, so every later job backfilled ahead of it and the
+ * reservation was void for as long as any node was down (docs/SCHEDULER.md, "Node failures and
+ * reservations"). */
+static void reserve_walk(Sim *s, Job *j, Reservation *r);
 static void reserve(Sim *s, Job *j, Reservation *r) {
+    reserve_walk(s, j, r);
+    if (s->cfg->hook) s->cfg->hook(s->cfg->hook_ctx, SIM_RESERVE, j, NULL, r->shadow);
+}
+
+static void reserve_walk(Sim *s, Job *j, Reservation *r) {
     r->resv = j;
     /* free GPU on schedulable nodes: whole devices for whole-GPU jobs, any milli for fractions */
     long need = job_gpu_milli(j), avail = s->c->total_free * GPU_MILLI;
@@ -448,10 +467,26 @@ static void reserve(Sim *s, Job *j, Reservation *r) {
     r->shadow = INFINITY;
     r->extra = 0;
     if (avail >= need) { r->shadow = s->now; r->extra = avail - need; return; }
-    for (int i = 0; i < s->nrun; i++) {
-        avail += job_gpu_milli(&s->jobs[s->run[i]]);
+    int nf = 0;
+    for (int n = 0; n < s->c->nnodes; n++)
+        if (s->c->nodes[n].state == NODE_FAILED && s->c->nodes[n].ngpu > 0) s->failed_list[nf++] = n;
+    repair_sim = s;
+    if (nf > 1) qsort(s->failed_list, nf, sizeof(int), by_repair);
+    int spares_to_fill = s->pol->hot_spares - s->spares_now, i = 0, k = 0;
+    while (i < s->nrun || k < nf) {
+        double t;
+        if (k >= nf || (i < s->nrun && s->run_end[i] <= s->repair_at[s->failed_list[k]])) {
+            avail += job_gpu_milli(&s->jobs[s->run[i]]);
+            t = s->run_end[i++];
+        } else {
+            const Node *x = &s->c->nodes[s->failed_list[k]];
+            t = s->repair_at[s->failed_list[k++]];
+            if (spares_to_fill > 0) { spares_to_fill--; continue; } /* it becomes a spare */
+            /* whole free devices of the repaired node (jobs may have been placed there before) */
+            avail += (long)__builtin_popcount(x->whole_mask) * GPU_MILLI;
+        }
         if (avail >= need) {
-            r->shadow = s->run_end[i];
+            r->shadow = t;
             r->extra = avail - need;
             return;
         }
@@ -606,6 +641,7 @@ static void node_fail(Sim *s, int n) {
     cluster_set_state(s->c, n, NODE_FAILED);
     s->failures++;
     heap_push(&s->h, s->now + s->cfg->repair_s, EV_REPAIR, n, 0);
+    s->repair_at[n] = s->now + s->cfg->repair_s;
     int na = 0;
     for (int i = 0; i < s->nrun; i++) {
         const Job *j = &s->jobs[s->run[i]];
@@ -669,7 +705,7 @@ static void sim_free(Sim *s) {
     free(s->h.a);
     for (int q = 0; q < SCHED_MAX_QUEUES; q++) free(s->q[q].ids), free(s->q[q].keys);
     free(s->run), free(s->run_end), free(s->tmp), free(s->cand), free(s->cand_loss), free(s->deferred), free(s->fgd_node), free(s->fgd_ver), free(s->wake_set);
-    free(s->pref), free(s->lat);
+    free(s->pref), free(s->lat), free(s->repair_at), free(s->failed_list);
 }
 
 int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Metrics *m) {
@@ -692,7 +728,9 @@ int sim_run(Cluster *c, JobSet *js, const Policy *pol, const SimConfig *cfg, Met
     s->fgd_ver = calloc(c->nnodes, sizeof(uint32_t));
     s->wake_set = calloc(js->n + 1, 1);
     s->pref = malloc(js->n + 1);
-    if (!s->run || !s->run_end || !s->tmp || !s->cand || !s->cand_loss || !s->deferred || !s->fgd_node || !s->fgd_ver || !s->wake_set || !s->pref) {
+    s->repair_at = calloc(c->nnodes, sizeof(double));
+    s->failed_list = malloc(sizeof(int) * c->nnodes);
+    if (!s->repair_at || !s->failed_list || !s->run || !s->run_end || !s->tmp || !s->cand || !s->cand_loss || !s->deferred || !s->fgd_node || !s->fgd_ver || !s->wake_set || !s->pref) {
         sim_free(s);
         return myr_error("out of memory for %d jobs", js->n);
     }

@@ -11,7 +11,7 @@
 #include "sched/metrics.h"
 #include "sched/policy.h"
 
-enum { SIM_START, SIM_STOP, SIM_PREEMPT };
+enum { SIM_START, SIM_STOP, SIM_PREEMPT, SIM_RESERVE };
 
 typedef struct {
     double mtbf_node_s;   /* mean time between failures of one node; 0 = no failures */
@@ -25,7 +25,8 @@ typedef struct {
     const int *fail_nodes;
     int nfail_script;  /* a job preempted this often becomes non-preemptible (no starvation) */
     /* Observer for tests: SIM_START (j placed, slots valid), SIM_STOP (j about to lose its slots),
-     * SIM_PREEMPT (j is the victim of `by`). */
+     * SIM_PREEMPT (j is the victim of `by`), SIM_RESERVE (EASY backfill reserved j's start at t,
+     * the shadow time; INFINITY if none could be computed). */
     void (*hook)(void *ctx, int kind, const Job *j, const Job *by, double t);
     void *hook_ctx;
 } SimConfig;

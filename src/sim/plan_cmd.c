@@ -11,16 +11,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void usage(FILE *o) {
-    fprintf(o,
-            "usage: myriad plan --model NAME|FILE (or shape flags as in sim) [--cluster NAME|FILE] --gpus N\n"
-            "                   [--tokens X] [--global-batch N] [--seq N] [--dtype D] [--zero N] [--top K] [--why] [--json]\n"
-            "       myriad plan --compare A.json B.json --model NAME --gpus N [--tokens X]\n"
-            "Enumerates tp, cp, pp, vpp, ep, micro-batch and recompute; drops layouts that do not fit\n"
-            "in memory (and says why; --why lists every rejected layout); prints the top K (default 5)\n"
-            "by days to train.\n");
-}
-
 static int run_plan(SimOpts *o, PlanResult *pr) {
     if (sim_plan(&o->model, &o->cluster, &o->gpu, o->gpus, &o->layout, o->tokens, o->top_k, pr)) return -1;
     return 0;
@@ -117,7 +107,7 @@ static int compare(SimOpts *o) {
 int cmd_plan(int argc, char **argv) {
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 1);
-    if (rc == 1) { usage(stdout); return 0; }
+    if (rc == 1) return 0;
     if (rc) myr_die_last();
     if (o.compare[0]) {
         if (compare(&o)) myr_die_last();

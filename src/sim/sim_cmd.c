@@ -9,39 +9,29 @@
 
 #include "cli/commands.h"
 #include "sim/sim_opts.h"
-#include "util/args.h"
+#include "util/opts.h"
 #include "util/error.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static void usage(FILE *o) {
-    fprintf(o,
-            "usage: myriad sim [--model NAME|FILE | --arch gpt2|llama --layers N --hidden N --heads N\n"
-            "                   [--kv-heads N] [--ffn N] --vocab N] [--seq N]\n"
-            "                  [--cluster NAME|FILE] [--gpu NAME] [--gpus N]\n"
-            "                  [--tp N] [--cp N] [--pp N] [--vpp N|auto] [--dp N] [--ep N]\n"
-            "                  [--micro-batch N|auto] [--global-batch N] [--recompute none|selective|full]\n"
-            "                  [--sp | --no-sp] [--zero 0-3] [--dtype fp32|tf32|bf16|fp16|fp8]\n"
-            "                  [--schedule 1f1b|gpipe] [--attention flash|unfused] [--no-overlap-dp]\n"
-            "                  [--grad-bytes 2|4] [--software current|megatron-2021|megatron-2022]\n"
-            "                  [--tokens X] [--hot-spares NODES] [--in-memory-ckpt] [--ignore-memory]\n"
-            "                  [--json] [--trace FILE]\n"
-            "       myriad sim validate FILE.csv [--json]\n"
-            "Simulates one training step: time and breakdown, MFU, memory per GPU, days to train.\n"
-            "Configs: configs/hardware, configs/clusters, configs/models (or a path to a .json file).\n"
-            "X accepts 300e9, 300B, 2T, 15T. See docs/SIMULATOR.md.\n");
+static int set_file(void *ctx, const char *arg) {
+    const char **file = ctx;
+    if (*file) return myr_error("one file at a time (got %s and %s)", *file, arg);
+    *file = arg;
+    return 0;
 }
 
 static int validate_main(int argc, char **argv) {
     const char *file = NULL;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else if (argv[i][0] == '-') myr_die("sim validate: unknown option %s", argv[i]);
-        else if (!file) file = argv[i];
-        else myr_die("sim validate: one file at a time (got %s and %s)", file, argv[i]);
-    }
+    const Opt rows[] = {OPT_SWITCH("--json", &json, "print JSON instead of the table"), OPT_END};
+    OptCommand cmd = {.name = "sim validate",
+                      .usage = "usage: myriad sim validate FILE.csv [--json]\n"
+                               "  Predicts every published run in FILE.csv (../shared/validation/) and prints the error.",
+                      .rows = rows,
+                      .positional = set_file,
+                      .ctx = &file};
+    opts_parse(&cmd, argc, argv);
     if (!file) myr_die("sim validate needs a FILE.csv (e.g. ../shared/validation/published_a100.csv)");
     double med, mx;
     if (sim_validate_file(file, json, stdout, &med, &mx)) myr_die_last();
@@ -136,8 +126,10 @@ int cmd_sim(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "validate")) return validate_main(argc - 1, argv + 1);
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 0);
-    if (rc == 1) { usage(stdout); return 0; }
+    if (rc == 1) return 0;
     if (rc) myr_die_last();
+    if (!o.json && o.tokens <= 0 && (o.hot_spares || o.in_memory))
+        myr_die("sim: --hot-spares and --in-memory-ckpt change the goodput of a training run: give --tokens X (or --json)");
     SimResult r;
     if (o.search_mb || o.search_vpp) {
         if (sim_step_search(&o.model, &o.cluster, &o.gpu, &o.layout, o.search_vpp, &r)) myr_die_last();

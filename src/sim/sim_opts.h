@@ -21,8 +21,9 @@ typedef struct {
     int set_tp, set_pp, set_cp, set_dp, set_ep, set_vpp, set_recompute, set_zero, set_sp;
 } SimOpts;
 
-/* Parse argv (argv[0] = subcommand). plan != 0 accepts plan's options. Returns 0, 1 for --help,
- * -1 with a reason on bad input. */
+/* Parse argv (argv[0] = subcommand). plan != 0 accepts plan's options (each command's option
+ * table is in sim_opts.c). Returns 0; 1 after printing --help; -1 with a reason on bad input
+ * (a malformed flag dies at once with its message). */
 int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan);
 /* Parse "300e9", "300B", "2T", "15T", "1.5M" into a count; -1 on junk. */
 int sim_parse_count(const char *s, double *out);

@@ -2,6 +2,7 @@
 #include "train/progress.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,39 +23,60 @@ static void format_eta(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
 }
 
+/* A JSON number, or null when it is not finite (JSON has no NaN or infinity). */
+static void json_num(FILE *f, const char *key, const char *fmt, double v) {
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
 void progress_step(Progress *p, const StepReport *r) {
+    long done = r->step + 1; /* steps are counted from 1 everywhere: console, log, checkpoints */
     p->elapsed_s += r->ms / 1000;
+    p->timed++;
     if (p->log) {
-        fprintf(p->log,
-                "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.1f, "
-                "\"mfu\": %.5f, \"ms\": %.3f",
-                r->step, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->ms);
-        if (r->have_val) fprintf(p->log, ", \"val_loss\": %.9g", r->val_loss);
-        if (r->comm_ms >= 0) fprintf(p->log, ", \"comm_exposed_ms\": %.3f", r->comm_ms);
-        if (r->have_moe)
-            fprintf(p->log,
-                    ", \"moe_tokens_per_expert\": {\"min\": %.0f, \"max\": %.0f, \"mean\": %.3f}, \"moe_dropped\": %.0f, "
-                    "\"moe_aux\": %.9g, \"a2a_bytes\": %.0f, \"a2a_ms\": %.3f, \"a2a_wait_ms\": %.3f",
-                    r->moe_tokens_min, r->moe_tokens_max, r->moe_tokens_mean, r->moe_dropped, r->moe_aux, r->a2a_bytes,
-                    r->a2a_ms, r->a2a_wait_ms);
-        if (r->ckpt_ms > 0) fprintf(p->log, ", \"ckpt_ms\": %.3f", r->ckpt_ms);
+        fprintf(p->log, "{\"step\": %ld", done);
+        json_num(p->log, "loss", "%.9g", r->loss);
+        json_num(p->log, "lr", "%.9g", r->lr);
+        json_num(p->log, "grad_norm", "%.9g", r->grad_norm);
+        json_num(p->log, "tokens_per_s", "%.1f", r->tokens_per_s);
+        json_num(p->log, "mfu", "%.5f", r->mfu);
+        json_num(p->log, "ms", "%.3f", r->ms);
+        if (r->skipped) fprintf(p->log, ", \"skipped\": true");
+        if (r->have_val) json_num(p->log, "val_loss", "%.9g", r->val_loss);
+        if (r->comm_ms >= 0) json_num(p->log, "comm_exposed_ms", "%.3f", r->comm_ms);
+        if (r->have_moe) {
+            fprintf(p->log, ", \"moe_tokens_per_expert\": {\"min\": %.0f, \"max\": %.0f, \"mean\": %.3f}", r->moe_tokens_min,
+                    r->moe_tokens_max, r->moe_tokens_mean);
+            json_num(p->log, "moe_dropped", "%.0f", r->moe_dropped);
+            json_num(p->log, "moe_aux", "%.9g", r->moe_aux);
+            json_num(p->log, "a2a_bytes", "%.0f", r->a2a_bytes);
+            json_num(p->log, "a2a_ms", "%.3f", r->a2a_ms);
+            json_num(p->log, "a2a_wait_ms", "%.3f", r->a2a_wait_ms);
+        }
+        if (r->ckpt_ms > 0) json_num(p->log, "ckpt_ms", "%.3f", r->ckpt_ms);
         fprintf(p->log, "}\n");
         fflush(p->log);
     }
     if (p->quiet) return;
-    long done = r->step + 1;
-    char eta[32];
-    format_eta(eta, sizeof eta, p->elapsed_s / done * (r->steps - done));
+    char eta[32]; /* from this run's own steps (a resumed run has done fewer than `done`) */
+    format_eta(eta, sizeof eta, p->elapsed_s / p->timed * (r->steps - done));
     char val[48] = "";
     if (r->have_val) snprintf(val, sizeof val, " | val %.4f", r->val_loss);
+    const char *skip = r->skipped ? " | skipped (non-finite)" : "";
     if (p->tty) {
-        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | ETA %s   ", done, r->steps, r->loss,
-                val, r->tokens_per_s, 100 * r->mfu, eta);
+        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | ETA %s%s   ", done, r->steps, r->loss,
+                val, r->tokens_per_s, 100 * r->mfu, eta, skip);
         if (done == r->steps) fputc('\n', stderr);
-    } else if (done % p->print_every == 0 || done == r->steps || done == 1 || r->have_val) {
-        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms | ETA %s\n",
-                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, r->ms, eta);
+    } else if (done % p->print_every == 0 || done == r->steps || p->timed == 1 || r->have_val || r->skipped) {
+        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms | ETA %s%s\n",
+                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, r->ms, eta, skip);
     }
+}
+
+/* The live line (a terminal) ends before anything else is printed on stderr. */
+void progress_break_line(Progress *p) {
+    if (p->tty && !p->quiet && p->timed) fputc('\n', stderr);
 }
 
 void progress_close(Progress *p) {

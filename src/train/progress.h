@@ -1,5 +1,8 @@
 /* progress.h: what a training run reports: a live progress line on a terminal (or periodic
- * lines in a log), and one JSON object per step in --log FILE.jsonl. */
+ * lines in a log), and one JSON object per step in --log FILE.jsonl. Steps are counted from 1
+ * (step 1 is the first optimizer step; checkpoint step-N holds the state after step N). Numbers
+ * that are not finite are written as JSON null; a step whose update was skipped has
+ * "skipped": true. */
 #ifndef MYRIAD_TRAIN_PROGRESS_H
 #define MYRIAD_TRAIN_PROGRESS_H
 
@@ -18,6 +21,7 @@ typedef struct {
     double moe_tokens_min, moe_tokens_max, moe_tokens_mean, moe_dropped, moe_aux, a2a_bytes, a2a_ms;
     double a2a_wait_ms; /* in barriers before the all-to-alls (--a2a-barrier only) */
     double ckpt_ms;       /* time this step spent saving checkpoints (disk snapshot, in-memory copy), outside ms */
+    int skipped;          /* non-finite: no update was made (--on-nan skip) */
 } StepReport;
 
 typedef struct {
@@ -25,7 +29,8 @@ typedef struct {
     int tty;          /* stderr is a terminal: redraw one line */
     int quiet;        /* a rank other than 0: print nothing */
     long print_every; /* lines when not a terminal */
-    double elapsed_s; /* sum of step times, for the ETA */
+    double elapsed_s; /* sum of this run's step times, for the ETA */
+    long timed;       /* steps this run has reported (fewer than the step number after a resume) */
 } Progress;
 
 /* Opens the log, truncating it, or appending to it when `append` (a supervised job's relaunch:
@@ -34,5 +39,7 @@ typedef struct {
 void progress_open(Progress *p, const char *log_path, long steps, int print_every, int append);
 void progress_step(Progress *p, const StepReport *r);
 void progress_close(Progress *p);
+/* Ends the terminal's live line so that a message printed next starts on its own line. */
+void progress_break_line(Progress *p);
 
 #endif

@@ -4,13 +4,32 @@
 
 #include "cli/commands.h"
 #include "train/train_job.h"
+#include "util/error.h"
+
+/* This process's rank when a launcher started it (before MPI is up), else 0. */
+static int launcher_rank(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
 
 int cmd_train(int argc, char **argv) {
     TrainJob *j = calloc(1, sizeof *j);
+    /* the command line is the same on every rank: only rank 0 reports what is wrong with it */
+    myr_die_quietly(launcher_rank() > 0);
     train_options_parse(&j->o, argc, argv);
+    if (!j->o.init_dir) { /* the shape, checked before any process waits for another */
+        ModelConfig c;
+        train_options_model_config(&j->o, &c);
+    }
+    myr_die_quietly(0);
     train_job_layout(j, &argc, &argv);
     train_job_setup(j);
     train_job_resume(j);
+    train_job_preflight(j);
     train_job_run(j);
     train_job_finish(j);
     train_job_destroy(j);

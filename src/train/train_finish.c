@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "io/path_check.h"
 #include "launch/heartbeat.h"
 #include "model/hf_weights.h"
 #include "parallel/tensor_parallel.h"
@@ -95,23 +98,33 @@ static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed
     sample_tokens(m, prompt, plen, n, seed, out);
     printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
     for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    printf("\033[1m");
+    int bold = isatty(STDOUT_FILENO); /* the generated part in bold on a terminal; plain text in a file */
+    if (bold) printf("\033[1m");
     for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("\033[0m\n---\n");
+    printf("%s\n---\n", bold ? "\033[0m" : "");
     free(out);
+}
+
+/* A failure at the end (a checkpoint that did not commit, an export that could not be written)
+ * is remembered and said after the trained state is safe; the run then exits non-zero. */
+static char late_error[1024];
+
+static void remember_error(const char *what) {
+    if (!late_error[0]) snprintf(late_error, sizeof late_error, "%s", what);
 }
 
 /* Outstanding saves, final validation and the run's figures. */
 static void report_run(TrainJob *j) {
     const TrainOptions *o = &j->o;
-    if (ckpt_async_wait()) myr_die_last();
+    if (ckpt_async_wait()) remember_error(myr_last_error());
     if (j->mem) {
         double ms = 1e3 * mem_ckpt_seconds(j->mem);
         long saves = (j->last_step / o->mem_ckpt_every) - (j->first_step / o->mem_ckpt_every);
         if (j->rank0 && saves > 0)
             fprintf(stderr, "in-memory checkpoints: %ld saves, %.1f ms each on rank 0\n", saves, ms / saves);
-        if (mem_ckpt_finish(j->mem, j->last_step == o->steps)) myr_die_last();
+        if (mem_ckpt_finish(j->mem, j->last_step == o->steps)) remember_error(myr_last_error());
     }
+    if (j->last_step < o->steps) return; /* --stop-after: the run continues later */
     if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
     long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
     if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
@@ -123,6 +136,36 @@ static void report_run(TrainJob *j) {
                    100 * j->comm_total_s / j->step_total_s, o->steps - timed + 1, o->steps);
     }
     if (j->pl && timed > 0) print_pipeline(j, timed);
+}
+
+/* The export, or when --save cannot take it (full disk, a directory removed or made read-only
+ * during the run), the same files in a fallback directory: the trained model is never lost. */
+static void save_model(const char *dir, const Model *m) {
+    char saved[8192];
+    if (hf_save(dir, m) == 0) {
+        printf("saved %s and %s\n", path_join(saved, sizeof saved, dir, "config.json"),
+               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"));
+        return;
+    }
+    char why[1024];
+    snprintf(why, sizeof why, "%s", myr_last_error());
+    char fallback[4096], cwd[4096];
+    const char *tmp = getenv("TMPDIR");
+    const char *bases[2] = {getcwd(cwd, sizeof cwd) ? cwd : ".", tmp && *tmp ? tmp : "/tmp"};
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
+        path_join(fallback, sizeof fallback, bases[k], name);
+        if (hf_save(fallback, m) == 0) {
+            fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
+                    "it belongs\n", dir, why, fallback);
+            remember_error("the model was saved to a fallback directory (see above)");
+            return;
+        }
+    }
+    fprintf(stderr, "myriad: train: cannot save the model to %s (%s), nor to a fallback directory in %s or %s\n", dir,
+            why, bases[0], bases[1]);
+    remember_error("the model could not be saved anywhere");
 }
 
 /* Sampling and saving need the whole model: gather the pieces. */
@@ -144,16 +187,35 @@ static void sample_and_save(TrainJob *j) {
     }
     int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
     if (sample > 0 && j->rank0) print_sample(final, j->val ? j->val : j->train, sample, o->seed);
-    if (o->save_dir && j->rank0) {
-        if (hf_save(o->save_dir, final)) myr_die_last();
-        printf("saved %s/config.json and %s/model.safetensors\n", o->save_dir, o->save_dir);
-    }
+    if (o->save_dir && j->rank0) save_model(o->save_dir, final);
     if (final != &j->chunks[0]) model_destroy(&whole);
 }
 
 void train_job_finish(TrainJob *j) {
     report_run(j);
-    sample_and_save(j);
+    if (j->last_step < j->o.steps) { /* --stop-after */
+        char name[32], path[4200];
+        snprintf(name, sizeof name, "step-%08ld", j->last_step);
+        if (j->rank0)
+            fprintf(stderr, "myriad train: stopped after step %ld of %ld (--stop-after); the checkpoint %s continues "
+                    "it: run the same command with --resume auto\n", j->last_step, j->o.steps,
+                    path_join(path, sizeof path, j->o.save_dir, name));
+    } else {
+        if (!train_params_finite(j)) { /* never export a non-finite model (over a good one) */
+            if (j->rank0)
+                fprintf(stderr, "myriad: train: the final weights are not finite; %s was left as it was\n",
+                        j->o.save_dir ? j->o.save_dir : "nothing was saved and");
+            train_exit_all(TRAIN_EXIT_NONFINITE);
+        }
+        sample_and_save(j);
+    }
+    float failed = late_error[0] != 0; /* every rank exits alike; each says its own trouble */
+    if (j->distributed && comm_all_reduce(comm_world(), &failed, &failed, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    if (failed) {
+        if (late_error[0] && j->rank0) fprintf(stderr, "myriad: train: %s\n", late_error);
+        else if (late_error[0]) fprintf(stderr, "myriad: train: rank %d: %s\n", j->rank, late_error);
+        train_exit_all(1);
+    }
 }
 
 void train_job_destroy(TrainJob *j) {

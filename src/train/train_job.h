@@ -2,7 +2,8 @@
  * (train_cmd.c) calls them in order; each phase lives in its own file:
  *   train_layout.c   processes, layout checks and the mesh (before any training work)
  *   train_setup.c    the model chunks, data, data/pipeline parallelism, the trainer, checkpoints
- *   train_resume.c   --resume: in-memory copies first, else disk
+ *   train_resume.c   --resume: in-memory copies first, else disk; the settings that must match
+ *   train_preflight.c  checks before the first step: paths, validation data, data size, weights
  *   train_loop.c     the steps: batches, trainer_step, checkpoints, evaluation, progress
  *   train_finish.c   end-of-run reports, the gathered model's sample and Hugging Face export
  * The phases die with a one-line error (myr_die*) on failure, as the CLI does. */
@@ -51,7 +52,7 @@ typedef struct {
     double peak_flops, flops_per_step;
     Trainer t;
     TrainState state;
-    char meta[1024]; /* the checkpoint manifest's caller metadata */
+    char meta[2048]; /* the checkpoint manifest's caller metadata */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
 
     /* resume (train_resume.c) and loop (train_loop.c) */
@@ -59,6 +60,7 @@ typedef struct {
     const char *events[4]; /* what the launcher's event log should say about this start */
     int nevents;
     double last_val; /* the latest validation loss (NAN before any) */
+    long skipped_steps; /* non-finite steps whose update was skipped (--on-nan skip) */
     double comm_total_s, step_total_s, bubble_total; /* sums over the timed steps */
 } TrainJob;
 
@@ -71,6 +73,10 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv);
 void train_job_setup(TrainJob *j);
 /* train_resume.c: restores --resume (memory first when at least as new as disk); sets first_step. */
 void train_job_resume(TrainJob *j);
+/* train_preflight.c: what can be checked before the first step (output paths, validation data,
+ * data size against the steps, finite starting weights, a resume with something to do); one
+ * message and a clean exit on every rank when something is wrong. */
+void train_job_preflight(TrainJob *j);
 /* train_loop.c: runs steps first_step .. last_step, reporting each. */
 void train_job_run(TrainJob *j);
 /* train_finish.c: the end-of-run figures, final validation, sample, export; then frees it all. */
@@ -83,6 +89,14 @@ double train_validation_loss(TrainJob *j);
  * has (a barrier), since the first rank to exit non-zero makes mpirun kill the rest. */
 _Noreturn void train_layout_error(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Every rank ends the run with `code`: a barrier, MPI finalized, exit. */
+_Noreturn void train_exit_all(int code);
+/* A check every rank made (failed: this rank's result, its reason in myr_last_error()): returns
+ * whether any rank failed, after the lowest failing rank has printed its reason (collective). */
+int train_agree_failure(TrainJob *j, int failed);
+
 double train_now_s(void);
+/* Every parameter of every rank is finite (collective). */
+int train_params_finite(TrainJob *j);
 
 #endif

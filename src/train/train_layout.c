@@ -28,8 +28,34 @@ void train_layout_error(int rank, const char *fmt, ...) {
         fflush(stderr);
         va_end(ap);
     }
-    if (comm_is_initialized()) comm_barrier(comm_world());
-    exit(1);
+    train_exit_all(1);
+}
+
+void train_exit_all(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    if (comm_is_initialized()) {
+        comm_barrier(comm_world());
+        comm_finalize(); /* a rank that exits without it makes mpirun report an abnormal end */
+    }
+    exit(code);
+}
+
+int train_agree_failure(TrainJob *j, int failed) {
+    if (!j->distributed || !comm_is_initialized()) {
+        if (failed) fprintf(stderr, "myriad: %s\n", myr_last_error());
+        return failed;
+    }
+    /* the lowest failing rank speaks: usually rank 0, and always one voice for a shared cause */
+    float neg = failed ? -(float)j->rank : -(float)j->world; /* max of -rank = the lowest failing rank */
+    if (comm_all_reduce(comm_world(), &neg, &neg, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    int first = (int)-neg;
+    if (first == j->world) return 0;
+    if (first == j->rank) {
+        if (j->rank) fprintf(stderr, "myriad: rank %d: %s\n", j->rank, myr_last_error());
+        else fprintf(stderr, "myriad: %s\n", myr_last_error());
+    }
+    return 1;
 }
 
 /* Launched by mpirun / srun (a world of several processes), as opposed to a plain run. */

@@ -10,6 +10,7 @@
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
+#include "train/nonfinite.h"
 #include "train/progress.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
@@ -108,11 +109,82 @@ static double save_checkpoints(TrainJob *j, long s) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
     if (ckpt_async_poll()) myr_die_last();
-    if (o->save_every > 0 && ((s + 1) % o->save_every == 0 || s + 1 == j->last_step))
-        if (train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
+    int last = s + 1 == j->last_step;
+    int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
+    if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
+    /* an update can overflow although its gradient was finite: such a state is never saved */
+    if (due && !train_params_finite(j)) return -1;
+    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
+}
+
+int train_params_finite(TrainJob *j) {
+    size_t bad = 0;
+    for (int c = 0; c < j->vpp; c++) {
+        const DataParallel *dp = j->dp ? &j->dp[c] : NULL;
+        if (dp && dp->o.zero >= 3) { /* the parameters live in the shards */
+            for (size_t i = 0; i < dp->shard_elems; i++) bad += !isfinite(dp->param_shard[i]);
+        } else
+            bad += model_count_nonfinite(&j->chunks[c], NULL);
+    }
+    float flag = bad > 0;
+    if (j->distributed && comm_all_reduce(comm_world(), &flag, &flag, 1, COMM_F32, COMM_MAX)) myr_die_last();
+    return flag == 0;
+}
+
+/* The newest committed checkpoint in --save DIR, for the stop message ("" when none). */
+static void newest_checkpoint(const TrainJob *j, char *buf, size_t n) {
+    buf[0] = 0;
+    Ckpt *ck;
+    if (!j->o.save_dir || ckpt_open(j->o.save_dir, &ck)) return;
+    snprintf(buf, n, "%s (step %lld)", ckpt_path(ck), (long long)ckpt_step(ck));
+    ckpt_close(ck);
+}
+
+static const char *num_text(char *buf, size_t n, double v) { /* "NaN", "inf", "-inf" or the number */
+    if (isnan(v)) snprintf(buf, n, "NaN");
+    else if (isinf(v)) snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    else snprintf(buf, n, "%.4g", v);
+    return buf;
+}
+
+static void describe_nonfinite(const StepResult *r, char *what, size_t n) {
+    char a[32], b[32];
+    if (!isfinite(r->loss)) snprintf(what, n, "the loss is %s", num_text(a, sizeof a, r->loss));
+    else snprintf(what, n, "the loss is %s but the gradient norm is %s", num_text(a, sizeof a, r->loss),
+                  num_text(b, sizeof b, r->grad_norm));
+}
+
+/* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
+ * gets here at the same step (the trainer's decision is agreed). The checkpoint in flight (of an
+ * earlier, finite step) is finished so that it is intact; nothing is saved; rank 0 says why and
+ * what to do; all ranks exit with TRAIN_EXIT_NONFINITE. */
+static _Noreturn void stop_nonfinite(TrainJob *j, Progress *progress, long s, const char *what, int skipped) {
+    const TrainOptions *o = &j->o;
+    int ckpt_failed = ckpt_async_wait();
+    if (j->mem) mem_ckpt_finish(j->mem, 0); /* keep the copies: they hold the last good steps */
+    progress_close(progress);
+    progress_break_line(progress);
+    if (j->distributed) comm_barrier(comm_world()); /* every rank's saves are done before anyone looks */
+    if (j->rank0) {
+        char ck[4200];
+        newest_checkpoint(j, ck, sizeof ck);
+        if (skipped > 1)
+            fprintf(stderr, "myriad: train: step %ld: %s, the %d%s non-finite step in a row (--max-nan-skips %d): "
+                    "stopping. ", s + 1, what, skipped, skipped == 2 ? "nd" : skipped == 3 ? "rd" : "th",
+                    o->max_nan_skips);
+        else
+            fprintf(stderr, "myriad: train: step %ld: %s (non-finite): stopping (--on-nan stop). ", s + 1, what);
+        if (ck[0]) fprintf(stderr, "The last checkpoint, %s, is from before it and intact", ck);
+        else fprintf(stderr, "Nothing was saved (no checkpoint yet)");
+        fprintf(stderr, "%s. Lower --lr, keep --clip on, check the data, or use --on-nan skip to step over "
+                "isolated bad batches.\n", ckpt_failed ? " (but the save in flight failed: see above)" : "");
+    }
+    hb_event("nonfinite-stop");
+    hb_finish();
+    train_exit_all(TRAIN_EXIT_NONFINITE);
 }
 
 void train_job_run(TrainJob *j) {
@@ -137,6 +209,7 @@ void train_job_run(TrainJob *j) {
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
@@ -164,9 +237,25 @@ void train_job_run(TrainJob *j) {
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
                           .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
-                          .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1};
+                          .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+        if (r.nonfinite) {
+            skips_in_a_row++;
+            j->skipped_steps++;
+            if (o->on_nan == TRAIN_ON_NAN_STOP || skips_in_a_row > o->max_nan_skips) {
+                char what[160];
+                describe_nonfinite(&r, what, sizeof what);
+                progress_step(&progress, &rep); /* the log shows the step that stopped the run */
+                stop_nonfinite(j, &progress, s, what, skips_in_a_row);
+            }
+        } else
+            skips_in_a_row = 0;
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
+        if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
+            rep.ckpt_ms = 0;
+            progress_step(&progress, &rep);
+            stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
+        }
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
             j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
             j->step_total_s += dt;

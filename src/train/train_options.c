@@ -2,6 +2,7 @@
 #include "train/train_options.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,79 +10,16 @@
 #include <string.h>
 
 #include "io/hf_config.h"
+#include "io/path_check.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
-#include "util/args.h"
+#include "comm/comm_opts.h"
+#include "util/opts.h"
 #include "util/error.h"
 
-void train_usage(void) {
-    printf(
-        "usage: myriad train --data PATH --batch B --seq T --steps N [options]\n"
-        "model (one of):\n"
-        "  --init DIR              start from DIR/config.json + DIR/model.safetensors (Hugging Face layout)\n"
-        "  --preset NAME           %s\n"
-        "  --arch gpt2|llama --layers N --hidden N --heads N --kv-heads N --ffn N --vocab N [--max-seq N]\n"
-        "  --experts E [--top-k K (2)] [--shared-experts S] [--capacity-factor F (1.25) | --dropless]\n"
-        "      [--aux-loss-coef C (0.01)] [--moe-every N (1)] [--expert-ffn N (ffn)]\n"
-        "                          mixture of experts: layer l is MoE when (l+1) %% N == 0 (docs/MOE.md)\n"
-        "  --config FILE.json      flags as JSON keys ({\"batch\": 8, \"no-shuffle\": true, ...}) or a\n"
-        "                          Hugging Face config.json for the shape; command-line flags override it\n"
-        "data:\n"
-        "  --data PATH             llm.c token shards: a file, a directory or a glob; a directory made by\n"
-        "                          `myriad data prepare` trains on train_*.bin and evaluates on val_*.bin\n"
-        "  --val-data PATH         validation shards (default: DIR/val_*.bin, see above)\n"
-        "  --batch B --seq T       global batch in sequences, sequence length in tokens\n"
-        "  --steps N --seed N      steps to run; seed for init and the shuffle (default 1337)\n"
-        "  --no-shuffle            batch k = tokens [k*B*T, k*B*T + B*T + 1) of the concatenated shards\n"
-        "optimizer (AdamW as torch.optim.AdamW; decay only on tensors with >= 2 dims):\n"
-        "  --lr X (3e-4) --lr-schedule constant|cosine --warmup N (0) --min-lr X (0)\n"
-        "  --weight-decay X (0.1) --beta1 X (0.9) --beta2 X (0.95) --eps X (1e-8) --clip X (1.0; 0 = off)\n"
-        "output:\n"
-        "  --eval-every N [--eval-batches K]  validation loss every N steps (and at the end) over K batches\n"
-        "  --log FILE.jsonl        one JSON object per step: step, loss, lr, grad_norm, tokens_per_s, mfu, ms\n"
-        "  --save DIR              write the final model as DIR/config.json + DIR/model.safetensors\n"
-        "  --save-every N          also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async;\n"
-        "                          --sync-save to wait), keeping the newest --keep K (default all)\n"
-        "  --mem-ckpt-every N      copy the training state to shared memory every N steps, replicated on\n"
-        "                          another host; --resume auto restores from it (same layout) before disk\n"
-        "                          (default 1 under `myriad run` with --save, else 0 = off)\n"
-        "  --stop-after N          stop after step N of the --steps schedule (saving a checkpoint), to\n"
-        "                          continue later with --resume\n"
-        "  --resume DIR|auto       continue from a checkpoint (auto: the newest valid one in --save DIR),\n"
-        "                          in this or any other parallel layout\n"
-        "  --sample N              print N sampled tokens as text at the end (byte-level vocab only)\n"
-        "  --threads N             compute threads (default: all cores); results do not depend on it\n"
-        "  --print-every N         progress lines when stderr is not a terminal\n"
-        "  --peak-tflops X         MFU denominator (default: this machine's measured sgemm rate)\n"
-        "parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):\n"
-        "  --tp N                  tensor parallel: attention by heads, MLP by columns, vocab-parallel\n"
-        "                          embedding and loss; tp ranks are consecutive (world = tp x dp x pp)\n"
-        "  --sp                    sequence parallel (with --tp): norms and residuals split along the sequence,\n"
-        "                          all-reduces become reduce-scatter + all-gather\n"
-        "  --pp N [--vpp V]        pipeline parallel: layers split into N stages (V model chunks per rank)\n"
-        "  --schedule gpipe|1f1b|interleaved  pipeline schedule (default 1f1b; interleaved with --vpp)\n"
-        "  --stage-layers a,b,..   layers of each virtual stage (default: even)\n"
-        "  --trace FILE.json       Chrome trace of one pipeline step (every rank's forwards, backwards and\n"
-        "                          transfers per micro-batch); opens in Perfetto\n"
-        "  --recompute none|selective|full  activation recomputation: selective recomputes the attention\n"
-        "                          core in backward, full keeps only each layer's input\n"
-        "  --ep N                  expert parallel: experts split over N ranks inside the data-parallel\n"
-        "                          ranks (tokens travel by all-to-all); world = tp x dp x ep x pp\n"
-        "  --moe-routing FILE      write step 1's expert assignment to FILE.<rank> (routing determinism)\n"
-        "  --a2a-barrier           measurement aid: a barrier before each all-to-all, so the log's a2a_ms is\n"
-        "                          the transfer and a2a_wait_ms the wait for other ranks\n"
-        "  --dp N                  data-parallel ranks (default: world / (tp x pp)); each takes a slice of\n"
-        "                          every batch\n"
-        "  --zero 0|1|2|3          ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)\n"
-        "  --micro-batch b         sequences per micro-batch on each rank (gradient accumulation; the\n"
-        "                          pipeline's micro-batches; default: the whole slice, 1 with --pp)\n"
-        "  --bucket-mb X (25)      gradient bucket size; --no-overlap reduces after backward instead of during it\n"
-        "  --grad-dtype fp32|bf16  gradients on the wire (bf16 is summed in fp32)\n"
-        "%s\n",
-        model_preset_names(), comm_flags_help());
-}
-
 #define UNSET INT_MIN /* an MoE flag not given (any given value is checked by model_config_validate) */
+#define BIG 2147483647.0   /* "no upper limit" for an int */
+#define HUGE_STEPS 1e15    /* "no upper limit" for a step count */
 
 static void defaults(TrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -107,110 +45,224 @@ static void defaults(TrainOptions *o) {
     o->capacity_factor = o->aux_loss_coef = NAN; /* not given */
     o->schedule = SCHEDULE_1F1B;
     o->mem_ckpt_every = -1;
+    o->on_nan = TRAIN_ON_NAN_STOP;
+    o->max_nan_skips = 5;
+    o->inject_nan_step = -1;
 }
 
-/* Consume argv[*i] (and its value); returns 0 if the flag is unknown. */
-static int parse_flag(TrainOptions *o, int argc, char **argv, int *i) {
-    const char *f = argv[*i];
+/* ---- values with their own syntax (OPT_CALL: dst is the TrainOptions) ---- */
+
+static int parse_arch(void *dst, const char *v) {
+    TrainOptions *o = dst;
+    if (model_arch_parse(v, &o->arch)) return -1;
+    o->arch_given = 1;
+    return 0;
+}
+
+static int parse_seed(void *dst, const char *v) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-')
+        return myr_error("--seed expects an integer in [0, 18446744073709551615], got '%s'", v);
+    ((TrainOptions *)dst)->seed = x;
+    return 0;
+}
+
+static int parse_lr_schedule(void *dst, const char *v) {
+    return lr_schedule_parse(v, &((TrainOptions *)dst)->optim.schedule.kind);
+}
+
+static int parse_schedule(void *dst, const char *v) {
+    TrainOptions *o = dst;
+    ScheduleKind k;
+    if (schedule_parse(v, &k)) return -1;
+    o->schedule = (int)k;
+    o->schedule_given = 1;
+    return 0;
+}
+
+static int parse_stage_layers(void *dst, const char *v) {
+    TrainOptions *o = dst;
+    o->n_stage_layers = 0;
+    for (const char *q = v; *q;) {
+        char *end;
+        long n = strtol(q, &end, 10);
+        if (end == q || n < 1 || n > 1 << 20 || o->n_stage_layers == 256 || (*end && *end != ','))
+            return myr_error("--stage-layers expects positive layer counts separated by commas, got '%s'", v);
+        o->stage_layers[o->n_stage_layers++] = (int)n;
+        q = *end == ',' ? end + 1 : end;
+    }
+    if (!o->n_stage_layers) return myr_error("--stage-layers expects positive layer counts separated by commas");
+    return 0;
+}
+
+/* --inject-nan STEP[:RANK]: step counted from 1, rank 0 by default */
+static int parse_inject_nan(void *dst, const char *v) {
+    TrainOptions *o = dst;
+    char *end;
+    long long step = strtoll(v, &end, 10), rank = 0;
+    if (end != v && *end == ':') {
+        const char *r = end + 1;
+        rank = strtoll(r, &end, 10);
+        if (end == r) end = (char *)"x";
+    }
+    if (end == v || *end || step < 1 || rank < 0 || rank > 1 << 24)
+        return myr_error("--inject-nan expects STEP[:RANK] with STEP >= 1 and RANK >= 0, got '%s'", v);
+    o->inject_nan_step = (long)step;
+    o->inject_nan_rank = (int)rank;
+    return 0;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
+static const int grad_dtype_values[] = {COMM_F32, COMM_BF16};
+static const char *const on_nan_names[] = {"stop", "skip", NULL};
+
+/* The option table of `myriad train`: parsing, ranges and --help (src/util/opts.h). */
+#define TRAIN_ROWS(o, p)                                                                                              \
+    OPT_SECTION("model (one of --init, --preset, shape flags; --config may give any of them):"),                    \
+    OPT_STR("--init", "DIR", &(o)->init_dir,                                                                        \
+            "start from DIR/config.json + DIR/model.safetensors (Hugging Face layout)"),                           \
+    OPT_STR("--preset", "NAME", &(o)->preset, preset_help),                                                         \
+    OPT_CALL("--arch", "gpt2|llama", (o), parse_arch, "model family of the shape flags (default gpt2)"),            \
+    OPT_INT("--layers", "N", &(o)->layers, 1, 1 << 20, "transformer blocks"),                                       \
+    OPT_INT("--hidden", "N", &(o)->hidden, 1, 1 << 24, "model width"),                                               \
+    OPT_INT("--heads", "N", &(o)->heads, 1, 1 << 20, "attention heads"),                                            \
+    OPT_INT("--kv-heads", "N", &(o)->kv_heads, 1, 1 << 20, "key/value heads (grouped-query attention; default heads)"), \
+    OPT_INT("--ffn", "N", &(o)->ffn, 1, 1 << 26, "MLP width (default 4 x hidden)"),                                 \
+    OPT_INT("--vocab", "N", &(o)->vocab, 1, 1 << 28, "vocabulary size"),                                            \
+    OPT_INT("--max-seq", "N", &(o)->max_seq, 1, 1 << 24, "positions of the model (default --seq)"),                 \
+    OPT_INT("--experts", "E", &(o)->experts, 0, 1 << 16,                                                             \
+            "mixture of experts: E routed experts per MoE layer (docs/MOE.md; 0 = dense)"),                         \
+    OPT_INT("--top-k", "K", &(o)->top_k, 1, 1 << 16, "experts per token (default 2)"),                               \
+    OPT_INT("--shared-experts", "S", &(o)->shared_experts, 0, 1 << 16, "experts every token also runs (default 0)"), \
+    OPT_POSITIVE("--capacity-factor", "F", &(o)->capacity_factor, 1e6,                                               \
+                 "tokens an expert takes per sequence, x its fair share (default 1.25)"),                           \
+    OPT_SWITCH("--dropless", &(o)->dropless, "no capacity limit (instead of --capacity-factor)"),                   \
+    OPT_DOUBLE("--aux-loss-coef", "C", &(o)->aux_loss_coef, 0, 1e6, "load-balancing loss weight (default 0.01)"),  \
+    OPT_INT("--moe-every", "N", &(o)->moe_every, 1, 1 << 20, "layer l is MoE when (l+1) % N == 0 (default 1)"),    \
+    OPT_INT("--expert-ffn", "N", &(o)->expert_ffn, 1, 1 << 26, "expert MLP width (default --ffn)"),                 \
+    OPT_STR("--config", "FILE.json", &config_path,                                                                  \
+            "flags as JSON keys ({\"batch\": 8, \"no-shuffle\": true, ...}) or a Hugging Face\n"                       \
+            "config.json for the shape; command-line flags override it"),                                            \
+    OPT_SECTION("data:"),                                                                                            \
+    OPT_STR("--data", "PATH", &(o)->data,                                                                            \
+            "llm.c token shards: a file, a directory or a glob; a directory made by\n"                               \
+            "`myriad data prepare` trains on DIR/train_*.bin and validates on DIR/val_*.bin"),                       \
+    OPT_STR("--val-data", "PATH", &(o)->val_data, "validation shards (default: DIR/val_*.bin of a --data DIR)"),    \
+    OPT_INT("--batch", "B", &(o)->batch, 1, BIG, "global batch in sequences (required)"),                           \
+    OPT_INT("--seq", "T", &(o)->seq, 1, 1 << 24, "sequence length in tokens (required)"),                           \
+    OPT_LONG("--steps", "N", &(o)->steps, 0, HUGE_STEPS, "optimizer steps of the run (required)"),                  \
+    OPT_CALL("--seed", "N", (o), parse_seed, "seed of the initial weights and of the shuffle (default 1337)"),      \
+    OPT_SWITCH_TO("--no-shuffle", &(o)->shuffle, 0,                                                                  \
+                  "batch k = tokens [k*B*T, k*B*T + B*T + 1) of the concatenated shards"),                           \
+    OPT_SECTION("optimizer (AdamW as torch.optim.AdamW; decay only on tensors with >= 2 dims):"),                  \
+    OPT_DOUBLE("--lr", "X", &(p)->schedule.lr, 0, 1e6, "peak learning rate (default 3e-4)"),                        \
+    OPT_CALL("--lr-schedule", "constant|cosine", (o), parse_lr_schedule, "learning-rate schedule (default constant)"), \
+    OPT_LONG("--warmup", "N", &(p)->schedule.warmup, 0, HUGE_STEPS, "linear warm-up steps (default 0)"),           \
+    OPT_DOUBLE("--min-lr", "X", &(p)->schedule.min_lr, 0, 1e6, "final learning rate of the cosine schedule (default 0)"), \
+    OPT_DOUBLE("--weight-decay", "X", &(p)->adam.weight_decay, 0, 1e6, "decoupled weight decay (default 0.1)"),   \
+    OPT_BELOW(OPT_DOUBLE("--beta1", "X", &(p)->adam.beta1, 0, 1, "AdamW beta1 (default 0.9)")),                    \
+    OPT_BELOW(OPT_DOUBLE("--beta2", "X", &(p)->adam.beta2, 0, 1, "AdamW beta2 (default 0.95)")),                   \
+    OPT_POSITIVE("--eps", "X", &(p)->adam.eps, 1, "AdamW epsilon (default 1e-8)"),                                  \
+    OPT_DOUBLE("--clip", "X", &(p)->clip, 0, 1e12, "clip the global gradient norm to X (default 1.0; 0 = off)"),   \
+    OPT_SECTION("non-finite values (docs/TRAINING.md):"),                                                            \
+    OPT_CHOICE("--on-nan", "stop|skip", &(o)->on_nan, on_nan_names,                                                  \
+               "a step whose loss or gradient norm is not finite: stop there (default; exit\n"                       \
+               "code 3, nothing saved over the last good checkpoint) or skip its update"),                           \
+    OPT_GIVEN(OPT_INT("--max-nan-skips", "N", &(o)->max_nan_skips, 1, 1 << 20,                                      \
+            "with --on-nan skip: at most N non-finite steps in a row are skipped;\n"                                      \
+            "the next one stops the run (default 5)"), &(o)->max_nan_skips_given),   \
+    OPT_CALL("--inject-nan", "STEP[:RANK]", (o), parse_inject_nan,                                                   \
+             "testing: turn one gradient of RANK (default 0) to NaN at STEP (counted from 1)"),                     \
+    OPT_SECTION("output and checkpoints:"),                                                                          \
+    OPT_INT("--eval-every", "N", &(o)->eval_every, 0, BIG,                                                           \
+            "validation loss every N steps and at the end (needs validation data; 0 = only at the end)"),           \
+    OPT_GIVEN(OPT_INT("--eval-batches", "K", &(o)->eval_batches, 1, BIG, "validation batches per evaluation (default 20)"), \
+              &(o)->eval_batches_given),                                                                             \
+    OPT_STR("--log", "FILE.jsonl", &(o)->log_path,                                                                   \
+            "one JSON object per step: step (from 1), loss, lr, grad_norm, tokens_per_s,\n"                          \
+            "mfu, ms (non-finite numbers are written as null)"),                                                    \
+    OPT_STR("--save", "DIR", &(o)->save_dir, "write the final model as DIR/config.json + DIR/model.safetensors"),   \
+    OPT_INT("--save-every", "N", &(o)->save_every, 0, BIG,                                                           \
+            "also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async; 0 = none)"),                        \
+    OPT_INT("--keep", "K", &(o)->keep, 0, BIG, "keep the newest K step checkpoints (default 0 = all)"),             \
+    OPT_SWITCH("--sync-save", &(o)->sync_save, "wait for each checkpoint instead of writing it in the background"), \
+    OPT_INT("--mem-ckpt-every", "N", &(o)->mem_ckpt_every, 0, BIG,                                                   \
+            "copy the training state to shared memory every N steps, replicated on another\n"                       \
+            "host; --resume auto restores from it before disk (default 1 under `myriad run`\n"                     \
+            "with --save, else 0 = off)"),                                                                           \
+    OPT_LONG("--stop-after", "N", &(o)->stop_after, 1, HUGE_STEPS,                                                   \
+             "stop after step N of the --steps schedule, writing the checkpoint\n"                                   \
+             "DIR/step-N (needs --save DIR), to continue later with --resume"),                                      \
+    OPT_STR("--resume", "DIR|auto", &(o)->resume,                                                                     \
+            "continue from a checkpoint (auto: the newest valid one in --save DIR), in this\n"                       \
+            "or any other parallel layout; a changed batch, seq or seed is refused"),                               \
+    OPT_STR("--allow-changed", "LIST", &(o)->allow_changed,                                                          \
+            "resume although these settings differ from the checkpoint's (comma list of\n"                           \
+            "batch, seq, seed, lr, schedule, steps, data); said in the log"),                                        \
+    OPT_INT("--sample", "N", &(o)->sample_tokens, 0, 1 << 20, "print N sampled tokens as text at the end (byte-level vocab only)"), \
+    OPT_INT("--threads", "N", &(o)->threads, 1, 1024, "compute threads (default: all cores); results do not depend on it"), \
+    OPT_INT("--print-every", "N", &(o)->print_every, 1, BIG, "progress lines every N steps when stderr is not a terminal"), \
+    OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6, "MFU denominator (default: this machine's measured sgemm rate)"), \
+    OPT_SECTION("parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):"), \
+    OPT_INT("--tp", "N", &(o)->tp, 1, 1 << 16,                                                                        \
+            "tensor parallel: attention by heads, MLP by columns, vocab-parallel embedding\n"                         \
+            "and loss; tp ranks are consecutive (world = tp x dp x ep x pp)"),                                       \
+    OPT_SWITCH("--sp", &(o)->sp, "sequence parallel (with --tp): norms and residuals split along the sequence"),    \
+    OPT_INT("--pp", "N", &(o)->pp, 1, 1 << 16, "pipeline parallel: layers split into N stages"),                    \
+    OPT_INT("--vpp", "V", &(o)->vpp, 1, 1 << 10,                                                                     \
+            "model chunks per pipeline rank (V > 1 runs the interleaved schedule)"),                                  \
+    OPT_CALL("--schedule", "gpipe|1f1b|interleaved", (o), parse_schedule,                                            \
+             "pipeline schedule (default: 1f1b, interleaved when --vpp > 1)"),                                      \
+    OPT_CALL("--stage-layers", "a,b,..", (o), parse_stage_layers, "layers of each virtual stage (default: even)"),  \
+    OPT_STR("--trace", "FILE.json", &(o)->trace_path,                                                                \
+            "Chrome trace of one pipeline step (needs --pp 2 or more); opens in Perfetto"),                         \
+    OPT_CHOICE("--recompute", "none|selective|full", &(o)->recompute, recompute_names,                               \
+               "activation recomputation: selective recomputes the attention core in\n"                              \
+               "backward, full keeps only each layer's input (default none)"),                                       \
+    OPT_INT("--ep", "N", &(o)->ep, 1, 1 << 16,                                                                        \
+            "expert parallel: experts split over N ranks inside the data-parallel ranks"),                            \
+    OPT_STR("--moe-routing", "FILE", &(o)->moe_routing,                                                              \
+            "write step 1's expert assignment to FILE.<rank> (needs --experts)"),                                   \
+    OPT_SWITCH("--a2a-barrier", &(o)->a2a_barrier,                                                                    \
+               "measurement aid (needs --ep 2 or more): a barrier before each all-to-all"),                         \
+    OPT_INT("--dp", "N", &(o)->dp, 1, 1 << 24, "data-parallel ranks (default: world / (tp x ep x pp))"),            \
+    OPT_INT("--zero", "0|1|2|3", &(o)->dpo.zero, 0, 3,                                                               \
+            "ZeRO: shard optimizer state (1), + gradients (2), + parameters (3)"),                                   \
+    OPT_INT("--micro-batch", "b", &(o)->micro_batch, 1, BIG,                                                          \
+            "sequences per micro-batch on each rank (gradient accumulation; the\n"                                    \
+            "pipeline's micro-batches; default: the whole slice, 1 with --pp)"),                                     \
+    OPT_POSITIVE("--bucket-mb", "X", &(o)->dpo.bucket_mb, 1e6, "gradient bucket size in MiB (default 25)"),         \
+    OPT_SWITCH_TO("--no-overlap", &(o)->dpo.overlap, 0, "reduce gradients after backward instead of during it"),     \
+    OPT_CHOICE_V("--grad-dtype", "fp32|bf16", &(o)->dpo.grad_dtype, grad_dtype_names, grad_dtype_values,            \
+                 "gradients on the wire (bf16 is summed in fp32)"),                                                   \
+    COMM_OPTS(&(o)->comm)
+
+static const char train_usage_line[] = "usage: myriad train --data PATH --batch B --seq T --steps N [options]";
+static const char *config_path; /* --config, applied before the command line */
+static char preset_help[1024];
+
+/* The command with its rows bound to *o; the rows live in *rows (TRAIN_ROW_CAP of them). */
+enum { TRAIN_ROW_CAP = 128 };
+static void train_command(TrainOptions *o, Opt *rows, OptCommand *cmd) {
+    snprintf(preset_help, sizeof preset_help, "%s", model_preset_names());
     OptimOptions *p = &o->optim;
-#define IS(name) (!strcmp(f, name))
-    if (IS("--init")) o->init_dir = args_value(argc, argv, i);
-    else if (IS("--preset")) o->preset = args_value(argc, argv, i);
-    else if (IS("--arch")) {
-        if (model_arch_parse(args_value(argc, argv, i), &o->arch)) myr_die_last();
-        o->arch_given = 1;
-    } else if (IS("--layers")) o->layers = args_next_int(argc, argv, i);
-    else if (IS("--hidden")) o->hidden = args_next_int(argc, argv, i);
-    else if (IS("--heads")) o->heads = args_next_int(argc, argv, i);
-    else if (IS("--kv-heads")) o->kv_heads = args_next_int(argc, argv, i);
-    else if (IS("--ffn")) o->ffn = args_next_int(argc, argv, i);
-    else if (IS("--vocab")) o->vocab = args_next_int(argc, argv, i);
-    else if (IS("--max-seq")) o->max_seq = args_next_int(argc, argv, i);
-    else if (IS("--experts")) o->experts = args_next_int(argc, argv, i);
-    else if (IS("--top-k")) o->top_k = args_next_int(argc, argv, i);
-    else if (IS("--shared-experts")) o->shared_experts = args_next_int(argc, argv, i);
-    else if (IS("--expert-ffn")) o->expert_ffn = args_next_int(argc, argv, i);
-    else if (IS("--moe-every")) o->moe_every = args_next_int(argc, argv, i);
-    else if (IS("--capacity-factor")) o->capacity_factor = args_next_double(argc, argv, i);
-    else if (IS("--dropless")) o->dropless = 1;
-    else if (IS("--aux-loss-coef")) o->aux_loss_coef = args_next_double(argc, argv, i);
-    else if (IS("--moe-routing")) o->moe_routing = args_value(argc, argv, i);
-    else if (IS("--ep")) o->ep = args_next_int(argc, argv, i);
-    else if (IS("--a2a-barrier")) o->a2a_barrier = 1;
-    else if (IS("--data")) o->data = args_value(argc, argv, i);
-    else if (IS("--val-data")) o->val_data = args_value(argc, argv, i);
-    else if (IS("--batch")) o->batch = args_next_int(argc, argv, i);
-    else if (IS("--seq")) o->seq = args_next_int(argc, argv, i);
-    else if (IS("--steps")) o->steps = args_next_i64(argc, argv, i);
-    else if (IS("--seed")) o->seed = (uint64_t)args_next_i64(argc, argv, i);
-    else if (IS("--no-shuffle")) o->shuffle = 0;
-    else if (IS("--lr")) p->schedule.lr = args_next_double(argc, argv, i);
-    else if (IS("--lr-schedule")) {
-        if (lr_schedule_parse(args_value(argc, argv, i), &p->schedule.kind)) myr_die_last();
-    } else if (IS("--warmup")) p->schedule.warmup = args_next_i64(argc, argv, i);
-    else if (IS("--min-lr")) p->schedule.min_lr = args_next_double(argc, argv, i);
-    else if (IS("--weight-decay")) p->adam.weight_decay = args_next_double(argc, argv, i);
-    else if (IS("--beta1")) p->adam.beta1 = args_next_double(argc, argv, i);
-    else if (IS("--beta2")) p->adam.beta2 = args_next_double(argc, argv, i);
-    else if (IS("--eps")) p->adam.eps = args_next_double(argc, argv, i);
-    else if (IS("--clip")) p->clip = args_next_double(argc, argv, i);
-    else if (IS("--eval-every")) o->eval_every = args_next_int(argc, argv, i);
-    else if (IS("--eval-batches")) o->eval_batches = args_next_int(argc, argv, i);
-    else if (IS("--log")) o->log_path = args_value(argc, argv, i);
-    else if (IS("--save")) o->save_dir = args_value(argc, argv, i);
-    else if (IS("--trace")) o->trace_path = args_value(argc, argv, i);
-    else if (IS("--save-every")) o->save_every = args_next_int(argc, argv, i);
-    else if (IS("--keep")) o->keep = args_next_int(argc, argv, i);
-    else if (IS("--sync-save")) o->sync_save = 1;
-    else if (IS("--mem-ckpt-every")) o->mem_ckpt_every = args_next_int(argc, argv, i);
-    else if (IS("--stop-after")) o->stop_after = args_next_i64(argc, argv, i);
-    else if (IS("--resume")) o->resume = args_value(argc, argv, i);
-    else if (IS("--sample")) o->sample_tokens = args_next_int(argc, argv, i);
-    else if (IS("--threads")) o->threads = args_next_int(argc, argv, i);
-    else if (IS("--print-every")) o->print_every = args_next_int(argc, argv, i);
-    else if (IS("--peak-tflops")) o->peak_tflops = args_next_double(argc, argv, i);
-    else if (IS("--dp")) o->dp = args_next_int(argc, argv, i);
-    else if (IS("--tp")) o->tp = args_next_int(argc, argv, i);
-    else if (IS("--sp")) o->sp = 1;
-    else if (IS("--pp")) o->pp = args_next_int(argc, argv, i);
-    else if (IS("--vpp")) o->vpp = args_next_int(argc, argv, i);
-    else if (IS("--schedule")) {
-        ScheduleKind k;
-        if (schedule_parse(args_value(argc, argv, i), &k)) myr_die_last();
-        o->schedule = (int)k;
-    } else if (IS("--stage-layers")) {
-        const char *v = args_value(argc, argv, i);
-        o->n_stage_layers = 0;
-        for (const char *q = v; *q;) {
-            char *end;
-            long n = strtol(q, &end, 10);
-            if (end == q || n < 1 || o->n_stage_layers == 256)
-                myr_die("--stage-layers expects positive layer counts separated by commas, got '%s'", v);
-            o->stage_layers[o->n_stage_layers++] = (int)n;
-            q = *end == ',' ? end + 1 : end;
-            if (*end && *end != ',') myr_die("--stage-layers expects positive layer counts separated by commas, got '%s'", v);
-        }
-    }
-    else if (IS("--recompute")) {
-        const char *v = args_value(argc, argv, i);
-        if (!strcmp(v, "none")) o->recompute = 0;
-        else if (!strcmp(v, "selective")) o->recompute = 1;
-        else if (!strcmp(v, "full")) o->recompute = 2;
-        else myr_die("--recompute '%s' is not known (use none, selective or full)", v);
-    }
-    else if (IS("--zero")) o->dpo.zero = args_next_int(argc, argv, i);
-    else if (IS("--micro-batch")) o->micro_batch = args_next_int(argc, argv, i);
-    else if (IS("--bucket-mb")) o->dpo.bucket_mb = args_next_double(argc, argv, i);
-    else if (IS("--no-overlap")) o->dpo.overlap = 0;
-    else if (IS("--grad-dtype")) {
-        const char *v = args_value(argc, argv, i);
-        if (!strcmp(v, "fp32")) o->dpo.grad_dtype = COMM_F32;
-        else if (!strcmp(v, "bf16")) o->dpo.grad_dtype = COMM_BF16;
-        else myr_die("--grad-dtype '%s' is not supported (use fp32 or bf16)", v);
-    } else if (comm_parse_flag(&o->comm, argc, argv, i)) {
-    } else return 0;
-#undef IS
-    return 1;
+    const Opt table[] = {TRAIN_ROWS(o, p), OPT_END};
+    size_t n = sizeof table / sizeof table[0];
+    if (n > TRAIN_ROW_CAP) myr_die("internal: train has %zu options, more than %d", n, TRAIN_ROW_CAP);
+    memcpy(rows, table, sizeof table);
+    *cmd = (OptCommand){.name = "train", .usage = train_usage_line, .rows = rows};
+}
+
+void train_usage(void) {
+    TrainOptions o;
+    Opt rows[TRAIN_ROW_CAP];
+    OptCommand cmd;
+    defaults(&o);
+    train_command(&o, rows, &cmd);
+    opts_help(&cmd, stdout);
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -227,9 +279,11 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* A flags file: every key becomes "--key value" (true booleans become "--key"). Strings are
- * kept alive for the whole run (options point into them). */
-static void apply_config_file(TrainOptions *o, const char *path) {
+/* A flags file: every key becomes "--key value" (true booleans become "--key") and goes through
+ * the same rows as the command line. Strings are kept alive for the whole run (options point
+ * into them). */
+static void apply_config_file(const OptCommand *cmd, TrainOptions *o, const char *path) {
+    myr_die_quietly(0); /* a file: it may be missing on one host only, so every rank reports */
     size_t len;
     char *text = read_file(path, &len);
     cJSON *root = cJSON_ParseWithLength(text, len);
@@ -252,8 +306,14 @@ static void apply_config_file(TrainOptions *o, const char *path) {
     for (cJSON *it = root->child; it; it = it->next) {
         char flag[128], value[64];
         snprintf(flag, sizeof flag, "--%s", it->string);
+        if (!strcmp(it->string, "config")) myr_die("--config %s: a config file cannot name another (\"config\")", path);
         if (cJSON_IsBool(it)) {
+            const Opt *row = opts_find(cmd->rows, flag);
+            if (row && row->kind != OPT_KIND_SWITCH)
+                myr_die("--config %s: key \"%s\" takes a value (%s), not true/false", path, it->string,
+                        row->meta ? row->meta : "a value");
             if (cJSON_IsTrue(it)) argv[argc++] = strdup(flag);
+            else if (!row) argv[argc++] = strdup(flag); /* unknown: refused below */
             continue;
         }
         argv[argc++] = strdup(flag);
@@ -266,68 +326,103 @@ static void apply_config_file(TrainOptions *o, const char *path) {
         } else myr_die("--config %s: key \"%s\" must be a string, number or boolean", path, it->string);
     }
     for (int i = 0; i < argc; i++) {
-        if (!parse_flag(o, argc, argv, &i))
+        if (!opts_apply(cmd, argc, argv, &i))
             myr_die("--config %s: unknown key \"%s\" (keys are train flags without --)", path, argv[i] + 2);
     }
     cJSON_Delete(root);
     free(text);
 }
 
+/* Settings --allow-changed may name (what a resume compares with the checkpoint's manifest). */
+static const char *const changeable[] = {"batch", "seq", "seed", "lr", "schedule", "steps", "data", NULL};
+
+int train_option_allows_change(const TrainOptions *o, const char *what) {
+    if (!o->allow_changed) return 0;
+    size_t n = strlen(what);
+    for (const char *p = o->allow_changed; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, what, n)) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+static void check_allow_changed(const TrainOptions *o) {
+    if (!o->allow_changed) return;
+    if (!o->resume) myr_die("train: --allow-changed only applies to a --resume");
+    for (const char *p = o->allow_changed; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int known = 0;
+        for (int k = 0; changeable[k] && !known; k++) known = strlen(changeable[k]) == len && !strncmp(changeable[k], p, len);
+        if (!known)
+            myr_die("train: --allow-changed '%.*s' is not a setting a resume compares (use batch, seq, seed, lr, "
+                    "schedule, steps or data, comma-separated)", (int)len, p);
+        p += len + (e != NULL);
+    }
+}
+
 void train_options_parse(TrainOptions *o, int argc, char **argv) {
     defaults(o);
+    Opt rows[TRAIN_ROW_CAP];
+    OptCommand cmd;
+    train_command(o, rows, &cmd);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            train_usage();
+            opts_help(&cmd, stdout);
             exit(0);
         }
-        if (!strcmp(argv[i], "--config")) apply_config_file(o, args_value(argc, argv, &i));
     }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) { i++; continue; }
-        if (!parse_flag(o, argc, argv, &i)) myr_die("train: unknown option '%s' (see myriad train --help)", argv[i]);
-    }
+    /* the config file first, so that the command line overrides it */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) apply_config_file(&cmd, o, argv[++i]);
+    opts_parse(&cmd, argc, argv);
     if (!o->data) myr_die("train: --data PATH is required (token shards; make some with `myriad data prepare`)");
-    if (o->batch <= 0) myr_die("train: --batch B (sequences per step, > 0) is required");
-    if (o->seq <= 0) myr_die("train: --seq T (tokens per sequence, > 0) is required");
+    /* paths are kept without trailing slashes (what is built from them and printed has no "//") */
+    const char **paths[] = {&o->data, &o->val_data, &o->save_dir, &o->init_dir, &o->resume};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++)
+        if (*paths[k]) *paths[k] = path_trim(strdup(*paths[k]));
+    if (o->batch < 0) myr_die("train: --batch B (sequences per step, >= 1) is required");
+    if (o->seq < 0) myr_die("train: --seq T (tokens per sequence, >= 1) is required");
     if (o->steps < 0) myr_die("train: --steps N is required");
-    if (o->threads < 0) myr_die("--threads must be positive");
-    if (o->eval_every < 0 || o->eval_batches <= 0) myr_die("--eval-every must be >= 0 and --eval-batches > 0");
-    if (o->optim.schedule.lr < 0 || o->optim.schedule.min_lr < 0) myr_die("--lr and --min-lr must be >= 0");
-    if (o->optim.adam.beta1 < 0 || o->optim.adam.beta1 >= 1 || o->optim.adam.beta2 < 0 || o->optim.adam.beta2 >= 1)
-        myr_die("--beta1 and --beta2 must be in [0, 1)");
-    if (o->optim.adam.eps <= 0) myr_die("--eps must be positive");
-    if (o->optim.schedule.warmup < 0) myr_die("--warmup must be >= 0");
-    if (o->dpo.zero < 0 || o->dpo.zero > 3) myr_die("--zero %d is out of range (use 0, 1, 2 or 3)", o->dpo.zero);
-    if (o->dp < 0) myr_die("--dp must be positive");
-    if (o->tp < 0) myr_die("--tp must be positive");
-    if (o->tp == 0) o->tp = 1;
-    if (o->ep < 1) myr_die("--ep must be positive");
-    if (o->dropless && !isnan(o->capacity_factor))
-        myr_die("--dropless and --capacity-factor contradict each other: give one");
-    if (!isnan(o->capacity_factor) && !(o->capacity_factor > 0))
-        myr_die("--capacity-factor must be positive (or use --dropless for no capacity limit)");
-    if (!isnan(o->aux_loss_coef) && !(o->aux_loss_coef >= 0)) myr_die("--aux-loss-coef must be >= 0");
-    if (o->moe_every != UNSET && o->moe_every < 1) myr_die("--moe-every must be at least 1 (1: every layer is MoE)");
-    if (o->expert_ffn != UNSET && o->expert_ffn < 1) myr_die("--expert-ffn must be positive");
-    if (o->pp < 1 || o->vpp < 1) myr_die("--pp and --vpp must be positive");
-    if (o->save_every < 0 || o->keep < 0) myr_die("--save-every and --keep must be >= 0");
-    if (o->save_every > 0 && !o->save_dir) myr_die("--save-every needs --save DIR (where the checkpoints go)");
-    if (o->mem_ckpt_every < -1) myr_die("--mem-ckpt-every must be >= 0 (0 = off)");
+    /* flags that only act together with others: refused alone rather than silently ignored */
+    if (o->optim.schedule.kind != LR_COSINE && o->optim.schedule.min_lr > 0)
+        myr_die("train: --min-lr is where the cosine schedule ends; add --lr-schedule cosine (or drop --min-lr)");
+    if (o->save_every > 0 && !o->save_dir) myr_die("train: --save-every needs --save DIR (where the checkpoints go)");
+    if (o->stop_after > 0 && !o->save_dir)
+        myr_die("train: --stop-after writes a checkpoint to continue from: give --save DIR");
+    if (o->stop_after > o->steps)
+        myr_die("train: --stop-after %ld is beyond --steps %ld (it stops inside the --steps schedule)", o->stop_after,
+                o->steps);
+    if ((o->keep > 0 || o->sync_save) && o->save_every == 0 && o->stop_after == 0)
+        myr_die("train: --keep and --sync-save apply to step checkpoints: add --save-every N or --stop-after N");
     if (o->mem_ckpt_every > 0 && !o->save_dir)
-        myr_die("--mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
+        myr_die("train: --mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
     /* default: every step under the fault-tolerant launcher (`myriad run`), off otherwise */
     if (o->mem_ckpt_every < 0) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
-        myr_die("--resume auto looks in --save DIR: give --save DIR or --resume DIR");
-    if (o->sp && o->tp < 2) myr_die("--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");
-    if (o->micro_batch < 0) myr_die("--micro-batch must be positive");
-    if (o->dpo.bucket_mb <= 0) myr_die("--bucket-mb must be positive");
+        myr_die("train: --resume auto looks in --save DIR: give --save DIR or --resume DIR");
+    check_allow_changed(o);
+    if (o->tp == 0) o->tp = 1;
+    if (o->sp && o->tp < 2) myr_die("train: --sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more");
+    if (o->trace_path && o->pp < 2)
+        myr_die("train: --trace records the pipeline schedule of one step: it needs --pp 2 or more");
+    if (o->schedule_given && o->pp < 2) myr_die("train: --schedule is the pipeline's: it needs --pp 2 or more");
+    if (!o->schedule_given && o->vpp > 1) o->schedule = SCHEDULE_INTERLEAVED; /* as --help says */
+    if (o->a2a_barrier && o->ep < 2) myr_die("train: --a2a-barrier times expert-parallel all-to-alls: it needs --ep 2 or more");
+    if (o->dropless && !isnan(o->capacity_factor))
+        myr_die("train: --dropless and --capacity-factor contradict each other: give one");
+    if (o->inject_nan_step > o->steps)
+        myr_die("train: --inject-nan %ld is beyond --steps %ld (no such step)", o->inject_nan_step, o->steps);
+    if (o->on_nan != TRAIN_ON_NAN_SKIP && o->max_nan_skips_given)
+        myr_die("train: --max-nan-skips applies to --on-nan skip");
     o->optim.schedule.steps = o->steps;
     int moe_flags = o->experts != UNSET || o->top_k != UNSET || o->shared_experts != UNSET ||
                     o->expert_ffn != UNSET || o->moe_every != UNSET || o->dropless || !isnan(o->capacity_factor) ||
                     !isnan(o->aux_loss_coef);
     int shape_flags = o->arch_given || o->layers > 0 || o->hidden > 0 || o->heads > 0 || o->kv_heads > 0 ||
-                      o->ffn > 0 || o->vocab > 0 || moe_flags;
+                      o->ffn > 0 || o->vocab > 0 || o->max_seq > 0 || moe_flags;
     if (o->init_dir && (shape_flags || o->preset || o->hf_shape_given))
         myr_die("train: --init takes the shape from DIR/config.json; drop --preset and the shape flags");
 }

@@ -9,6 +9,12 @@
 #include "comm/comm.h"
 #include "model/config.h"
 #include "train/trainer.h"
+#include "util/error.h"
+
+enum { TRAIN_ON_NAN_STOP = 0, TRAIN_ON_NAN_SKIP = 1 };
+/* The exit code of a run stopped by a non-finite value (--on-nan stop, or too many skips);
+ * `myriad run` does not restart it: the same step would fail again. */
+#define TRAIN_EXIT_NONFINITE MYRIAD_EXIT_NONFINITE
 
 typedef struct {
     /* model: --init DIR, else --preset NAME and/or shape flags (-1 = not given) */
@@ -32,11 +38,18 @@ typedef struct {
     OptimOptions optim;
     /* evaluation, logging, output */
     int eval_every, eval_batches, sample_tokens, print_every, threads;
+    int eval_batches_given;
     const char *log_path, *save_dir, *trace_path;
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
     long stop_after;                 /* stop (saving a checkpoint) once this many steps are done; 0 = run to --steps */
+    const char *allow_changed;       /* --allow-changed a,b: settings a resume may change */
+    /* non-finite loss or gradient norm (src/train/train_loop.c, docs/TRAINING.md) */
+    int on_nan;                      /* TRAIN_ON_NAN_STOP or TRAIN_ON_NAN_SKIP */
+    int max_nan_skips, max_nan_skips_given; /* consecutive skipped steps before stopping anyway */
+    long inject_nan_step;            /* --inject-nan: step (from 1) whose gradient turns NaN; -1 = none */
+    int inject_nan_rank;
     double peak_tflops; /* 0: measure */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
@@ -47,6 +60,7 @@ typedef struct {
     int recompute;      /* Recompute (model.h) */
     int pp, vpp;        /* pipeline stages, virtual stages (model chunks) per rank */
     int schedule;       /* ScheduleKind (parallel/schedule.h) */
+    int schedule_given; /* --schedule appeared (else 1f1b, or interleaved when vpp > 1) */
     int stage_layers[256], n_stage_layers; /* --stage-layers a,b,c: layers of each virtual stage */
     int micro_batch;    /* sequences per micro-batch (0 = the whole per-rank slice) */
     DpOptions dpo;      /* --zero, --bucket-mb, --grad-dtype, --no-overlap */
@@ -58,5 +72,7 @@ void train_options_parse(TrainOptions *o, int argc, char **argv);
 /* The model shape these options describe (not for --init). Dies with the reason if invalid. */
 void train_options_model_config(const TrainOptions *o, ModelConfig *c);
 void train_usage(void);
+/* Whether --allow-changed names `what` (batch, seq, seed, lr, schedule, steps, data). */
+int train_option_allows_change(const TrainOptions *o, const char *what);
 
 #endif

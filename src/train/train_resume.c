@@ -3,7 +3,10 @@
  * copies, else the replicas); otherwise the disk checkpoint, resharded into this layout, with
  * fallback past a corrupt one (src/train/checkpoint.c). Records what the launcher's event log
  * should say about this start. */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/train_job.h"
@@ -24,6 +27,76 @@ static int restore_from_memory(TrainJob *j, long disk_step) {
     return 1;
 }
 
+/* One setting compared with the checkpoint's: "" when equal (or not recorded there), else the
+ * "name: old -> new" text. */
+typedef struct {
+    const char *group; /* the --allow-changed name */
+    const char *key;   /* the manifest meta key */
+    char now[64];      /* this run's value, as the meta writes it */
+} Setting;
+
+static void meta_value(const cJSON *v, char *buf, size_t n, int digits) {
+    if (cJSON_IsString(v)) snprintf(buf, n, "%s", v->valuestring);
+    else if (cJSON_IsBool(v)) snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.*g", digits, v->valuedouble);
+    else buf[0] = 0;
+}
+
+/* A resume continues the same run: a setting that changes the math of the steps to come (batch,
+ * sequence length, seed, learning-rate schedule, the data) must equal the checkpoint's unless
+ * --allow-changed names it, which is said. Layouts may differ (the checkpoint reshards). */
+static void check_settings(TrainJob *j, const char *ckpt_meta_text, const char *where) {
+    const TrainOptions *o = &j->o;
+    cJSON *meta = cJSON_Parse(ckpt_meta_text ? ckpt_meta_text : "");
+    if (!meta) return; /* a checkpoint without caller metadata: nothing to compare */
+    cJSON *mine = cJSON_Parse(j->meta);
+    /* another model altogether: the load says which tensor differs, better than a list of settings */
+    char *a_model = cJSON_PrintUnformatted(cJSON_GetObjectItem(meta, "model"));
+    char *b_model = cJSON_PrintUnformatted(cJSON_GetObjectItem(mine, "model"));
+    int same_model = a_model && b_model && !strcmp(a_model, b_model);
+    free(a_model), free(b_model);
+    if (!same_model) {
+        cJSON_Delete(meta), cJSON_Delete(mine);
+        return;
+    }
+    Setting set[] = {{"batch", "batch", ""}, {"seq", "seq", ""},          {"seed", "seed", ""},
+                     {"lr", "lr", ""},       {"schedule", "lr_schedule", ""}, {"schedule", "warmup", ""},
+                     {"schedule", "min_lr", ""}, {"steps", "steps", ""}, {"data", "shuffle", ""},
+                     {"data", "train_tokens", ""}};
+    char refused[2048] = "", allowed[2048] = "";
+    int cosine = o->optim.schedule.kind == LR_COSINE;
+    for (size_t k = 0; k < sizeof set / sizeof set[0]; k++) {
+        const cJSON *old = cJSON_GetObjectItem(meta, set[k].key), *cur = cJSON_GetObjectItem(mine, set[k].key);
+        if (!old || !cur) continue;
+        /* the step count only shapes the math through a decaying schedule */
+        if (!strcmp(set[k].key, "steps") && !cosine) continue;
+        char a[64], b[64];
+        if (cJSON_IsNumber(old) && cJSON_IsNumber(cur) && old->valuedouble == cur->valuedouble) continue;
+        meta_value(old, a, sizeof a, 17);
+        meta_value(cur, b, sizeof b, 17);
+        if (!strcmp(a, b)) continue;
+        /* shown as a person writes them, with the digits needed to tell them apart */
+        for (int d = 6; d < 17; d++) {
+            meta_value(old, a, sizeof a, d);
+            meta_value(cur, b, sizeof b, d);
+            if (strcmp(a, b)) break;
+        }
+        char item[200];
+        snprintf(item, sizeof item, "%s%s %s (checkpoint) -> %s (now)", "", set[k].key, a, b);
+        char *dst = train_option_allows_change(o, set[k].group) ? allowed : refused;
+        size_t len = strlen(dst);
+        snprintf(dst + len, 2048 - len, "%s%s", len ? "; " : "", item);
+    }
+    cJSON_Delete(meta);
+    cJSON_Delete(mine);
+    if (refused[0])
+        train_layout_error(j->rank, "--resume %s: the run's settings changed: %s. A resume continues the same run; "
+                           "start a new one, or accept the change with --allow-changed (batch, seq, seed, lr, schedule, "
+                           "steps, data)", where, refused);
+    if (allowed[0] && j->rank0)
+        fprintf(stderr, "myriad train: resuming with changed settings (--allow-changed): %s\n", allowed);
+}
+
 void train_job_resume(TrainJob *j) {
     const TrainOptions *o = &j->o;
     j->first_step = 0;
@@ -34,6 +107,7 @@ void train_job_resume(TrainJob *j) {
     int is_auto = !strcmp(o->resume, "auto");
     Ckpt *ck = NULL;
     long disk_step = ckpt_open(path, &ck) ? -1 : (long)ckpt_step(ck);
+    if (ck) check_settings(j, ckpt_meta(ck), ckpt_path(ck));
     int restored = j->mem && is_auto && restore_from_memory(j, disk_step);
     if (!restored &&
         (j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents)) < 0)

@@ -23,7 +23,7 @@ static void build_model(TrainJob *j) {
     const TrainOptions *o = &j->o;
     Model whole;
     if (o->init_dir) {
-        if (hf_load(o->init_dir, &whole)) myr_die_last();
+        if (train_agree_failure(j, hf_load(o->init_dir, &whole) != 0)) train_exit_all(1);
     } else {
         ModelConfig c;
         train_options_model_config(o, &c);
@@ -55,8 +55,8 @@ static void build_model(TrainJob *j) {
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
-        myr_die("--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a larger --max-seq",
-                o->seq, j->cfg.max_seq);
+        train_layout_error(j->rank, "--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a "
+                           "larger --max-seq", o->seq, j->cfg.max_seq);
 }
 
 static int glob_matches(const char *pattern) {
@@ -87,10 +87,11 @@ static void open_data(TrainJob *j) {
     char train_spec[4096], val_spec[4096];
     resolve_data(o, train_spec, val_spec, sizeof train_spec);
     j->train = j->val = NULL;
-    if (tokens_open(train_spec, &j->train)) myr_die_last();
-    if (val_spec[0] && tokens_open(val_spec, &j->val)) myr_die_last();
-    if (loader_init(&j->loader, j->train, o->batch, o->seq, o->shuffle, o->seed)) myr_die_last();
-    if (o->eval_every > 0 && !j->val) myr_die("--eval-every needs validation data: give --val-data PATH");
+    /* the same files for every rank: one message when they are missing or bad */
+    int bad = tokens_open(train_spec, &j->train) != 0;
+    if (!bad && val_spec[0]) bad = tokens_open(val_spec, &j->val) != 0;
+    if (!bad) bad = loader_init(&j->loader, j->train, o->batch, o->seq, o->shuffle, o->seed) != 0;
+    if (train_agree_failure(j, bad)) train_exit_all(1);
 }
 
 /* Data parallelism: one engine per chunk over the dp group; then the pipeline over the chunks. */
@@ -142,17 +143,22 @@ static void print_banner(const TrainJob *j) {
                 j->rows, j->micro, o->dpo.zero, comm_dtype_name(o->dpo.grad_dtype), o->dpo.overlap ? "on" : "off");
 }
 
-/* The checkpoint manifest's caller metadata: what a resume must agree with. */
+/* The checkpoint manifest's caller metadata: the model, the layout it was saved in, and the
+ * settings that shape the math of later steps, which a resume compares (train_resume.c). */
 static void write_meta(TrainJob *j) {
     const TrainOptions *o = &j->o;
     const ModelConfig *c = &j->cfg;
+    const LrSchedule *ls = &o->optim.schedule;
     snprintf(j->meta, sizeof j->meta,
              "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
              "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d, \"experts\": %d}, \"layout\": {\"tp\": "
-             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d}",
+             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d, "
+             "\"lr\": %.17g, \"lr_schedule\": \"%s\", \"warmup\": %ld, \"min_lr\": %.17g, \"steps\": %ld, "
+             "\"shuffle\": %s, \"train_tokens\": %llu}",
              (unsigned long long)o->seed, model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads,
              c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, o->dpo.zero, o->batch,
-             o->seq);
+             o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup, ls->min_lr, o->steps,
+             o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
 }
 
 /* In-memory checkpoints: the job is named by MYRIAD_JOB_ID or the absolute --save DIR. */
@@ -176,12 +182,21 @@ void train_job_setup(TrainJob *j) {
     build_model(j);
     open_data(j);
     attach_parallelism(j);
-    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : kernels_measure_peak_flops(1024, 3);
+    /* the MFU denominator: only rank 0 reports MFU, so only rank 0 measures (N ranks measuring at
+     * once on one host would share its cores and measure a fraction of it, N times over) */
+    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : j->rank0 ? kernels_measure_peak_flops(1024, 3) : 1e12;
     j->flops_per_step = model_flops_per_token(&j->cfg, o->seq) * o->batch * o->seq;
     if (j->rank0) print_banner(j);
 
     trainer_create(&j->t, &j->chunks[0], &o->optim, j->dp, j->micro);
     j->t.pipeline = j->pl;
+    j->t.agree = j->distributed ? comm_world() : NULL; /* every rank takes the same non-finite decision */
+    if (o->inject_nan_step > 0) {
+        if (o->inject_nan_rank >= j->world)
+            train_layout_error(j->rank, "--inject-nan %ld:%d: there is no rank %d (the world has %d)", o->inject_nan_step,
+                               o->inject_nan_rank, o->inject_nan_rank, j->world);
+        if (j->rank == o->inject_nan_rank) j->t.poison_step = o->inject_nan_step - 1;
+    }
     j->state = (TrainState){j->chunks, j->dp, j->dp ? NULL : &j->t.opt, j->vpp,
                             j->distributed ? comm_world() : NULL};
     write_meta(j);

@@ -22,6 +22,7 @@ void optim_options_default(OptimOptions *o) {
 
 void trainer_create(Trainer *t, Model *m, const OptimOptions *o, DataParallel *dp, int micro_rows) {
     memset(t, 0, sizeof *t);
+    t->poison_step = -1;
     t->model = m;
     t->o = *o;
     t->dp = dp;
@@ -33,12 +34,38 @@ void trainer_destroy(Trainer *t) {
     if (!t->dp) adamw_destroy(&t->opt);
 }
 
+/* A non-finite loss or gradient norm anywhere is a non-finite step everywhere: one all-reduce of
+ * a flag, so that no rank updates (or stops) while another goes on. */
+static int step_nonfinite(const Trainer *t, double loss, double norm) {
+    float bad = !isfinite(loss) || !isfinite(norm);
+    if (t->agree && comm_all_reduce(t->agree, &bad, &bad, 1, COMM_F32, COMM_MAX)) return 1;
+    return bad != 0;
+}
+
+/* --inject-nan: one gradient element this rank's norm counts becomes NaN (after the reduction:
+ * as a corrupted reduced gradient would). */
+static void poison_gradient(Trainer *t, DataParallel *dp, Model *m) {
+    if (t->step != t->poison_step) return;
+    if (dp) dp_poison_grad(dp);
+    else if (m->table.count) m->grads[m->table.info[0].offset] = (real)NAN;
+}
+
+/* A skipped update still counts as a step for AdamW's bias correction (as a resume at this step
+ * would set it): the step number alone says where the optimizer is. */
+static void skip_update(Trainer *t, DataParallel *dps, int n) {
+    if (!dps) t->opt.step++;
+    for (int c = 0; dps && c < n; c++)
+        for (int i = 0; i < dps[c].nopt; i++) dps[c].opt[i].step++;
+    t->step++;
+}
+
 /* Pipeline parallelism: the schedule runs every micro-batch on this rank's chunks; the norm
  * is summed over data-parallel pieces, tensor-parallel slices and pipeline stages. */
 static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) {
     Pipeline *pl = t->pipeline;
     StepResult r;
     double loss = pipeline_forward_backward(pl, x, y);
+    poison_gradient(t, &pl->dp[0], &pl->chunk[0]); /* the gradients are reduced by now */
     r.loss = dp_mean(&pl->dp[0], loss);
     double sum_sq = 0, exposed = 0;
     for (int c = 0; c < pl->vpp; c++) {
@@ -50,9 +77,14 @@ static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) 
     if (m0->tp.size > 1) m0->tp.sum_exact(m0->tp.ctx, &sum_sq, 1, 0);
     sum_sq = group_sum_exact(pl->pp_group, sum_sq);
     r.grad_norm = sqrt(sum_sq);
-    if (t->before_update) t->before_update(t->before_update_ctx);
-    double coef = clip_coefficient(r.grad_norm, t->o.clip);
     r.lr = lr_at(&t->o.schedule, t->step);
+    r.nonfinite = step_nonfinite(t, r.loss, r.grad_norm);
+    if (t->before_update) t->before_update(t->before_update_ctx);
+    if (r.nonfinite) {
+        skip_update(t, pl->dp, pl->vpp);
+        return r;
+    }
+    double coef = clip_coefficient(r.grad_norm, t->o.clip);
     for (int c = 0; c < pl->vpp; c++) {
         if (coef < 1.0) dp_scale_grads(&pl->dp[c], (real)coef);
         dp_optimizer_step(&pl->dp[c], &t->o.adam, r.lr);
@@ -81,18 +113,25 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
     double sum_sq;
     if (dp) {
         dp_finish_backward(dp);
+        poison_gradient(t, dp, m); /* after the reduction, before the norm */
         t->last_exposed_comm_s = dp->exposed_comm_s;
         r.loss = dp_mean(dp, loss);
         sum_sq = dp_grad_sum_squares(dp);
         if (m->tp.size > 1) m->tp.sum_exact(m->tp.ctx, &sum_sq, 1, 0); /* and over the tensor-parallel slices */
     } else {
         r.loss = loss;
+        poison_gradient(t, NULL, m);
         sum_sq = grad_sum_squares(m->grads, m->table.total);
     }
     r.grad_norm = sqrt(sum_sq);
-    if (t->before_update) t->before_update(t->before_update_ctx);
-    double coef = clip_coefficient(r.grad_norm, t->o.clip);
     r.lr = lr_at(&t->o.schedule, t->step);
+    r.nonfinite = step_nonfinite(t, r.loss, r.grad_norm);
+    if (t->before_update) t->before_update(t->before_update_ctx);
+    if (r.nonfinite) {
+        skip_update(t, dp, 1);
+        return r;
+    }
+    double coef = clip_coefficient(r.grad_norm, t->o.clip);
     if (dp) {
         if (coef < 1.0) dp_scale_grads(dp, (real)coef);
         dp_optimizer_step(dp, &t->o.adam, r.lr);

@@ -31,10 +31,18 @@ typedef struct {
      * checkpoint copying the previous step's state meanwhile finishes there); may be NULL */
     void (*before_update)(void *ctx);
     void *before_update_ctx;
+    /* non-finite steps (docs/TRAINING.md): the loss and gradient norm are checked before the
+     * update; over `agree` (every rank of the job; NULL in a single process) all ranks take the
+     * same decision. A non-finite step makes no update: parameters and AdamW moments stay as
+     * they were, while the step number (the LR schedule's position and AdamW's bias-correction
+     * count, which resumes also derive from it) moves on. */
+    Comm *agree;
+    long poison_step; /* testing (--inject-nan): at this step (0-based) this rank turns one gradient to NaN; -1 none */
 } Trainer;
 
 typedef struct {
     double loss, lr, grad_norm;
+    int nonfinite; /* the loss or the gradient norm was NaN or infinite on some rank: no update was made */
 } StepResult;
 
 /* Defaults: AdamW(0.9, 0.95, 1e-8, wd 0.1), constant 3e-4 lr, clip 1.0. */
@@ -45,7 +53,8 @@ void trainer_destroy(Trainer *t);
 /* One step on this rank's rows of the global batch, x/y [rows*T] (all of it in a single
  * process): the slice is split into micro-batches of micro_rows sequences whose gradients
  * accumulate; with dp they are averaged over the group. Returns the global mean loss (before
- * the update), the lr used and the global pre-clip gradient norm. */
+ * the update), the lr used and the global pre-clip gradient norm; nonfinite (same on every rank)
+ * when either was not finite, in which case nothing was updated. */
 StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static _Thread_local char last_error[1024];
 
@@ -17,7 +18,16 @@ int myr_error(const char *fmt, ...) {
 
 const char *myr_last_error(void) { return last_error; }
 
+static int quiet_die;
+
+void myr_die_quietly(int quiet) { quiet_die = quiet; }
+
 void myr_vdie(const char *fmt, va_list ap) {
+    if (quiet_die) { /* another process prints the same message: give it time to get out first */
+        fflush(stdout);
+        sleep(2);
+        exit(1);
+    }
     fputs("myriad: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);

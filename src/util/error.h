@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stdnoreturn.h>
 
+/* Exit codes beyond 0 (success) and 1 (an error): a run that stopped itself on a non-finite loss,
+ * gradient or weight (`myriad train`, `myriad eval`), which restarting would not cure. */
+enum { MYRIAD_EXIT_NONFINITE = 3 };
+
 /* Record the reason for the current failure (printf-style); always returns -1. */
 int myr_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The last recorded reason ("" if none). Thread-local. */
@@ -16,6 +20,10 @@ const char *myr_last_error(void);
 noreturn void myr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same with a va_list (for wrappers that take their own arguments). */
 noreturn void myr_vdie(const char *fmt, va_list ap);
+/* While set, myr_die prints nothing (it waits 2 s, then exits 1): for the ranks other than 0 of an
+ * MPI job while they check what every rank checks alike (the command line), so that one message,
+ * rank 0's, is printed instead of one per rank. */
+void myr_die_quietly(int quiet);
 /* Print the last recorded error and exit(1). */
 noreturn void myr_die_last(void);
 

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Compare a parallel run with the single-process run: compare_runs.py REF.jsonl RUN.jsonl
-[REF_DIR RUN_DIR]. Per-step losses within 1e-5 relative at step 1 and 1e-4 over all steps;
+[REF_DIR RUN_DIR]. Per-step losses within 1e-5 relative at step 1 and 1e-4 over all steps; the
+logged global gradient norms (pre-clip) alike (AdamW and clipping hide a uniformly scaled
+gradient, e.g. one summed instead of averaged over data-parallel ranks: the norm does not);
 saved weights (model.safetensors) within 1e-4 (max |a-b| / max |a| per tensor). Exit 1 on failure.
 
 One exception, by mathematics rather than tolerance: GPT-2's key bias (the middle third of
@@ -13,8 +15,8 @@ import struct
 import sys
 
 
-def losses(path):
-    return [json.loads(l)["loss"] for l in open(path)]
+def losses(path, key="loss"):
+    return [json.loads(l)[key] for l in open(path)]
 
 
 def tensors(path):
@@ -35,7 +37,12 @@ ok = len(ref) == len(run) and len(ref) > 0
 first = abs(ref[0] - run[0]) / abs(ref[0]) if ok else 1
 worst = max(abs(a - b) / abs(a) for a, b in zip(ref, run)) if ok else 1
 ok = ok and first < 1e-5 and worst < 1e-4
-msg = f"steps {len(run)}/{len(ref)}, step-1 rel {first:.2e}, worst rel {worst:.2e}"
+gref, grun = losses(sys.argv[1], "grad_norm"), losses(sys.argv[2], "grad_norm")
+gfirst = abs(gref[0] - grun[0]) / abs(gref[0]) if ok else 1
+gworst = max(abs(a - b) / abs(a) for a, b in zip(gref, grun)) if ok else 1
+ok = ok and gfirst < 1e-5 and gworst < 1e-4
+msg = (f"steps {len(run)}/{len(ref)}, step-1 rel {first:.2e}, worst rel {worst:.2e}; grad_norm step-1 rel "
+       f"{gfirst:.2e}, worst rel {gworst:.2e}")
 if len(sys.argv) > 4:
     a, b = tensors(sys.argv[3] + "/model.safetensors"), tensors(sys.argv[4] + "/model.safetensors")
     wworst = 0.0
