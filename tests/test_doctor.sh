@@ -22,6 +22,9 @@ keep() { mkdir -p build/test-logs/doctor && cp "$T/$1".* build/test-logs/doctor/
 expect_error doctor_bad_threshold "doctor: a threshold is a fraction between 0 and 1 (0.10) or a percentage (10%), not '10'" "$M" doctor --threshold 10
 expect_error doctor_bad_check_name "doctor: unknown option '--threshold-gpu'" "$M" doctor --threshold-gpu 0.2
 expect_error doctor_bad_skip "--skip: unknown check 'nvlink'" "$M" doctor --skip gemm,nvlink
+expect_error doctor_out_looks_like_an_option "--out --json looks like an option, not a file" "$M" doctor --out --json
+expect_error doctor_out_unwritable_before_measuring "--out $T/no/x.json: the directory $T/no does not exist" \
+    "$M" doctor --out "$T/no/x.json"
 echo '{"not": "a doctor file"}' >"$T/bad.json"
 expect_error doctor_bad_baseline "is not the JSON of \`myriad doctor --json\`" "$M" doctor --baseline "$T/bad.json"
 expect_error run_doctor_arg_needs_preflight "--doctor-arg and --preflight-timeout need --preflight" \

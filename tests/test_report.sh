@@ -20,6 +20,7 @@ expect_error report_bad_line "report: $T/broken.jsonl:2: not a JSON object" "$M"
 echo '{"hello": 1}' >"$T/other.jsonl"
 expect_error report_no_log_lines "holds no training-log steps" "$M" report "$T/other.jsonl" -o "$T/r.html"
 expect_error report_needs_output "give the output file with -o" "$M" report "$T/ok.jsonl"
+expect_error report_out_looks_like_an_option "-o --title looks like an option, not a file" "$M" report "$T/ok.jsonl" -o --title
 expect_error report_missing_input "report: $T/nope: No such file or directory" "$M" report "$T/nope" -o "$T/r.html"
 [ ! -e "$T/r.html" ] && pass report_bad_input_writes_nothing || fail report_bad_input_writes_nothing
 

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "comm/comm_opts.h"
 #include "io/atomic_file.h"
+#include "io/path_check.h"
 #include "ops/doctor.h"
 #include "ops/doctor_run.h"
 #include "util/opts.h"
@@ -58,6 +59,13 @@ static int set_triad_mb(void *dst, const char *v) {
     return 0;
 }
 
+/* --out: a value that looks like an option is a forgotten file name (`--out --json`), not a file */
+static int set_out(void *dst, const char *v) {
+    if (v[0] == '-') return myr_error("--out %s looks like an option, not a file (write ./%s to mean a file)", v, v);
+    *(const char **)dst = v;
+    return 0;
+}
+
 static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
     *o = (DoctorOpts){.plan = {.reps = 10, .gemm_n = 384, .triad_bytes = 48u << 20, .msg_bytes = 1u << 20, .peers = 8}};
     for (int c = 0; c < CHK_N; c++) o->threshold[c] = DOCTOR_DEFAULT_THRESHOLD;
@@ -67,7 +75,7 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
     double *t = o->threshold;
     const Opt rows[] = {
         OPT_SWITCH("--json", &o->json, "print the JSON document instead of the table"),
-        OPT_STR("--out", "FILE", &o->out_path, "also write the JSON document to FILE (rank 0's file system)"),
+        OPT_CALL("--out", "FILE", &o->out_path, set_out, "also write the JSON document to FILE (rank 0's file system)"),
         OPT_STR("--baseline", "FILE", &o->baseline_path,
                 "compare with the references of an earlier `doctor --json` (healthy hosts)"),
         OPT_CALL("--threshold", "F", &all, set_threshold, "flag a host more than F worse, for every check (default 0.10; 10% works)"),
@@ -124,9 +132,11 @@ int cmd_doctor(int argc, char **argv) {
     Comm *w = comm_world();
     int me = comm_rank(w);
     double baseline[CHK_N] = {0};
-    /* rank 0 reads the baseline before anything is measured; every rank learns whether it could */
+    /* rank 0 reads the baseline and checks that --out can be written before anything is measured;
+     * every rank learns whether it could */
     float ok = 1;
     if (me == 0 && o.baseline_path && doctor_load_baseline(o.baseline_path, baseline) < 0) ok = 0;
+    if (me == 0 && ok && o.out_path && path_check_file("doctor: --out", o.out_path) < 0) ok = 0;
     if (comm_broadcast(w, &ok, &ok, 1, COMM_F32, 0) < 0) myr_die_last();
     if (!ok) {
         if (me == 0) myr_die_last();

@@ -23,11 +23,18 @@ static int add_input(void *ctx, const char *arg) {
     return 0;
 }
 
+/* -o: a value that looks like an option is a forgotten file name (`-o --title`), not a file */
+static int set_out(void *dst, const char *v) {
+    if (v[0] == '-') return myr_error("-o %s looks like an option, not a file (write ./%s to mean a file)", v, v);
+    *(const char **)dst = v;
+    return 0;
+}
+
 int cmd_report(int argc, char **argv) {
     const char *out = NULL, *title = "myriad run report";
     Inputs in = {{0}, 0};
     const Opt rows[] = {
-        OPT_ALIAS(OPT_STR("--out", "FILE", &out, "the HTML page to write (required; replaced atomically)"), "-o"),
+        OPT_ALIAS(OPT_CALL("--out", "FILE", &out, set_out, "the HTML page to write (required; replaced atomically)"), "-o"),
         OPT_STR("--title", "TEXT", &title, "the page's title (default \"myriad run report\")"),
         OPT_END};
     OptCommand cmd = {
