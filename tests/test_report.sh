@@ -42,13 +42,16 @@ if [ $rc -ne 0 ] || [ "$(jq -c 'select(.event == "restart")' "$T/run/events.json
     tail -5 "$T/run.out" >&2
     exit 0
 fi
-# the straggler detector's output, in the shapes it logs (`rank-times` per window of steps: every
-# rank's median step seconds, null where a rank had too few samples; `straggler`), plus the
-# one-rank form the report also reads
+# the straggler detector's output, in the shapes it logs (`rank-times` every W steps over the last
+# 2W: every rank's median step seconds, null where a rank had too few samples, per-section medians
+# and scores; `straggler`), plus the one-rank form the report also reads
 t=$(jq -r 'select(.event == "connected") | .t' "$T/run/events.jsonl" | tail -1)
 for w in 0 1 2; do
-    jq -cn --argjson t "$t" --argjson w $w '{t: ($t + $w * 0.05), event: "rank-times", attempt: 1, first_step: (5 * $w + 1),
-        last_step: (5 * $w + 5), step_s: [0.02 + $w / 1000, (if $w == 1 then null else 0.031 + $w / 100 end)],
+    jq -cn --argjson t "$t" --argjson w $w '{t: ($t + $w * 0.05), event: "rank-times", attempt: 1,
+        first_step: ([5 * $w - 4, 1] | max), last_step: (5 * $w + 5),
+        step_s: [0.02 + $w / 1000, (if $w == 1 then null else 0.031 + $w / 100 end)],
+        sections: {data: [0.001, 0.001], forward: [0.006, 0.009], backward: [0.012, null], comm: [0.001, 0.002],
+                   optimizer: [0.001, 0.001], checkpoint: [0, 0], compute: [0.02, 0.03]},
         relative: [1, 0.7], individual: [1, 0.8]}'
 done >"$T/run/detector.jsonl"
 echo "{\"t\": $t, \"event\": \"rank-step\", \"rank\": 1, \"step\": 12, \"step_s\": 0.09}" >>"$T/run/detector.jsonl"
