@@ -5,27 +5,70 @@
 CC       := mpicc
 OPT      ?= -O3 -march=native
 CFLAGS   ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fopenmp -Isrc
-LDLIBS   := -lopenblas -lcjson -lm -lpthread
+LDLIBS   := -lopenblas -lcjson -lpcre2-8 -lz -lm -lpthread
 LDFLAGS  ?= -fopenmp
 
 LIB_SRCS := $(wildcard src/*/*.c)
 LIB_OBJS := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRCS))
+
+# CUDA backend (src/kernels/cuda_*.cu): built whenever nvcc is found; `make CUDA=0` leaves it out.
+# Machine code for sm_80 (A100) and sm_90 (H100/H200) plus sm_90 PTX for newer GPUs. The CUDA
+# runtime is linked statically (the binary needs only the driver, loaded by the runtime when a
+# GPU is used); cuBLASLt is loaded with dlopen at cuda_init (src/kernels/cuda_gemm.cu says why).
+ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+CUDA ?= $(if $(NVCC),1,0)
+ifeq ($(CUDA),1)
+CUDA_HOME   ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LIBDIR ?= $(patsubst %/libcudart_static.a,%,$(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart_static.a)))
+CUDA_ARCH   ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS   ?= -O3 -std=c++17 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wno-unused-function -Isrc \
+               -DMYRIAD_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
+CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
+LIB_OBJS    += $(patsubst src/%.cu,build/obj/%.o,$(CU_SRCS))
+# C files: the .cu side provides cuda_backend (cuda_absent.c steps aside); NVCC_EXTRA: more nvcc flags
+CUDA_DEFS   := -DMYRIAD_CUDA=1
+CPU_LDLIBS  := $(LDLIBS)
+LDLIBS      += -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
+# The same kernel sources compiled for the CPU emulation of the device (tests/cuda_emu.h).
+EMU_OBJS    := $(patsubst src/%.cu,build/emu/%.o,$(CU_SRCS)) build/emu/cuda_emu.o
+EMU_FLAGS   := -x c++ -std=c++17 -O2 -g -DMYRIAD_CUDA_EMU -Isrc -Itests -I$(CUDA_HOME)/include -Wall \
+               -Wno-unknown-pragmas -Wno-unused-function
+EMU_TEST    := build/tests/test_kernels_cuda_emu
+endif
 LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/model/*.c src/optim/*.c)
 LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
 
 .PHONY: all test tests bench clean fuzz demo
-all: bin/myriad $(TEST_BINS)
+all: bin/myriad $(TEST_BINS) $(EMU_TEST)
 
 build/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
 
 # The same sources in double precision (real = double), for the finite-difference gradient check.
 build/obj64/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMYRIAD_F64 -c $< -o $@
+
+build/obj/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
+
+build/emu/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h) tests/cuda_emu.h
+	@mkdir -p $(dir $@)
+	g++ $(EMU_FLAGS) -c $< -o $@
+
+build/emu/cuda_emu.o: tests/cuda_emu.cc tests/cuda_emu.h
+	@mkdir -p $(dir $@)
+	g++ $(EMU_FLAGS) -c $< -o $@
+
+build/tests/test_kernels_cuda_emu: tests/test_kernels_cuda.c tests/test.h $(EMU_OBJS) build/libmyriad.a
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -DMYRIAD_CUDA_EMU -Itests $< $(EMU_OBJS) build/libmyriad.a -o $@ $(LDFLAGS) $(CPU_LDLIBS) -lstdc++
 
 build/libmyriad_f64.a: $(LIB64_OBJS)
 	@mkdir -p build
@@ -43,7 +86,7 @@ bin/myriad: src/main.c build/libmyriad.a
 
 build/tests/%: tests/%.c tests/test.h tests/fixture_util.h tests/gradcheck_util.h build/libmyriad.a
 	@mkdir -p build/tests
-	$(CC) $(CFLAGS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
 
 build/tests/%_f64: tests/%_f64.c tests/test.h tests/gradcheck_util.h build/libmyriad_f64.a
 	@mkdir -p build/tests

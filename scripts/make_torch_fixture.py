@@ -10,6 +10,10 @@ Run with Debian's PyTorch:  /usr/bin/python3 scripts/make_torch_fixture.py [OUTD
   expected.safetensors             x, y (batch 0, as F32), logits, loss, grad.<hf name> for batch 0
   expected.json                    the training flags and the per-step losses / grad norms of
                                    STEPS AdamW steps with clipping and a warmup+cosine schedule
+  expected_bf16.json               the same STEPS from the same weights under CPU autocast bf16
+                                   (fp32 master weights; GEMMs in bf16 with fp32 accumulation;
+                                   residual stream, norms, softmax and cross-entropy in fp32), the
+                                   reference of `--dtype bf16` (docs/GPU.md)
 The models are written directly in PyTorch (no transformers package) with Hugging Face's
 tensor names and layouts; the math follows transformers' GPT2LMHeadModel / LlamaForCausalLM.
 """
@@ -37,7 +41,9 @@ def causal_attention(q, k, v):
     att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
     mask = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool).tril()
     att = att.masked_fill(~mask, float("-inf"))
-    return F.softmax(att, dim=-1) @ v
+    # softmax in fp32 (a no-op in fp32 runs; under autocast bf16 the scores are bf16, and the
+    # reference keeps softmax statistics in fp32 as CUDA autocast and our kernels do)
+    return F.softmax(att.float(), dim=-1) @ v
 
 
 class Gpt2:
@@ -200,6 +206,29 @@ def lr_at(step):
     return t["min_lr"] + (t["lr"] - t["min_lr"]) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def train(model, batch, vocab, autocast):
+    """STEPS AdamW steps with clipping and the warmup+cosine schedule; (losses, grad norms)."""
+    params = list(model.p.values())
+    decay = [v for v in params if v.dim() >= 2]
+    no_decay = [v for v in params if v.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=TRAIN["lr"], betas=(TRAIN["beta1"], TRAIN["beta2"]), eps=TRAIN["eps"])
+    losses, norms = [], []
+    for s in range(STEPS):
+        x, y = batch(s)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = F.cross_entropy(model.forward(x).view(-1, vocab), y.reshape(-1))
+        loss.backward()
+        norms.append(float(torch.nn.utils.clip_grad_norm_(params, TRAIN["clip"])))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(s)
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    return losses, norms
+
+
 def make(outdir, name, model, cfg, vocab, gen):
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
@@ -225,23 +254,8 @@ def make(outdir, name, model, cfg, vocab, gen):
     for v in model.p.values():
         v.grad = None
 
-    params = list(model.p.values())
-    decay = [v for v in params if v.dim() >= 2]
-    no_decay = [v for v in params if v.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=TRAIN["lr"], betas=(TRAIN["beta1"], TRAIN["beta2"]), eps=TRAIN["eps"])
-    losses, norms = [], []
-    for s in range(STEPS):
-        x, y = batch(s)
-        loss = F.cross_entropy(model.forward(x).view(-1, vocab), y.reshape(-1))
-        loss.backward()
-        norms.append(float(torch.nn.utils.clip_grad_norm_(params, TRAIN["clip"])))
-        for g in opt.param_groups:
-            g["lr"] = lr_at(s)
-        opt.step()
-        opt.zero_grad()
-        losses.append(float(loss))
+    initial = {k: v.detach().clone() for k, v in model.p.items()}
+    losses, norms = train(model, batch, vocab, autocast=False)
     flags = ["--batch", str(B), "--seq", str(T), "--steps", str(STEPS), "--no-shuffle", "--lr-schedule", "cosine",
              "--lr", repr(TRAIN["lr"]), "--min-lr", repr(TRAIN["min_lr"]), "--warmup", str(TRAIN["warmup"]),
              "--beta1", repr(TRAIN["beta1"]), "--beta2", repr(TRAIN["beta2"]), "--eps", repr(TRAIN["eps"]),
@@ -250,6 +264,16 @@ def make(outdir, name, model, cfg, vocab, gen):
         json.dump({"B": B, "T": T, "steps": STEPS, "train": TRAIN, "flags": flags, "losses": losses,
                    "grad_norms": norms, "torch": torch.__version__}, f, indent=1)
     print(f"{name}: loss {losses[0]:.6f} -> {losses[-1]:.6f}, grad norms {norms[0]:.3f}..{norms[-1]:.3f}")
+    # the same steps from the same weights under CPU autocast bf16
+    with torch.no_grad():
+        for k, v in model.p.items():
+            v.copy_(initial[k])
+    losses, norms = train(model, batch, vocab, autocast=True)
+    with open(os.path.join(d, "expected_bf16.json"), "w") as f:
+        json.dump({"B": B, "T": T, "steps": STEPS, "train": TRAIN, "flags": flags + ["--dtype", "bf16"],
+                   "losses": losses, "grad_norms": norms, "autocast": "cpu bfloat16",
+                   "torch": torch.__version__}, f, indent=1)
+    print(f"{name} bf16: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
 def main():

@@ -14,6 +14,8 @@ static const Command commands[] = {
     {"train", cmd_train, "train a transformer (single process, or under mpirun)"},
     {"eval", cmd_eval, "evaluate a saved model on token shards"},
     {"data", cmd_data, "prepare token shards from text (data prepare)"},
+    {"tokenize", cmd_tokenize, "text -> token ids with a Hugging Face tokenizer.json"},
+    {"detokenize", cmd_detokenize, "token ids -> text with a Hugging Face tokenizer.json"},
     {"sim", cmd_sim, "simulate a training step on a cluster: time, memory, MFU, days (sim validate FILE)"},
     {"plan", cmd_plan, "rank parallel layouts of a model on a cluster by days to train"},
     {"bench", cmd_bench, "benchmarks (bench comm: collectives, nccl-tests style; bench sgemm: matmul peak)"},

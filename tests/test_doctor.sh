@@ -30,6 +30,22 @@ expect_error doctor_bad_baseline "is not the JSON of \`myriad doctor --json\`" "
 expect_error run_doctor_arg_needs_preflight "--doctor-arg and --preflight-timeout need --preflight" \
     "$M" run -n 2 --doctor-arg --reps -- doctor
 
+# ---- inside a Slurm allocation without --hosts: the pre-flight checks every slot of every node of
+# the allocation (spares included) through srun, rank r on line r of SLURM_HOSTFILE (dry run: no
+# daemons; test_slurm.sh drives the real ones)
+if command -v srun >/dev/null; then
+    out=$(SLURM_JOB_ID=999 SLURM_JOB_NODELIST='dn[1-3]' "$M" run -n 4 --spares 1 --preflight --dry-run -- train 2>&1)
+    if echo "$out" | grep -qx '# preflight SLURM_HOSTFILE (rank 0..5): dn1 dn1 dn2 dn2 dn3 dn3' &&
+        echo "$out" | grep -q '^preflight: .*srun --ntasks=6 .*--nodes=3 --distribution=arbitrary --mpi=pmix .* doctor --json' &&
+        echo "$out" | grep -qx '# SLURM_HOSTFILE (rank 0..3): dn1 dn1 dn2 dn2'; then
+        pass preflight_slurm_allocation_nodes
+    else
+        fail preflight_slurm_allocation_nodes "$(echo "$out" | head -3 | tr '\n' ' ')"
+    fi
+    expect_error preflight_slurm_uneven "pre-flight: 3 ranks do not spread evenly over the 2 working nodes of this allocation" \
+        env SLURM_JOB_ID=999 SLURM_JOB_NODELIST='dn[1-3]' "$M" run -n 3 --spares 1 --preflight --dry-run -- train
+fi
+
 if ! command -v mpirun >/dev/null; then
     echo "skip doctor_namespaces (mpirun is not installed)"
     exit 0

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_fuzz.sh: builds tests/fuzz/fuzz_parsers.c with the parsers it targets under
 # AddressSanitizer + UndefinedBehaviorSanitizer (plain gcc, into build/fuzz/) and runs
-# 100,000 mutated inputs through each of the safetensors, config.json and shard-header parsers.
+# 100,000 mutated inputs through each of the safetensors, config.json and shard-header parsers;
+# then tests/fuzz/fuzz_tokenizer.c over src/tokenizer/: 100,000 mutated tokenizer.json files
+# and 100,000 random texts through the encoder and decoder.
 # Any sanitizer report, broken invariant or crash fails the test. FUZZ_INPUTS / FUZZ_SEED override.
 set -u
 cd "$(dirname "$0")/.."
@@ -19,16 +21,26 @@ if ! gcc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=al
     echo "FAIL fuzz_build"; exit 1
 fi
 echo "ok fuzz_build"
-run() { ASAN_OPTIONS=detect_leaks=$1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        build/fuzz/fuzz_parsers "$inputs" "$seed" >build/fuzz/run.log 2>&1; }
-run 1; rc=$?
-# LeakSanitizer cannot run under ptrace (some containers/debuggers); then fuzz without it
-if [ $rc -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" build/fuzz/run.log; then run 0; rc=$?; fi
-if [ $rc -eq 0 ]; then
-    cat build/fuzz/run.log
-    echo "ok fuzz_parsers"
-else
-    tail -n 40 build/fuzz/run.log >&2
-    echo "FAIL fuzz_parsers (seed $seed; see build/fuzz/run.log)"
-    exit 1
+# a small quarantine: the tokenizer fuzzer allocates and frees whole tokenizers 100,000 times
+run() { ASAN_OPTIONS=detect_leaks=$2:abort_on_error=1:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1 \
+        build/fuzz/$1 "$inputs" "$seed" >build/fuzz/$1.log 2>&1; }
+fuzz() { # NAME: run it, with LeakSanitizer unless it cannot run here (under ptrace, in some containers)
+    run "$1" 1; local rc=$?
+    if [ $rc -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "build/fuzz/$1.log"; then run "$1" 0; rc=$?; fi
+    if [ $rc -eq 0 ]; then
+        cat "build/fuzz/$1.log"
+        echo "ok $1"
+    else
+        tail -n 40 "build/fuzz/$1.log" >&2
+        echo "FAIL $1 (seed $seed; see build/fuzz/$1.log)"
+        return 1
+    fi
+}
+fuzz fuzz_parsers || exit 1
+tok_srcs=($(ls src/tokenizer/*.c | grep -v tok_cmd.c) src/util/error.c tests/fuzz/fuzz_tokenizer.c)
+if ! gcc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+        -Isrc "${tok_srcs[@]}" -lpcre2-8 -lm -o build/fuzz/fuzz_tokenizer 2>build/fuzz/build_tokenizer.log; then
+    cat build/fuzz/build_tokenizer.log >&2
+    echo "FAIL fuzz_tokenizer_build"; exit 1
 fi
+fuzz fuzz_tokenizer || exit 1

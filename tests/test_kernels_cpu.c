@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/cpu_gemm.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 #include "test.h"
 
 static real frand(unsigned *s) {
@@ -99,11 +99,11 @@ static void test_attention_matches_reference(void) {
         fill(qkv, nq, 7 + ci);
         for (size_t i = 0; i < nq; i++) qkv[i] *= 4; /* peaky softmax */
         fill(w, no, 9 + ci);
-        attention_forward(out, att, qkv, B, T, H, KV, hd);
+        cpu_attention_forward(out, att, qkv, B, T, H, KV, hd);
         attention_reference(ref, qkv, B, T, H, KV, hd);
         for (size_t i = 0; i < no; i++)
             if (fabs(out[i] - ref[i]) > 1e-5) { CHECK(0, "cfg %zu out[%zu] %g vs %g", ci, i, (double)out[i], ref[i]); break; }
-        attention_backward(dqkv, w, qkv, att, B, T, H, KV, hd);
+        cpu_attention_backward(dqkv, w, qkv, att, B, T, H, KV, hd);
         /* central differences of the double reference at a spread of coordinates */
         for (size_t i = 0; i < nq; i += nq / 97 + 1) {
             real keep = qkv[i];
@@ -137,7 +137,7 @@ static void test_cross_entropy_matches_reference(void) {
     }
     real *keep = malloc(sizeof(real) * N * V);
     memcpy(keep, z, sizeof(real) * N * V);
-    double mean = cross_entropy_forward_backward(z, losses, targets, N, V, 1, 2.0);
+    double mean = cpu_cross_entropy_forward_backward(z, losses, targets, N, V, 1, 2.0);
     double ref_mean = 0;
     for (int n = 0; n < N; n++) {
         CHECK_CLOSE(losses[n], ref_loss[n], 1e-6, 1e-6, "loss");
@@ -173,12 +173,12 @@ static real *run_all(int threads) {
     p += ng;
     gemm(1, 1, N, M, K, Bm, N, A, K, 0, p, M);
     p += ng;
-    attention_forward(p, att, qkv, B, T, H, KV, hd);
+    cpu_attention_forward(p, att, qkv, B, T, H, KV, hd);
     p += no;
-    attention_backward(p, w, qkv, att, B, T, H, KV, hd);
+    cpu_attention_backward(p, w, qkv, att, B, T, H, KV, hd);
     p += nq;
     fill(p, nz, 5);
-    p[nz] = (real)cross_entropy_forward_backward(p, losses, tg, B * T, V, 1, 1.0);
+    p[nz] = (real)cpu_cross_entropy_forward_backward(p, losses, tg, B * T, V, 1, 1.0);
     free(A); free(Bm); free(qkv); free(att); free(w); free(losses); free(tg);
     return res;
 }

@@ -27,17 +27,19 @@ static void check_split(const char *dir, const int *cuts, int nstages) {
         model_zero_grad(&st[k]);
     }
     double loss = 0;
-    const real *act = NULL;
+    /* stage boundaries travel through host memory, as the pipeline's transfer buffers do */
+    real *act = malloc((size_t)B * T * whole.cfg.hidden * sizeof(real)), *grad = malloc((size_t)B * T * whole.cfg.hidden * sizeof(real));
     for (int k = 0; k < nstages; k++) {
-        double l = model_forward_stage(&st[k], x, act, k == nstages - 1 ? y : NULL, B, T, 1.0);
+        double l = model_forward_stage(&st[k], x, k ? act : NULL, k == nstages - 1 ? y : NULL, B, T, 1.0);
         if (k == nstages - 1) loss = l;
-        act = model_stage_output(&st[k]);
+        else model_stage_output_to_host(&st[k], act);
     }
-    const real *grad = NULL;
     for (int k = nstages - 1; k >= 0; k--) {
-        model_backward_stage(&st[k], grad);
-        grad = model_stage_input_grad(&st[k]);
+        model_backward_stage(&st[k], k == nstages - 1 ? NULL : grad);
+        if (k) model_stage_input_grad_to_host(&st[k], grad);
     }
+    free(act);
+    free(grad);
     CHECK(loss == lref, "%s: stage loss %.9g vs whole %.9g", dir, loss, lref);
     /* every tensor's gradient, by name; a tied embedding's two halves are summed (as the
      * pipeline's embedding group does) */

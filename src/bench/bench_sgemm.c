@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "util/opts.h"
 #include "util/error.h"

@@ -7,6 +7,8 @@
 int cmd_train(int argc, char **argv); /* src/train/train_cmd.c */
 int cmd_eval(int argc, char **argv);  /* src/train/eval_cmd.c */
 int cmd_data(int argc, char **argv);  /* src/data/data_cmd.c */
+int cmd_tokenize(int argc, char **argv);   /* src/tokenizer/tok_cmd.c */
+int cmd_detokenize(int argc, char **argv); /* src/tokenizer/tok_cmd.c */
 int cmd_sim(int argc, char **argv);   /* src/sim/sim_cmd.c */
 int cmd_plan(int argc, char **argv);  /* src/sim/plan_cmd.c */
 int cmd_bench(int argc, char **argv); /* src/bench/bench_cmd.c */

@@ -152,6 +152,11 @@ float comm_bf16_to_f32(uint16_t b);
 void comm_f32_to_bf16_array(const float *src, uint16_t *dst, size_t n);
 void comm_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n);
 
+/* Whether MPI can read and write CUDA device buffers itself (Open MPI built CUDA-aware:
+ * MPIX_Query_cuda_support() at run time); 0 without MPI or without the extension.
+ * MYRIAD_MPI_CUDA_AWARE=0 forces staging through host memory. */
+int comm_cuda_aware(void);
+
 /* Abort the whole job now (all ranks) with `code`, e.g. after a fatal comm error in a library
  * context where returning is not possible. The CLI normally just exits non-zero: the launcher
  * then tears the job down. */

@@ -11,6 +11,10 @@
 
 #include "util/error.h"
 
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h> /* MPIX_Query_cuda_support, when this Open MPI has the CUDA extension */
+#endif
+
 CommOptions comm_opts;
 Comm *comm_groups;
 static Comm *world;
@@ -217,4 +221,18 @@ void comm_abort(int code) {
     MPI_Initialized(&inited);
     if (inited) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
+}
+
+int comm_cuda_aware(void) {
+    const char *e = getenv("MYRIAD_MPI_CUDA_AWARE");
+    if (e && !strcmp(e, "0")) return 0;
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) return 0;
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    /* ask the library at run time: the one loaded may be CUDA-aware even if these headers' is not */
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return 0;
+#endif
 }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/bf16.h"
+#include "util/bf16.h"
 #include "comm/comm_mpi.h"
 #include "util/error.h"
 

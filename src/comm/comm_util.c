@@ -2,7 +2,7 @@
  * algorithms, bfloat16 conversion, default options and parsing of the comm CLI flags. */
 #include <string.h>
 
-#include "comm/bf16.h"
+#include "util/bf16.h"
 #include "comm/comm.h"
 #include "comm/comm_opts.h"
 #include "util/error.h"

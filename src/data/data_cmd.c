@@ -1,4 +1,6 @@
-/* data_cmd.c: `myriad data prepare` (text -> byte-level token shards) and `myriad data info`. */
+/* data_cmd.c: `myriad data prepare` and `myriad data info`. Prepare lists the inputs; with
+ * --tokenizer it hands them to prepare_tok.c (a model's tokenizer, documents, threads),
+ * without it it writes byte-level shards (token = byte) right here. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -10,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "data/prepare_tok.h"
+#include "data/shard_stream.h"
 #include "data/shards.h"
 #include "io/path_check.h"
 #include "util/opts.h"
@@ -142,19 +146,6 @@ static int split_finish(SplitWriter *s) {
     return 0;
 }
 
-/* Remove <split>_NNNNNN.bin files numbered >= keep, left by an earlier, larger run; otherwise
- * a later `--data DIR/train_*.bin` would silently read stale shards. Returns how many. */
-static int remove_stale(const char *dir, const char *split, int keep) {
-    int removed = 0;
-    for (int i = keep;; i++) {
-        char path[PATH_MAX];
-        shard_name(path, sizeof path, dir, split, i);
-        if (unlink(path)) break;
-        removed++;
-    }
-    return removed;
-}
-
 static int mkdir_p(const char *dir) {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return myr_error("--out path too long");
@@ -187,27 +178,45 @@ static int add_positional(void *ctx, const char *arg) {
 static int prepare(int argc, char **argv) {
     const char *out = NULL;
     double val_fraction = 0.1;
-    int version = 1;
+    int version = 0;
     long long shard_tokens = 100000000;
+    PrepareTokOptions to = {0};
+    long long seed = 1337;
     static const char *const versions[] = {"1", "7", NULL};
     static const int version_values[] = {1, 7};
     Inputs in = {calloc(argc, sizeof(char *)), 0};
     if (!in.inputs) myr_die("out of memory");
     const Opt rows[] = {
+        OPT_STR("--tokenizer", "T.json", &to.tokenizer,
+                "a Hugging Face tokenizer.json (GPT-2, Llama 2, Llama 3, ...): see below"),
         OPT_STR("--out", "DIR", &out, "where the shards go (created if missing; required)"),
+        OPT_STR("--jsonl-field", "NAME", &to.jsonl_field,
+                "read JSON lines, each line one document: the text in field NAME"),
         OPT_BELOW(OPT_DOUBLE("--val-fraction", "F", &val_fraction, 0, 1,
-                             "the last F of the bytes become the validation split (default 0.1;\n"
-                             "0 writes an empty val shard, and training then has no validation data)")),
+                             "the validation share (default 0.1; 0 writes an empty val shard, and\n"
+                             "training then has no validation data): the last F of the bytes, or\n"
+                             "with --tokenizer that share of the documents, chosen by --seed")),
+        OPT_I64("--seed", "N", &seed, 0, 1e18, "which documents are validation (--tokenizer; default 1337)"),
+        OPT_INT("--threads", "N", &to.threads, 1, 1024, "encoding threads (--tokenizer; default: all cores)"),
+        OPT_STR("--doc-prefix", "TOKEN|none", &to.doc_prefix, "override the token before each document (--tokenizer)"),
+        OPT_STR("--doc-suffix", "TOKEN|none", &to.doc_suffix, "override the token after each document (--tokenizer)"),
         OPT_CHOICE_V("--version", "1|7", &version, versions, version_values,
-                     "1: uint16 tokens (default), 7: uint32 tokens"),
+                     "1: uint16 tokens, 7: uint32 tokens (default: 1 when the vocabulary fits)"),
         OPT_I64("--shard-tokens", "N", &shard_tokens, 1, 2147483647, "at most N tokens per shard (default 100000000)"),
         OPT_END};
     OptCommand cmd = {
         .name = "data prepare",
-        .usage = "usage: myriad data prepare INPUT... --out DIR [--val-fraction F] [--version 1|7] [--shard-tokens N]\n"
-                 "  Tokenizes text with a byte-level tokenizer (vocab 256: token = byte value) and writes llm.c\n"
-                 "  shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a file or a directory\n"
-                 "  (read recursively, sorted, hidden entries skipped); inputs are concatenated in order.",
+        .usage = "usage: myriad data prepare [--tokenizer T.json] INPUT... --out DIR [options]\n"
+                 "  Writes llm.c token shards DIR/train_000000.bin ... and DIR/val_000000.bin ... . INPUT is a\n"
+                 "  file or a directory (read recursively, sorted, hidden entries skipped).\n"
+                 "  With --tokenizer: every file is one document, or with --jsonl-field every line of every file\n"
+                 "  is one; files may be gzip-compressed. Each document gets the family's separator (GPT-2:\n"
+                 "  <|endoftext|> before it; Llama: BOS) and goes whole to train or val. Tokens are uint16 when\n"
+                 "  the vocabulary fits, else uint32 (version 7). The output is the same for any --threads; the\n"
+                 "  tokenizer.json is copied to DIR. Shards appear only when all input is encoded (an error\n"
+                 "  leaves none).\n"
+                 "  Without --tokenizer: a byte-level tokenizer (vocab 256: token = byte value); inputs are\n"
+                 "  concatenated in order.",
         .rows = rows,
         .footer = "  Train on the result with `myriad train --data DIR`: a directory made here trains on\n"
                   "  DIR/train_*.bin and validates on DIR/val_*.bin (`--data 'DIR/train_*.bin'` trains on the same\n"
@@ -220,6 +229,9 @@ static int prepare(int argc, char **argv) {
     if (!out) myr_die("data prepare: --out DIR is required (see --help)");
     out = path_trim(strdup(out));
     if (n_inputs == 0) myr_die("data prepare: give at least one input text file or directory (see --help)");
+    if (!to.tokenizer && (to.jsonl_field || to.doc_prefix || to.doc_suffix || to.threads))
+        myr_die("data prepare: --jsonl-field, --threads and --doc-prefix/--doc-suffix need --tokenizer T.json");
+    to.seed = (uint64_t)seed;
     if (mkdir_p(out)) myr_die_last();
 
     char out_real[PATH_MAX];
@@ -228,6 +240,26 @@ static int prepare(int argc, char **argv) {
     for (int i = 0; i < n_inputs; i++)
         if (add_input(&files, inputs[i], skip)) myr_die_last();
     if (files.n == 0) myr_die("data prepare: the inputs contain no files");
+    for (int i = 0; i < files.n && !to.jsonl_field; i++) {
+        const char *p = files.paths[i];
+        size_t len = strlen(p);
+        if ((len > 6 && !strcmp(p + len - 6, ".jsonl")) || (len > 9 && !strcmp(p + len - 9, ".jsonl.gz")))
+            myr_die("data prepare: %s looks like JSON lines; give --jsonl-field NAME (the field holding the text)%s", p,
+                    to.tokenizer ? "" : " and --tokenizer T.json");
+    }
+    if (to.tokenizer) {
+        to.out = out;
+        to.val_fraction = val_fraction;
+        to.shard_tokens = shard_tokens;
+        to.version = version;
+        int rc = prepare_tokenized(&to, files.paths, files.sizes, files.n);
+        for (int i = 0; i < files.n; i++) free(files.paths[i]);
+        free(files.paths);
+        free(files.sizes);
+        free((void *)inputs);
+        return rc;
+    }
+    if (!version) version = 1;
     uint64_t total = 0;
     for (int i = 0; i < files.n; i++) total += files.sizes[i];
     uint64_t n_val = (uint64_t)((long double)total * val_fraction);
@@ -268,7 +300,7 @@ static int prepare(int argc, char **argv) {
         if (val.open) shard_writer_abort(&val.w);
         myr_die_last();
     }
-    int stale = remove_stale(out, "train", train.shard) + remove_stale(out, "val", val.shard);
+    int stale = shards_remove_stale(out, "train", train.shard) + shards_remove_stale(out, "val", val.shard);
     printf("data prepare: %d input file%s, %" PRIu64 " bytes -> train %" PRIu64 " tokens in %d shard%s (%s/train_*.bin), "
            "val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); byte-level vocab 256, version %d",
            files.n, files.n == 1 ? "" : "s", total, train.total, train.shard, train.shard == 1 ? "" : "s", out,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -165,4 +166,27 @@ int atomic_commit(AtomicFile *a) {
     rc = fsync_parent_dir(a->path);
     free_names(a);
     return rc;
+}
+
+int atomic_copy(const char *from, const char *to) {
+    char rf[PATH_MAX], rt[PATH_MAX];
+    if (realpath(from, rf) && realpath(to, rt) && !strcmp(rf, rt)) return 0;
+    FILE *f = fopen(from, "rb");
+    if (!f) return myr_error("cannot read %s: %s", from, strerror(errno));
+    AtomicFile a;
+    if (atomic_open(&a, to)) {
+        fclose(f);
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t k;
+    int rc = 0;
+    while (!rc && (k = fread(buf, 1, sizeof buf, f)) > 0) rc = atomic_write(&a, buf, k);
+    int err = ferror(f);
+    fclose(f);
+    if (rc || err) {
+        atomic_abort(&a);
+        return rc ? -1 : myr_error("reading %s failed", from);
+    }
+    return atomic_commit(&a);
 }

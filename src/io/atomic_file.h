@@ -32,5 +32,7 @@ int atomic_write_image(AtomicFile *a, const void *image, size_t n);
 int atomic_commit(AtomicFile *a);
 /* Drop the temporary file and free (safe after a failed write). */
 void atomic_abort(AtomicFile *a);
+/* Copy file `from` to `to` atomically (nothing to do when both name the same file). */
+int atomic_copy(const char *from, const char *to);
 
 #endif

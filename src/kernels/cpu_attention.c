@@ -8,11 +8,13 @@
 
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_math.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
 enum { QBLOCK = 64 };
 
-void attention_forward(real *out, real *att, const real *qkv, int B, int T, int H, int KV, int hd) {
+size_t cpu_attention_saved_count(int B, int T, int H) { return (size_t)B * H * T * T; }
+
+void cpu_attention_forward(real *out, real *att, const real *qkv, int B, int T, int H, int KV, int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV, C = H * hd;
     real scale = 1 / R_SQRT((real)hd);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
@@ -52,7 +54,7 @@ void attention_forward(real *out, real *att, const real *qkv, int B, int T, int 
     }
 }
 
-void attention_backward(real *dqkv, const real *dout, const real *qkv, const real *att, int B, int T, int H, int KV,
+void cpu_attention_backward(real *dqkv, const real *dout, const real *qkv, const real *att, int B, int T, int H, int KV,
                         int hd) {
     int stride = (H + 2 * KV) * hd, group = H / KV, C = H * hd;
     real scale = 1 / R_SQRT((real)hd);

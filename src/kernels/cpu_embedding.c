@@ -3,9 +3,9 @@
  * accumulate in a fixed order whatever the thread count. */
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-void embedding_forward(real *out, const int32_t *tokens, const real *tok, const real *pos, int N, int T, int C) {
+void cpu_embedding_forward(real *out, const int32_t *tokens, const real *tok, const real *pos, int N, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *y = out + (size_t)n * C;
@@ -20,7 +20,7 @@ void embedding_forward(real *out, const int32_t *tokens, const real *tok, const 
     }
 }
 
-void embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C) {
+void cpu_embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C) {
     enum { COLS = 64 };
     int blocks = (C + COLS - 1) / COLS;
 #pragma omp parallel for schedule(static)

@@ -18,7 +18,7 @@
 #include <strings.h>
 
 #include "kernels/cpu_gemm.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
 #if defined(__AVX512F__) && !defined(MYRIAD_F64)
 #include <immintrin.h>

@@ -4,9 +4,9 @@
  * are kept in the logits buffer and scaled in place, so exp runs once per logit. The per-row
  * losses are summed in row order in double, so the mean does not depend on the thread count. */
 #include "kernels/cpu_math.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-double cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
+double cpu_cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
                                       int want_grad, double grad_scale) {
     real dscale = (real)(grad_scale / N);
 #pragma omp parallel for schedule(static)

@@ -1,8 +1,9 @@
 /* cpu_matmul.c: the linear layer on the backend's gemm (cpu_gemm.c). Weights are [out, in] as in nn.Linear. */
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_reduce.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-void matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC) {
+void cpu_matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC) {
     gemm(0, 1, N, OC, IC, inp, IC, w, IC, 0, out, OC);
     if (bias) {
 #pragma omp parallel for schedule(static)
@@ -14,7 +15,7 @@ void matmul_forward(real *out, const real *inp, const real *w, const real *bias,
     }
 }
 
-void matmul_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp, const real *w,
+void cpu_matmul_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp, const real *w,
                      int N, int IC, int OC, int accumulate_dinp) {
     if (dinp)
         gemm(0, 0, N, IC, OC, dout, OC, w, IC, accumulate_dinp, dinp, IC);

@@ -2,9 +2,9 @@
  * backward, and the row gathers/scatters that move tokens to experts and back. */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-void moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k) {
+void cpu_moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *p = probs + (size_t)n * E;
@@ -29,7 +29,7 @@ void moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int 
     }
 }
 
-void moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
+void cpu_moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
                          const real *daux, int N, int T, int E, int k) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -48,7 +48,7 @@ void moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, 
     }
 }
 
-void moe_gather_rows(real *out, const real *x, const int32_t *idx, const real *scale, int R, int C) {
+void cpu_moe_gather_rows(real *out, const real *x, const int32_t *idx, const real *scale, int R, int C) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         const real *src = x + (size_t)idx[r] * C;
@@ -57,7 +57,7 @@ void moe_gather_rows(real *out, const real *x, const int32_t *idx, const real *s
     }
 }
 
-void moe_scatter_rows(real *out, const real *x, const int32_t *idx, int R, int C) {
+void cpu_moe_scatter_rows(real *out, const real *x, const int32_t *idx, int R, int C) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         const real *src = x + (size_t)r * C;
@@ -66,7 +66,7 @@ void moe_scatter_rows(real *out, const real *x, const int32_t *idx, int R, int C
     }
 }
 
-void moe_combine(real *out, const real *x, const int32_t *idx, const real *w, int R, int C) {
+void cpu_moe_combine(real *out, const real *x, const int32_t *idx, const real *w, int R, int C) {
     /* rows may repeat in idx, so threads split the columns: each output element is summed in r order */
     enum { BLOCK = 64 };
     int blocks = (C + BLOCK - 1) / BLOCK;
@@ -81,7 +81,7 @@ void moe_combine(real *out, const real *x, const int32_t *idx, const real *w, in
     }
 }
 
-void moe_row_dot(real *out, const real *a, const int32_t *idx, const real *b, int R, int C) {
+void cpu_moe_row_dot(real *out, const real *a, const int32_t *idx, const real *b, int R, int C) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < R; r++) {
         const real *u = a + (size_t)idx[r] * C, *v = b + (size_t)r * C;
@@ -89,4 +89,8 @@ void moe_row_dot(real *out, const real *a, const int32_t *idx, const real *b, in
         for (int c = 0; c < C; c++) s += (double)u[c] * v[c];
         out[r] = (real)s;
     }
+}
+
+void cpu_moe_scatter_scalars(real *dst, const real *src, const int32_t *slot, int A) {
+    for (int a = 0; a < A; a++) dst[slot[a]] = src[a];
 }

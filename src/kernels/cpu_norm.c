@@ -3,11 +3,11 @@
  * so the result does not depend on the thread count. */
 #include <stdlib.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
 enum { ROWS_PER_CHUNK = 64 };
 
-void layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
+void cpu_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                        int N, int C, real eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -39,7 +39,7 @@ static void reduce_partials(real *dst, const real *partial, int chunks, int C) {
     }
 }
 
-void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+void cpu_layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                         const real *mean, const real *rstd, int N, int C) {
     int chunks = (N + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
     real *pw = calloc((size_t)chunks * C, sizeof(real));
@@ -78,7 +78,7 @@ void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const 
     free(pb);
 }
 
-void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *w, int N, int C, real eps) {
+void cpu_rmsnorm_forward(real *out, real *rstd, const real *inp, const real *w, int N, int C, real eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *x = inp + (size_t)n * C;
@@ -93,7 +93,7 @@ void rmsnorm_forward(real *out, real *rstd, const real *inp, const real *w, int 
     }
 }
 
-void rmsnorm_backward(real *dinp, real *dw, const real *dout, const real *inp, const real *w, const real *rstd,
+void cpu_rmsnorm_backward(real *dinp, real *dw, const real *dout, const real *inp, const real *w, const real *rstd,
                       int N, int C) {
     int chunks = (N + ROWS_PER_CHUNK - 1) / ROWS_PER_CHUNK;
     real *pw = calloc((size_t)chunks * C, sizeof(real));

@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_kernels.h"
 
 static double now(void) {
     struct timespec ts;
@@ -13,7 +14,8 @@ static double now(void) {
 }
 
 double kernels_measure_peak_flops(int n, int reps) {
-    real *a = dev_alloc((size_t)n * n), *b = dev_alloc((size_t)n * n), *c = dev_alloc((size_t)n * n);
+    size_t bytes = (size_t)n * n * sizeof(real);
+    real *a = cpu_alloc(bytes), *b = cpu_alloc(bytes), *c = cpu_alloc(bytes);
     for (size_t i = 0; i < (size_t)n * n; i++) {
         a[i] = (real)((i % 7) * 0.01);
         b[i] = (real)((i % 5) * 0.02);
@@ -25,8 +27,8 @@ double kernels_measure_peak_flops(int n, int reps) {
         double dt = now() - t0;
         if (r > 0 && dt < best) best = dt;
     }
-    dev_free(a);
-    dev_free(b);
-    dev_free(c);
+    cpu_free(a);
+    cpu_free(b);
+    cpu_free(c);
     return 2.0 * n * n * (double)n / best;
 }

@@ -1,6 +1,6 @@
 /* cpu_pointwise.c: element-wise ops: GELU (tanh approximation), SwiGLU, residual adds. */
 #include "kernels/cpu_math.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
 #define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_C 0.044715
@@ -8,7 +8,7 @@
 /* 0.5 * (1 + tanh(u)) = sigmoid(2u): one vectorised exp instead of a libm tanh call. */
 enum { BLOCK = 4096 }; /* elements per parallel iteration; the inner loop is vectorised */
 
-void gelu_forward(real *out, const real *inp, size_t n) {
+void cpu_gelu_forward(real *out, const real *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
         int len = n - i0 < BLOCK ? (int)(n - i0) : BLOCK;
@@ -24,7 +24,7 @@ void gelu_forward(real *out, const real *inp, size_t n) {
 }
 
 /* d/dx [x * sig(2u)] = sig + x * 2 sig (1 - sig) * du/dx, since 1 - tanh(u)^2 = 4 sig (1 - sig). */
-void gelu_backward(real *dinp, const real *inp, const real *dout, size_t n) {
+void cpu_gelu_backward(real *dinp, const real *inp, const real *dout, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
         int len = n - i0 < BLOCK ? (int)(n - i0) : BLOCK;
@@ -41,7 +41,7 @@ void gelu_backward(real *dinp, const real *inp, const real *dout, size_t n) {
     }
 }
 
-void swiglu_forward(real *out, const real *inp, int N, int F) {
+void cpu_swiglu_forward(real *out, const real *inp, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *g = inp + (size_t)n * 2 * F, *u = g + F;
@@ -54,7 +54,7 @@ void swiglu_forward(real *out, const real *inp, int N, int F) {
     }
 }
 
-void swiglu_backward(real *dinp, const real *inp, const real *dout, int N, int F) {
+void cpu_swiglu_backward(real *dinp, const real *inp, const real *dout, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *g = inp + (size_t)n * 2 * F, *u = g + F, *dy = dout + (size_t)n * F;
@@ -69,12 +69,12 @@ void swiglu_backward(real *dinp, const real *inp, const real *dout, int N, int F
     }
 }
 
-void residual_forward(real *out, const real *a, const real *b, size_t n) {
+void cpu_residual_forward(real *out, const real *a, const real *b, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void add_inplace(real *acc, const real *x, size_t n) {
+void cpu_add_inplace(real *acc, const real *x, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu_reduce.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
 enum { ROWS_PER_CHUNK = 64 };
 
@@ -32,7 +32,7 @@ void column_sums_accumulate(real *acc, const real *x, int N, int C) {
     free(partial);
 }
 
-double sum_squares(const real *x, size_t n) {
+double cpu_sum_squares(const real *x, size_t n) {
     enum { CHUNK = 1 << 14 };
     size_t chunks = (n + CHUNK - 1) / CHUNK;
     double *partial = malloc((chunks ? chunks : 1) * sizeof(double));
@@ -49,7 +49,7 @@ double sum_squares(const real *x, size_t n) {
     return total;
 }
 
-void scale_inplace(real *x, real s, size_t n) {
+void cpu_scale_inplace(real *x, real s, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }

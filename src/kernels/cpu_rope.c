@@ -3,9 +3,9 @@
  * way transformers builds them (inverse frequencies and angles in fp32) so logits match. */
 #include <math.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
+void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
         float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
@@ -17,7 +17,7 @@ void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
     }
 }
 
-void rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
+void cpu_rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                 int stride, int inverse) {
     int half = hd / 2;
     int nheads = heads + kv_heads; /* q heads then k heads, contiguous */

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "kernels/cpu_reduce.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu_kernels.h"
 
-void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
+void cpu_embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
                              int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -19,7 +19,7 @@ void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_s
     }
 }
 
-void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
+void cpu_embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
                               int N, int C) {
     enum { COLS = 64 };
     int blocks = (C + COLS - 1) / COLS;
@@ -36,7 +36,7 @@ void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t 
     }
 }
 
-void position_forward_add(real *out, const real *pos, int row0, int N, int T, int C) {
+void cpu_position_forward_add(real *out, const real *pos, int row0, int N, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *y = out + (size_t)n * C;
@@ -46,7 +46,7 @@ void position_forward_add(real *out, const real *pos, int row0, int N, int T, in
     }
 }
 
-void position_backward(real *dpos, const real *dout, int row0, int N, int T, int C) {
+void cpu_position_backward(real *dpos, const real *dout, int row0, int N, int T, int C) {
     /* rows sharing a position are added in row order; each position is one thread's */
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
@@ -60,7 +60,7 @@ void position_backward(real *dpos, const real *dout, int row0, int N, int T, int
     }
 }
 
-void bias_add(real *out, const real *bias, int N, int C) {
+void cpu_bias_add(real *out, const real *bias, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *y = out + (size_t)n * C;
@@ -69,7 +69,7 @@ void bias_add(real *out, const real *bias, int N, int C) {
     }
 }
 
-void vocab_shard_row_max(const real *logits, int N, int V, double *max) {
+void cpu_vocab_shard_row_max(const real *logits, int N, int V, double *max) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *z = logits + (size_t)n * V;
@@ -80,7 +80,7 @@ void vocab_shard_row_max(const real *logits, int N, int V, double *max) {
     }
 }
 
-void vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max, double *sum) {
+void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max, double *sum) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const real *z = logits + (size_t)n * V;
@@ -91,14 +91,14 @@ void vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max,
     }
 }
 
-void vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
+void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
     for (int n = 0; n < N; n++) {
         int t = targets[n] - vocab_lo;
         out[n] = t >= 0 && t < V ? (double)logits[(size_t)n * V + t] : 0.0;
     }
 }
 
-void vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
                       const double *sum, double scale) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -110,4 +110,14 @@ void vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N,
     }
 }
 
-void bias_backward(real *dbias, const real *dout, int N, int C) { column_sums_accumulate(dbias, dout, N, C); }
+void cpu_bias_backward(real *dbias, const real *dout, int N, int C) { column_sums_accumulate(dbias, dout, N, C); }
+
+double cpu_vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N) {
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        double loss = log(sum[n]) - (target[n] - max[n]);
+        losses[n] = (real)loss;
+        total += (real)loss; /* as the fused kernel: sum the per-row losses as stored */
+    }
+    return total / N;
+}

@@ -186,6 +186,7 @@ int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int atte
     hb.seq = 0;
     char me[HB_HOST_MAX] = "";
     const char *env_host = getenv("MYRIAD_HOST"); /* emulated hosts share one kernel hostname */
+    if (!env_host || !*env_host) env_host = getenv("SLURMD_NODENAME"); /* Slurm's name (srun --exclude) */
     if (env_host && *env_host) snprintf(me, sizeof me, "%s", env_host);
     else gethostname(me, sizeof me - 1);
     for (char *p = me; *p; p++)

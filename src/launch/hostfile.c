@@ -34,7 +34,7 @@ int hosts_load(const char *path, Host **out, int *n) {
         }
         Host *h = &(*out)[(*n)++];
         snprintf(h->name, sizeof h->name, "%s", name);
-        h->slots = slots, h->lost = 0;
+        *h = (Host){.slots = slots};
     }
     fclose(f);
     if (*n == 0) return myr_error("run: hosts file %s lists no hosts", path);

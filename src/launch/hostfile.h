@@ -6,7 +6,8 @@
 typedef struct {
     char name[64];
     int slots;
-    int lost; /* the supervisor's mark: the host died and must not be used again */
+    int lost;    /* the supervisor's mark: the host died and must not be used again */
+    int settled; /* lost, and Slurm flagged it (or the supervisor gave it back): supervise.c settle_lost_nodes */
 } Host;
 
 /* One host per line, `HOST [slots=N]`, `#` comments, blank lines ignored. 0, or -1 with

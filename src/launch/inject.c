@@ -11,7 +11,7 @@
 #include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
-    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan"};
+    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan", "cmd"};
     return names[k];
 }
 
@@ -38,7 +38,7 @@ static int num(const char *s, long long lo, long long *out) {
     return 0;
 }
 
-#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK or random:SEED:COUNT[:MAXSTEP]"
+#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, cmd@STEP or random:SEED:COUNT[:MAXSTEP]"
 
 static int parse_one(FaultPlan *p, char *spec, int nranks) {
     Fault f = {.rank = -1};
@@ -84,9 +84,10 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
         if (!colon || !*colon || strlen(colon) >= sizeof f.host)
             return myr_error("inject: host@%lld:HOST needs a host name from the hosts file", step);
         strcpy(f.host, colon);
-    } else if (!strcmp(spec, "corrupt")) {
-        f.kind = FAULT_CORRUPT;
-        if (colon) return myr_error("inject: corrupt@STEP takes no ':' part");
+    } else if (!strcmp(spec, "corrupt") || !strcmp(spec, "cmd")) {
+        f.kind = spec[1] == 'o' ? FAULT_CORRUPT : FAULT_CMD;
+        f.job_level = f.kind == FAULT_CMD; /* every rank has reached the step (and waits there) */
+        if (colon) return myr_error("inject: %s@STEP takes no ':' part", spec);
     } else return myr_error("inject: unknown fault '%s'; expected " FORMS, spec);
     return add(p, f);
 }

@@ -1,12 +1,12 @@
 /* inject.h: fault-injection specs for `myriad run --inject` (kill@STEP:RANK, hang@STEP:RANK,
- * host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, random:SEED:COUNT[:MAXSTEP]) parsed into a list of faults that the
- * supervisor fires when a rank reports the step. Semantics: docs/LAUNCHER.md. */
+ * host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, cmd@STEP, random:SEED:COUNT[:MAXSTEP]) parsed into a list of
+ * faults that the supervisor fires when a rank reports the step. Semantics: docs/LAUNCHER.md. */
 #ifndef MYRIAD_LAUNCH_INJECT_H
 #define MYRIAD_LAUNCH_INJECT_H
 
 #include <stdint.h>
 
-typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN } FaultKind;
+typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN, FAULT_CMD } FaultKind;
 
 typedef struct {
     FaultKind kind;

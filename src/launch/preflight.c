@@ -1,7 +1,10 @@
 /* preflight.c: `myriad run --preflight` (see preflight.h): launch `myriad doctor --json` over all
  * of the job's hosts through the job's own launcher (mpirun with the same hostfile syntax and
  * --mpirun-arg's, or srun), read its verdict, and rewrite the host list before the supervisor
- * starts. Events `preflight` and `spare-used` go to the job's event log. */
+ * starts. Inside a Slurm allocation without --hosts the hosts are the allocation's nodes (the last
+ * --spares of them spares, as the supervisor takes them); the chosen ones are handed to the
+ * supervisor as a hostfile of those nodes. Events `preflight` and `spare-used` go to the job's
+ * event log. */
 #define _GNU_SOURCE
 #include "launch/preflight.h"
 
@@ -18,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch/slurm.h"
 #include "util/error.h"
 #include "util/path.h"
 
@@ -76,16 +80,14 @@ static char **doctor_argv(const SuperviseOpts *so, const PreflightOpts *po, int 
         snprintf(buf, sizeof buf, "--ntasks=%d", nranks);
         a[k++] = strdup(buf);
         a[k++] = strdup("--kill-on-bad-exit=1");
-        if (nhosts) {
-            size_t len = 16;
-            for (int i = 0; i < nhosts; i++) len += strlen(hosts[i].name) + 1;
-            char *nl = malloc(len);
-            strcpy(nl, "--nodelist=");
-            for (int i = 0; i < nhosts; i++) strcat(nl, hosts[i].name), strcat(nl, i + 1 < nhosts ? "," : "");
-            a[k++] = nl;
+        if (nhosts) { /* every slot of every host: rank r on line r of SLURM_HOSTFILE (hostfile) */
             snprintf(buf, sizeof buf, "--nodes=%d", nhosts);
             a[k++] = strdup(buf);
+            a[k++] = strdup("--distribution=arbitrary");
         }
+        int has_mpi = 0;
+        for (int i = 0; i < so->nextra; i++) has_mpi |= !strncmp(so->extra[i], "--mpi", 5);
+        if (!has_mpi) a[k++] = strdup("--mpi=pmix"); /* Open MPI ranks wire up through PMIx, as in the job */
     } else {
         snprintf(buf, sizeof buf, "%d", nranks);
         a[k++] = strdup("-np"), a[k++] = strdup(buf);
@@ -102,7 +104,7 @@ static char **doctor_argv(const SuperviseOpts *so, const PreflightOpts *po, int 
 
 /* Run argv with stdout captured (stderr passes through); the child stays in our process group,
  * so a terminal's Ctrl-C reaches it too. NULL with myr_error() on failure or timeout. */
-static char *run_capture(char **argv, double timeout_s, int *timed_out_out) {
+static char *run_capture(char **argv, const char *slurm_hostfile, double timeout_s, int *timed_out_out) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return myr_error("run: pre-flight: pipe: %s", strerror(errno)), NULL;
     fflush(stdout), fflush(stderr);
@@ -110,6 +112,7 @@ static char *run_capture(char **argv, double timeout_s, int *timed_out_out) {
     if (pid < 0) return myr_error("run: pre-flight: fork: %s", strerror(errno)), NULL;
     if (pid == 0) {
         dup2(fds[1], STDOUT_FILENO);
+        if (slurm_hostfile) setenv("SLURM_HOSTFILE", slurm_hostfile, 1);
         execv(argv[0], argv);
         fprintf(stderr, "myriad: run: cannot execute %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -193,6 +196,45 @@ static void reasons(cJSON *doc, char *out, size_t n) {
     }
 }
 
+/* The nodes of this Slurm allocation as hosts, the ranks spread evenly over the working ones (the
+ * supervisor's rule, supervise.c slurm_hosts), so every slot the job may use is checked. */
+static int slurm_alloc_hosts(const SuperviseOpts *so, Host **out, int *n) {
+    HostList nodes = {0};
+    if (slurm_job_nodes(&nodes)) return -1;
+    int working = nodes.n - so->spares;
+    if (working < 1 || so->nranks % working) {
+        int rc = myr_error("run: pre-flight: %d ranks do not spread evenly over the %d working nodes of this allocation "
+                           "(%d nodes, --spares %d)", so->nranks, working, nodes.n, so->spares);
+        hostlist_free(&nodes);
+        return rc;
+    }
+    Host *h = calloc((size_t)nodes.n, sizeof *h);
+    for (int i = 0; i < nodes.n; i++) {
+        if (strlen(nodes.names[i]) >= sizeof h[i].name) {
+            int rc = myr_error("run: node name '%s' is too long", nodes.names[i]);
+            hostlist_free(&nodes), free(h);
+            return rc;
+        }
+        snprintf(h[i].name, sizeof h[i].name, "%s", nodes.names[i]);
+        h[i].slots = so->nranks / working;
+    }
+    *out = h, *n = nodes.n;
+    hostlist_free(&nodes);
+    return 0;
+}
+
+/* SLURM_HOSTFILE for srun --distribution=arbitrary: each host's name once per slot. */
+static int write_rank_nodes(char *path, const Host *hosts, int n) {
+    strcpy(path, "/tmp/myriad-hosts-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0) return myr_error("run: cannot create a hostfile: %s", strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < hosts[i].slots; k++) fprintf(f, "%s\n", hosts[i].name);
+    if (fclose(f) != 0) return myr_error("run: cannot write hostfile %s: %s", path, strerror(errno));
+    return 0;
+}
+
 int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, char *new_hostfile) {
     new_hostfile[0] = 0;
     Host *hosts = NULL;
@@ -205,6 +247,12 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
         for (int i = 0; i < nhosts; i++) nranks += hosts[i].slots; /* every slot of every host is checked */
     }
     int use_srun = so->launcher ? !strcmp(so->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
+    int alloc_nodes = !so->hosts_file && use_srun && getenv("SLURM_JOB_ID");
+    if (alloc_nodes) {
+        if (slurm_alloc_hosts(so, &hosts, &nhosts) != 0) return -1;
+        nranks = 0;
+        for (int i = 0; i < nhosts; i++) nranks += hosts[i].slots;
+    }
     char *tool = path_find_program(use_srun ? "srun" : "mpirun");
     if (!tool) {
         free(hosts);
@@ -213,11 +261,18 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
     char all_hosts[64] = "";
     int *idx = malloc((size_t)(nhosts + 1) * sizeof *idx);
     for (int i = 0; i < nhosts; i++) idx[i] = i;
-    if (nhosts && !use_srun && hosts_write_temp(all_hosts, hosts, idx, nhosts) != 0) return -1;
+    if (nhosts && (use_srun ? write_rank_nodes(all_hosts, hosts, nhosts) : hosts_write_temp(all_hosts, hosts, idx, nhosts)) != 0)
+        return -1;
     char **argv = doctor_argv(so, po, use_srun, tool, self, all_hosts[0] ? all_hosts : NULL, hosts, nhosts, nranks);
     free(tool);
     char *line = argv_join(argv);
     if (so->dry_run) {
+        if (use_srun && nhosts) { /* what SLURM_HOSTFILE holds, as the supervisor's dry run shows it */
+            printf("# preflight SLURM_HOSTFILE (rank 0..%d):", nranks - 1);
+            for (int i = 0; i < nhosts; i++)
+                for (int k = 0; k < hosts[i].slots; k++) printf(" %s", hosts[i].name);
+            printf("\n");
+        }
         printf("preflight: %s\n", line);
         free(line), argv_free(argv), free(idx), free(hosts);
         if (all_hosts[0]) unlink(all_hosts);
@@ -226,10 +281,11 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
     double t0 = now_s();
     double limit = po->timeout_s > 0 ? po->timeout_s : 300;
     int timed_out = 0;
-    char *out = run_capture(argv, limit, &timed_out);
+    const char *slurm_hostfile = use_srun && all_hosts[0] ? all_hosts : NULL;
+    char *out = run_capture(argv, slurm_hostfile, limit, &timed_out);
     if (!out && timed_out) { /* as the supervisor relaunches a job that never starts, once */
         fprintf(stderr, "myriad run: pre-flight: %s; launching the doctor once more\n", myr_last_error());
-        out = run_capture(argv, limit, &timed_out);
+        out = run_capture(argv, slurm_hostfile, limit, &timed_out);
     }
     argv_free(argv);
     if (all_hosts[0]) unlink(all_hosts);
@@ -270,7 +326,9 @@ int preflight_run(SuperviseOpts *so, const PreflightOpts *po, const char *self, 
         local_flagged = 1;
         int i = h && nhosts ? host_index(hosts, nhosts, h) : -1;
         if (i >= 0 && !flagged[i]) flagged[i] = 1, nflagged_hosts++;
-        else if (i < 0 && nhosts) fprintf(stderr, "myriad: run: pre-flight: flagged host '%s' is not in %s; ignored\n", h, so->hosts_file);
+        else if (i < 0 && nhosts)
+            fprintf(stderr, "myriad: run: pre-flight: flagged host '%s' is not in %s; ignored\n", h,
+                    so->hosts_file ? so->hosts_file : "this Slurm allocation");
     }
     char why[2048];
     reasons(doc, why, sizeof why);

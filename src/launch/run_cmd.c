@@ -3,7 +3,9 @@
  * OpenMP threads split between the ranks), forwards SIGINT/SIGTERM to mpirun, and exits with its
  * exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
  * hands the job to the supervisor (supervise.c): heartbeats, restarts, spares, fault injection,
- * event log and goodput; through srun inside a Slurm allocation. */
+ * event log and goodput; through srun inside a Slurm allocation (always supervised there).
+ * --slurm-script prints an sbatch script that runs the same command with requeue and recovery
+ * (slurm_script.c, docs/SLURM.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -18,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "launch/preflight.h"
+#include "launch/slurm_script.h"
 #include "launch/supervise.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -78,6 +81,38 @@ static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int
     return rc;
 }
 
+/* The run options to repeat in a --slurm-script: argv[1..end) without --slurm-script and the options
+ * that only shape sbatch's request (their rows point into sc). */
+static char **script_run_opts(const Opt *rows, const SlurmScript *sc, int argc, char **argv, int end, int *nout) {
+    char **out = calloc((size_t)argc + 1, sizeof *out);
+    int n = 0;
+    for (int i = 1; i < end && strcmp(argv[i], "--"); i++) {
+        const Opt *o = opts_find(rows, argv[i]);
+        int nval = !o || o->kind == OPT_KIND_SWITCH ? 0 : o->kind == OPT_KIND_CALL && o->nargs > 1 ? o->nargs : 1;
+        const char *dst = o ? (const char *)o->dst : NULL;
+        int script_only = o && (!strcmp(o->name, "--slurm-script") ||
+                                (dst >= (const char *)sc && dst < (const char *)(sc + 1)));
+        for (int k = 0; k <= nval && i + k < end; k++)
+            if (!script_only) out[n++] = argv[i + k];
+        i += nval;
+    }
+    *nout = n;
+    return out;
+}
+
+static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode, char **run_opts, int nrun_opts,
+                              int argc, char **argv, int first) {
+    char self[PATH_MAX], cwd[PATH_MAX];
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
+    if (!getcwd(cwd, sizeof cwd)) myr_die("run: cannot read the current directory: %s", strerror(errno));
+    sc->nranks = n, sc->spares = spares, sc->exec_mode = exec_mode;
+    sc->myriad = self, sc->workdir = cwd;
+    sc->run_opts = run_opts, sc->nrun_opts = nrun_opts;
+    sc->cmd = argv + first, sc->ncmd = argc - first;
+    if (slurm_script_write(stdout, sc)) myr_die_last();
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static int add_inject(void *dst, const char *v) {
     SuperviseOpts *so = dst;
     if (so->nranks < 1) return myr_error("give -n N before --inject (rank numbers are checked against N)");
@@ -110,9 +145,10 @@ static int set_launcher(void *dst, const char *v) {
 }
 
 int cmd_run(int argc, char **argv) {
-    int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0;
+    int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0, script = 0;
     Extra extra = {{0}, 0};
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .node_wait = -1, .stop_grace = 60};
+    SlurmScript sc = {.signal_lead_s = 120};
     PreflightOpts pf = {0};
     int pf_given = 0;
     int *S = &supervised;
@@ -131,11 +167,12 @@ int cmd_run(int argc, char **argv) {
                                "(default 300 with --hang-timeout, else off)"), S),
         OPT_GIVEN(OPT_CALL("--inject", "SPEC", &so, add_inject,
                            "faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                           "nan@STEP:RANK, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)"), S),
+                           "nan@STEP:RANK, cmd@STEP, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)"), S),
         OPT_GIVEN(OPT_STR("--events", "FILE", &so.events_path, "append every event as a JSON line to FILE"), S),
         OPT_GIVEN(OPT_STR("--ckpt-dir", "DIR", &so.ckpt_dir, "checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)"), S),
         OPT_GIVEN(OPT_STR("--hb-addr", "ADDR", &so.hb_host, "address the ranks reach the launcher at (default 127.0.0.1)"), S),
         OPT_GIVEN(OPT_STR("--cut-link-cmd", "CMD", &so.cut_link_cmd, "shell command run when host@ fires (MYRIAD_LOST_HOST names the host)"), S),
+        OPT_GIVEN(OPT_STR("--fault-cmd", "CMD", &so.fault_cmd, "shell command run when cmd@STEP fires, the ranks waiting at STEP"), S),
         OPT_GIVEN(OPT_CALL("--launcher", "mpirun|srun", &so.launcher, set_launcher, "default: srun when SLURM_JOB_ID is set"), S),
         OPT_GIVEN(OPT_SWITCH("--exec", &exec_mode, "the command after -- is a program, not a myriad subcommand"), S),
         OPT_SWITCH("--supervise", &supervised, "use the supervisor with all defaults"),
@@ -148,6 +185,26 @@ int cmd_run(int argc, char **argv) {
         OPT_GIVEN(OPT_STR("--preflight-out", "F", &pf.out_path, "write the doctor's JSON verdict to F (implies --preflight)"), &pf_given),
         OPT_POSITIVE("--preflight-timeout", "S", &pf.timeout_s, 1e9,
                      "the doctor must finish within S seconds (default 300; relaunched once)"),
+        OPT_GIVEN(OPT_DOUBLE("--stop-grace", "S", &so.stop_grace, 0, 1e9,
+                             "after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)"), S),
+        OPT_SECTION("under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):"),
+        OPT_GIVEN(OPT_DOUBLE("--probe-timeout", "S", &so.probe_timeout, 0, 1e9,
+                             "after a failure, a probe step on each node must end within S s (default 30; 0 = off)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--node-wait", "S", &so.node_wait, 0, 1e9,
+                             "wait at most S s for Slurm to declare lost nodes down before the relaunch\n"
+                             "(or, with no spare left, exit 75 for a requeue) (default SlurmdTimeout + 30)"), S),
+        OPT_SECTION("sbatch script (print it instead of running; the run options above are repeated in it):"),
+        OPT_SWITCH("--slurm-script", &script, "print an sbatch script for this command (> job.sbatch; sbatch job.sbatch)"),
+        OPT_INT("--nodes", "K", &sc.nodes, 1, 1 << 20, "nodes for the ranks (default: what -n and --tasks-per-node need); --spares K adds K"),
+        OPT_INT("--tasks-per-node", "T", &sc.tasks_per_node, 1, 1 << 16, "ranks per node"),
+        OPT_INT("--gpus-per-task", "G", &sc.gpus_per_task, 0, 1 << 10, "GPUs per rank (default 0: none asked)"),
+        OPT_STR("--switches", "N[@WAIT]", &sc.switches, "at most N leaf switches (sbatch --switches)"),
+        OPT_STR("--time", "T", &sc.time_limit, "time limit (sbatch --time)"),
+        OPT_INT("--signal-lead", "S", &sc.signal_lead_s, 1, 1 << 24, "checkpoint S s before the time limit (default 120)"),
+        OPT_STR("--partition", "P", &sc.partition, "partition"),
+        OPT_STR("--account", "A", &sc.account, "account"),
+        OPT_STR("--job-name", "J", &sc.job_name, "job name"),
+        OPT_STR("--output", "F", &sc.output, "Slurm's output file for the job"),
         OPT_END};
     OptCommand cmd = {
         .name = "run",
@@ -164,6 +221,17 @@ int cmd_run(int argc, char **argv) {
     if (n < 1) myr_die("run: give the number of ranks with -n N (N >= 1), e.g. myriad run -n 4 -- bench comm");
     if (first < 0 || first >= argc) myr_die("run: no subcommand to run; e.g. myriad run -n %d -- bench comm", n);
     if (!exec_mode && !strcmp(argv[first], "run")) myr_die("run: refusing to nest 'myriad run' inside itself");
+    if (script) {
+        int nrun_opts = 0;
+        char **run_opts = script_run_opts(rows, &sc, argc, argv, first, &nrun_opts);
+        int rc = write_slurm_script(&sc, n, so.spares, exec_mode, run_opts, nrun_opts, argc, argv, first);
+        free(run_opts);
+        return rc;
+    }
+    if (sc.nodes || sc.tasks_per_node || sc.gpus_per_task || sc.switches || sc.time_limit ||
+                    sc.partition || sc.account || sc.job_name || sc.output || sc.signal_lead_s != 120)
+        myr_die("run: --nodes, --tasks-per-node, --gpus-per-task, --switches, --time, --signal-lead, --partition, "
+                "--account, --job-name and --output shape an sbatch script: add --slurm-script");
     int host_fault = 0;
     for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
     if (so.cut_link_cmd && !host_fault)
@@ -176,6 +244,8 @@ int cmd_run(int argc, char **argv) {
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
     if (pf_given) pf.enabled = 1, supervised = 1;
     if ((pf.ndoctor_args || pf.timeout_s) && !pf.enabled) myr_die("run: --doctor-arg and --preflight-timeout need --preflight");
+    /* inside a Slurm allocation the job goes through srun, supervised (heartbeats, lost nodes, restarts) */
+    if (getenv("SLURM_JOB_ID") && !(so.launcher && !strcmp(so.launcher, "mpirun"))) supervised = 1;
     if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
     char *mpirun = path_find_program("mpirun");
     if (!mpirun)

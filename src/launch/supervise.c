@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,7 +32,9 @@
 
 #include "launch/heartbeat.h"
 #include "launch/hostfile.h"
+#include "launch/slurm.h"
 #include "util/error.h"
+#include "util/hostlist.h"
 #include "util/path.h"
 #include "util/sha256.h"
 
@@ -45,6 +49,7 @@ typedef struct {
     double last_progress;    /* monotonic seconds of the last HELLO or new step */
     long long held;          /* waiting for GO after reporting this hold step; -1 none */
     int fd;                  /* its heartbeat connection */
+    int stopped;             /* it checkpointed and stopped on a signal (event "stopped-on-signal") */
 } RankState;
 
 typedef struct {
@@ -68,6 +73,9 @@ typedef struct {
 static double t_start;
 static FILE *events_file;
 static volatile sig_atomic_t stop_signal, child_pgid;
+/* SIGTERM or SIGUSR1: the ranks are asked (SIGUSR1, which mpirun and srun forward) to checkpoint
+ * and stop; the run ends when they have, or after --stop-grace */
+static volatile sig_atomic_t graceful_signal;
 
 static double now_s(void) {
     struct timespec ts;
@@ -101,7 +109,13 @@ static cJSON *ev(const char *name) {
 }
 
 static void on_signal(int sig) {
-    stop_signal = sig;
+    if (sig == SIGTERM || sig == SIGUSR1) {
+        if (graceful_signal) return; /* already stopping (Slurm may signal both the script and us) */
+        graceful_signal = sig;
+        if (child_pgid > 0) kill(child_pgid, SIGUSR1);
+        return;
+    }
+    stop_signal = sig; /* SIGINT, SIGHUP: stop now */
     if (child_pgid > 0) kill(-child_pgid, sig);
 }
 
@@ -113,9 +127,26 @@ static int has_resume(char **cmd) {
     return 0;
 }
 
-/* argv for attempt `attempt` on hosts[active[0..nactive)] (hostfile already written). */
+/* The host of each rank: the working hosts in order, each for its slots (ranks of one host are
+ * consecutive, as Open MPI's hostfile and srun's arbitrary distribution place them). Returns how
+ * many distinct hosts get ranks. */
+static int rank_hosts(const Host *hosts, const int *active, int nactive, int nranks, int *host_of_rank) {
+    int r = 0, used = 0;
+    for (int i = 0; i < nactive && r < nranks; i++, used++)
+        for (int k = 0; k < hosts[active[i]].slots && r < nranks; k++) host_of_rank[r++] = active[i];
+    return used;
+}
+
+static int extra_has(const SuperviseOpts *o, const char *flag) {
+    for (int i = 0; i < o->nextra; i++)
+        if (!strncmp(o->extra[i], flag, strlen(flag))) return 1;
+    return 0;
+}
+
+/* argv for attempt `attempt` on hosts[active[0..nactive)] (hostfile already written: Open MPI's
+ * for mpirun, one node per rank line for srun's --distribution=arbitrary via SLURM_HOSTFILE). */
 static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const char *hostfile, Host *hosts,
-                         const int *active, int nactive, int attempt) {
+                         int nhosts, const int *active, int nactive, int attempt) {
     int ncmd = 0;
     while (o->cmd[ncmd]) ncmd++;
     char **a = calloc((size_t)(ncmd + o->nextra + 32), sizeof *a);
@@ -125,17 +156,31 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     if (use_srun) {
         snprintf(buf, sizeof buf, "--ntasks=%d", o->nranks);
         a[k++] = strdup(buf);
-        a[k++] = strdup("--kill-on-bad-exit=1"); /* one dead rank ends the step at once */
         if (nactive) {
-            size_t len = 16;
-            for (int i = 0; i < nactive; i++) len += strlen(hosts[active[i]].name) + 1;
-            char *nl = malloc(len);
-            strcpy(nl, "--nodelist=");
-            for (int i = 0; i < nactive; i++) strcat(nl, hosts[active[i]].name), strcat(nl, i + 1 < nactive ? "," : "");
-            a[k++] = nl;
-            snprintf(buf, sizeof buf, "--nodes=%d", nactive);
+            int *hr = malloc((size_t)o->nranks * sizeof *hr);
+            snprintf(buf, sizeof buf, "--nodes=%d", rank_hosts(hosts, active, nactive, o->nranks, hr));
+            free(hr);
             a[k++] = strdup(buf);
+            a[k++] = strdup("--distribution=arbitrary"); /* rank r on line r of SLURM_HOSTFILE */
         }
+        a[k++] = strdup("--kill-on-bad-exit=1"); /* one dead rank ends the step at once */
+        a[k++] = strdup("--quit-on-interrupt");  /* teardown: one SIGINT ends the step on every node */
+        /* Slurm keeps a failed step that had a task on a dead node until that node answers again,
+         * holding its share of the other nodes: a relaunch must be allowed to overlap it */
+        if (attempt > 0) a[k++] = strdup("--overlap");
+        if (!extra_has(o, "--mpi")) a[k++] = strdup("--mpi=pmix"); /* Open MPI ranks wire up through PMIx */
+        char **lost = malloc((size_t)(nhosts + 1) * sizeof *lost);
+        int nlost = 0;
+        for (int i = 0; i < nhosts; i++)
+            if (hosts[i].lost) lost[nlost++] = hosts[i].name;
+        if (nlost) {
+            size_t cap = 16 + (size_t)nlost * 72;
+            char *ex = malloc(cap);
+            strcpy(ex, "--exclude=");
+            if (hostlist_compress(lost, nlost, ex + 10, cap - 10)) ex[10] = 0;
+            a[k++] = ex;
+        }
+        free(lost);
     } else {
         a[k++] = strdup("-np");
         snprintf(buf, sizeof buf, "%d", o->nranks);
@@ -292,6 +337,9 @@ typedef struct {
     long long refused;
     char source[32];         /* this attempt's restore source, from rank 0's event */
     int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
+    int use_srun;
+    int slurm_nodes;         /* hosts are the nodes of this Slurm allocation: ask Slurm about lost ones */
+    char self_host[HB_HOST_MAX]; /* where this launcher runs (ranks here may be signalled by pid) */
 } Sup;
 
 static void fail(Sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -401,6 +449,21 @@ static void corrupt_one(Sup *s, long long step) {
     free(files);
 }
 
+/* cmd@STEP: the --fault-cmd shell command, run to its end while the ranks wait at STEP (tests make
+ * a node die, mark it down in Slurm or send Slurm's warning signal exactly there). */
+static void run_fault_cmd(Sup *s, long long step) {
+    cJSON *e = ev("inject");
+    cJSON_AddStringToObject(e, "fault", "cmd");
+    cJSON_AddNumberToObject(e, "step", (double)step);
+    char st[24];
+    snprintf(st, sizeof st, "%lld", step);
+    setenv("MYRIAD_FAULT_STEP", st, 1);
+    fflush(stdout), fflush(stderr);
+    int rc = system(s->o->fault_cmd);
+    cJSON_AddNumberToObject(e, "status", WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc));
+    emit(e);
+}
+
 /* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
  * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
 static void maybe_inject(Sup *s, int r, long long step) {
@@ -420,6 +483,12 @@ static void maybe_inject(Sup *s, int r, long long step) {
         if (f->kind == FAULT_CORRUPT) {
             f->fired = 1;
             corrupt_one(s, step);
+            continue;
+        }
+        if (f->kind == FAULT_CMD) { /* once every rank is at the step, waiting there for GO */
+            if (s->job_step < f->step || s->failed) continue;
+            f->fired = 1;
+            run_fault_cmd(s, f->step);
             continue;
         }
         if (s->fault_fired_this_attempt || s->failed) continue;
@@ -491,7 +560,7 @@ static void update_job_step(Sup *s) {
             long long again = rs->best_step_before - rs->first_step + 1;
             if (again > recomputed) recomputed = again;
         }
-        if (s->attempt > 0) {
+        if (s->attempt > 0 || lo > 1) { /* a relaunch, or a run (a requeued job) resuming a checkpoint */
             cJSON *e = ev("resumed");
             cJSON_AddNumberToObject(e, "attempt", s->attempt);
             cJSON_AddNumberToObject(e, "first_step", (double)lo);
@@ -633,6 +702,7 @@ static void handle_line(Sup *s, int ci, char *line) {
     if (m.type == HB_EVENT) {
         if (!strcmp(m.name, "done")) rs->done = 1;
         else {
+            if (!strcmp(m.name, "stopped-on-signal")) rs->stopped = 1;
             /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
             if (c->rank == 0 && (!strncmp(m.name, "restored-from-", 14) || !strcmp(m.name, "disk-fallback") ||
                                  !strcmp(m.name, "started-from-scratch")))
@@ -675,7 +745,7 @@ static void read_conn(Sup *s, int ci) {
         if (c->rank >= 0) {
             RankState *rs = &s->ranks[c->rank];
             rs->closed = 1;
-            if (!rs->done && !s->failed) {
+            if (!rs->done && !rs->stopped && !graceful_signal && !s->failed) {
                 cJSON *e = ev("exit");
                 cJSON_AddNumberToObject(e, "rank", c->rank);
                 cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
@@ -780,21 +850,26 @@ static int teardown(Sup *s, pid_t child, int *status) {
     cJSON_AddNumberToObject(e, "attempt", s->attempt);
     cJSON *pids = cJSON_AddArrayToObject(e, "pids");
     for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0) {
+        if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0 &&
+            (!s->use_srun || !strcmp(s->ranks[r].host, s->self_host))) { /* srun: a pid elsewhere is not ours */
             kill((pid_t)s->ranks[r].pid, SIGKILL);
             cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[r].pid));
         }
     cJSON_AddNumberToObject(e, "launcher_pid", child);
     emit(e);
+    /* srun --quit-on-interrupt: one SIGINT makes srun kill the step's tasks on every node */
+    if (s->use_srun) kill(child, SIGINT);
     /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
-     * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL */
-    double t0 = now_s();
+     * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL. srun has
+     * had its SIGINT; it may wait for a dead node's answer: SIGKILL after 2 s (the step's tasks on
+     * the live nodes were killed by their slurmstepd) */
+    double t0 = now_s(), term_at = s->use_srun ? 2 : 5, kill_at = s->use_srun ? 2 : 7;
     int reaped = 0, termed = 0;
     while (!reaped) {
         pid_t w = waitpid(child, status, WNOHANG);
         if (w == child) reaped = 1;
-        else if (!termed && now_s() > t0 + 5) kill(-child, SIGTERM), termed = 1;
-        else if (now_s() > t0 + 7) {
+        else if (!termed && now_s() > t0 + term_at && term_at < kill_at) kill(-child, SIGTERM), termed = 1;
+        else if (now_s() > t0 + kill_at) {
             kill(-child, SIGKILL);
             waitpid(child, status, 0);
             reaped = 1;
@@ -804,7 +879,91 @@ static int teardown(Sup *s, pid_t child, int *status) {
     return 0;
 }
 
-static int write_hostfile(Sup *s, char *path) { return hosts_write_temp(path, s->hosts, s->active, s->nactive); }
+static int write_hostfile(Sup *s, char *path) {
+    if (!s->use_srun) return hosts_write_temp(path, s->hosts, s->active, s->nactive);
+    strcpy(path, "/tmp/myriad-hosts-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0) return myr_error("run: cannot create a hostfile: %s", strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    /* SLURM_HOSTFILE for --distribution=arbitrary: line r = node of rank r */
+    int *hr = malloc((size_t)s->o->nranks * sizeof *hr);
+    rank_hosts(s->hosts, s->active, s->nactive, s->o->nranks, hr);
+    for (int r = 0; r < s->o->nranks; r++) fprintf(f, "%s\n", s->hosts[hr[r]].name);
+    free(hr);
+    fclose(f);
+    return 0;
+}
+
+/* After a failed attempt inside a Slurm allocation: which of its nodes are lost (Slurm flags them,
+ * removed them from the job, or a probe step fails there); each is marked and logged (node-lost). */
+static void find_lost_nodes(Sup *s) {
+    char **names = malloc((size_t)s->nhosts * sizeof *names);
+    int *idx = malloc((size_t)s->nhosts * sizeof *idx), n = 0;
+    for (int i = 0; i < s->nhosts; i++)
+        if (!s->hosts[i].lost) names[n] = s->hosts[i].name, idx[n++] = i;
+    SlurmLost *lost = calloc((size_t)n + 1, sizeof *lost);
+    int nlost = n ? slurm_find_lost(names, n, s->o->probe_timeout, lost) : 0;
+    if (nlost < 0) {
+        cJSON *e = ev("node-check-failed");
+        cJSON_AddStringToObject(e, "why", myr_last_error());
+        emit(e);
+    }
+    for (int k = 0; k < nlost; k++)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(names[i], lost[k].node)) {
+                s->hosts[idx[i]].lost = 1;
+                cJSON *e = ev("node-lost");
+                cJSON_AddStringToObject(e, "node", lost[k].node);
+                cJSON_AddStringToObject(e, "why", lost[k].why);
+                emit(e);
+            }
+    free(lost), free(names), free(idx);
+}
+
+/* Newly lost nodes of a Slurm allocation, before the next launch or the requeue: wait (at most
+ * --node-wait) until Slurm itself declares them down. Until then Slurm's own handling of a dead node
+ * is still to come (the node removed from the job, the failed step killed on it), and when it landed
+ * while a relaunched step was starting, that step was killed or hung in its PMIx wire-up (seen with
+ * 22.05). A requeued job, too, must not be given the dead node again. A node Slurm never flags (its
+ * slurmd answers but it failed our probe) is given back to Slurm instead (slurm_release_nodes).
+ * Returns 1 when Slurm flagged them all. */
+static int settle_lost_nodes(Sup *s) {
+    char **names = malloc((size_t)s->nhosts * sizeof *names);
+    int *idx = malloc((size_t)s->nhosts * sizeof *idx), n = 0;
+    for (int i = 0; i < s->nhosts; i++)
+        if (s->hosts[i].lost && !s->hosts[i].settled) names[n] = s->hosts[i].name, idx[n++] = i;
+    if (!n) {
+        free(names), free(idx);
+        return 1;
+    }
+    double wait = s->o->node_wait >= 0 ? s->o->node_wait : slurm_slurmd_timeout() + 30;
+    double t0 = now_s();
+    int flagged = slurm_wait_flagged(names, n, wait);
+    cJSON *e = ev("nodes-settled");
+    cJSON *arr = cJSON_AddArrayToObject(e, "nodes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(names[i])), s->hosts[idx[i]].settled = 1;
+    cJSON_AddBoolToObject(e, "slurm_flagged", flagged);
+    cJSON_AddNumberToObject(e, "waited_s", round((now_s() - t0) * 1000) / 1000);
+    if (!flagged) {
+        int rc = slurm_release_nodes(names, n);
+        cJSON_AddNumberToObject(e, "released", rc > 0 ? rc : 0);
+        if (rc < 0) cJSON_AddStringToObject(e, "release_failed", myr_last_error());
+    }
+    emit(e);
+    free(names), free(idx);
+    return flagged;
+}
+
+/* No spare left for a lost node of a Slurm allocation: the job can go on after a requeue, on other
+ * nodes (the lost ones settled first, above). */
+static int requeue_exit(Sup *s, const char *why) {
+    settle_lost_nodes(s);
+    cJSON *e = ev("requeue");
+    cJSON_AddStringToObject(e, "why", why);
+    cJSON_AddNumberToObject(e, "exit_code", SLURM_EXIT_REQUEUE);
+    emit(e);
+    return SLURM_EXIT_REQUEUE;
+}
 
 /* Replace lost active hosts with unused spares; -1 when a lost host has no spare left. */
 static int replace_lost_hosts(Sup *s) {
@@ -817,7 +976,9 @@ static int replace_lost_hosts(Sup *s) {
             for (int k = 0; k < s->nactive; k++) used |= s->active[k] == j;
             if (!used && !s->hosts[j].lost) spare = j;
         }
-        if (spare < 0) return myr_error("run: host %s is lost and no spare host is left (--spares %d)", h->name, s->o->spares);
+        if (spare < 0)
+            return myr_error("run: %s %s is lost and no spare %s is left (--spares %d)", s->slurm_nodes ? "node" : "host", h->name,
+                             s->slurm_nodes ? "node of this allocation" : "host", s->o->spares);
         cJSON *e = ev("spare-used");
         cJSON_AddStringToObject(e, "lost", h->name);
         cJSON_AddStringToObject(e, "spare", s->hosts[spare].name);
@@ -849,6 +1010,77 @@ static double productive_time(Sup *s, int nattempts, long long *steps_out) {
     return total;
 }
 
+/* This launcher's host as ranks name theirs (MYRIAD_HOST, SLURMD_NODENAME, the kernel's name). */
+static void self_host_name(char *out, size_t cap) {
+    const char *h = getenv("MYRIAD_HOST");
+    if (!h || !*h) h = getenv("SLURMD_NODENAME");
+    if (h && *h) snprintf(out, cap, "%s", h);
+    else if (gethostname(out, cap - 1) != 0) snprintf(out, cap, "localhost");
+    out[cap - 1] = 0;
+}
+
+/* Under srun the ranks run on other nodes: the heartbeat address must not be loopback. This host's
+ * name when it resolves to a non-loopback IPv4 address, else the first such address of an
+ * interface that is up; 127.0.0.1 when there is none (a single machine). --hb-addr overrides. */
+static void reachable_address(char out[INET_ADDRSTRLEN]) {
+    char name[256] = "";
+    struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+    if (gethostname(name, sizeof name - 1) == 0 && getaddrinfo(name, NULL, &hints, &res) == 0) {
+        for (struct addrinfo *a = res; a; a = a->ai_next) {
+            struct in_addr in = ((struct sockaddr_in *)a->ai_addr)->sin_addr;
+            if ((ntohl(in.s_addr) >> 24) != 127) {
+                inet_ntop(AF_INET, &in, out, INET_ADDRSTRLEN);
+                freeaddrinfo(res);
+                return;
+            }
+        }
+        freeaddrinfo(res);
+    }
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK)) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, INET_ADDRSTRLEN);
+            break;
+        }
+    freeifaddrs(ifs);
+}
+
+/* Hosts = the nodes of this Slurm allocation, the last --spares of them spares; the ranks spread
+ * evenly over the others (--ntasks-per-node). */
+static int slurm_hosts(Sup *s, const SuperviseOpts *o) {
+    HostList nodes = {0};
+    if (slurm_job_nodes(&nodes)) return -1;
+    int working = nodes.n - o->spares;
+    if (working < 1) {
+        hostlist_free(&nodes);
+        return myr_error("run: --spares %d leaves no working node in this allocation of %d nodes (%s)", o->spares,
+                         nodes.n, getenv("SLURM_JOB_NODELIST"));
+    }
+    if (o->nranks % working) {
+        hostlist_free(&nodes);
+        return myr_error("run: %d ranks do not spread evenly over the %d working nodes of this allocation (%d nodes, "
+                         "--spares %d); give -n a multiple of %d or count the extra nodes with --spares",
+                         o->nranks, working, working + o->spares, o->spares, working);
+    }
+    s->hosts = calloc((size_t)nodes.n, sizeof *s->hosts);
+    s->active = malloc((size_t)nodes.n * sizeof *s->active);
+    for (int i = 0; i < nodes.n; i++) {
+        if (strlen(nodes.names[i]) >= sizeof s->hosts[i].name) {
+            hostlist_free(&nodes);
+            return myr_error("run: node name '%s' is too long", nodes.names[i]);
+        }
+        snprintf(s->hosts[i].name, sizeof s->hosts[i].name, "%s", nodes.names[i]);
+        s->hosts[i].slots = o->nranks / working;
+    }
+    s->nhosts = nodes.n;
+    s->nactive = working;
+    for (int i = 0; i < working; i++) s->active[i] = i;
+    s->slurm_nodes = 1;
+    hostlist_free(&nodes);
+    return 0;
+}
+
 int supervise(SuperviseOpts *o) {
     t_start = o->t_start > 0 ? o->t_start : now_s(); /* a pre-flight check counts as launcher time */
     Sup sup = {.o = o}, *s = &sup;
@@ -857,6 +1089,9 @@ int supervise(SuperviseOpts *o) {
         events_file = fopen(o->events_path, "a");
         if (!events_file) myr_die("run: cannot open --events %s: %s", o->events_path, strerror(errno));
     }
+    int use_srun = o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
+    s->use_srun = use_srun;
+    self_host_name(s->self_host, sizeof s->self_host);
     if (o->hosts_file) {
         if (hosts_load(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
         if (o->spares >= s->nhosts)
@@ -868,7 +1103,14 @@ int supervise(SuperviseOpts *o) {
         if (slots < o->nranks)
             myr_die("run: the %d working hosts of %s have %d slots for %d ranks; add slots=N or hosts", s->nactive,
                     o->hosts_file, slots, o->nranks);
-    } else if (o->spares) myr_die("run: --spares needs --hosts FILE (the last K hosts are the spares)");
+        s->slurm_nodes = use_srun && getenv("SLURM_JOB_ID"); /* --hosts names nodes of the allocation */
+    } else if (use_srun && getenv("SLURM_JOB_ID")) {
+        if (slurm_hosts(s, o) != 0) myr_die_last();
+    } else if (o->spares)
+        myr_die("run: --spares needs --hosts FILE (the last K hosts are the spares) or a Slurm allocation");
+    for (int i = 0; i < o->plan.n; i++)
+        if (o->plan.faults[i].kind == FAULT_CMD && !o->fault_cmd)
+            myr_die("run: --inject cmd@%lld needs --fault-cmd CMD (the shell command to run there)", o->plan.faults[i].step);
     for (int i = 0; i < o->plan.n; i++)
         if (o->plan.faults[i].kind == FAULT_HOST) {
             int found = 0;
@@ -877,7 +1119,6 @@ int supervise(SuperviseOpts *o) {
                                 o->plan.faults[i].host);
         }
 
-    int use_srun = o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
     char *tool = path_find_program(use_srun ? "srun" : "mpirun");
     if (!tool)
         myr_die("run: %s not found on PATH; install it or pass --launcher %s", use_srun ? "srun" : "mpirun",
@@ -886,7 +1127,9 @@ int supervise(SuperviseOpts *o) {
     if (random_bytes(s->secret, sizeof s->secret) != 0) myr_die("run: cannot read /dev/urandom for the job secret");
     char hex[2 * HB_SECRET_BYTES + 1];
     hex_encode(s->secret, sizeof s->secret, hex);
-    const char *hb_host = o->hb_host ? o->hb_host : "127.0.0.1";
+    char reachable[INET_ADDRSTRLEN] = "127.0.0.1";
+    if (!o->hb_host && use_srun) reachable_address(reachable);
+    const char *hb_host = o->hb_host ? o->hb_host : reachable;
     int port = 0, lfd = -1;
     if (!o->dry_run) {
         lfd = listen_on(hb_host, &port);
@@ -904,15 +1147,16 @@ int supervise(SuperviseOpts *o) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 
     s->ranks = calloc((size_t)o->nranks, sizeof *s->ranks);
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
     s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
-    int exit_code = 1, restarts = 0, finished = 0, nonfinite = 0;
+    int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0, nonfinite = 0;
     char hostfile[64] = "";
 
-    for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal; s->attempt++) {
+    for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal && !graceful_signal; s->attempt++) {
         s->tl[s->attempt].s0 = -1;
         for (int r = 0; r < o->nranks; r++) {
             RankState *rs = &s->ranks[r];
@@ -933,10 +1177,18 @@ int supervise(SuperviseOpts *o) {
             if (hostfile[0]) unlink(hostfile);
             if (write_hostfile(s, hostfile) != 0) myr_die_last();
         }
-        char **argv = build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->active,
-                                 s->nactive, s->attempt);
+        char **argv = build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->nhosts,
+                                 s->active, s->nactive, s->attempt);
         char *line = argv_join(argv);
         if (o->dry_run) {
+            if (use_srun && s->nactive) { /* what SLURM_HOSTFILE holds: the node of each rank */
+                int *hr = malloc((size_t)o->nranks * sizeof *hr);
+                rank_hosts(s->hosts, s->active, s->nactive, o->nranks, hr);
+                printf("# SLURM_HOSTFILE (rank 0..%d):", o->nranks - 1);
+                for (int r = 0; r < o->nranks; r++) printf(" %s", s->hosts[hr[r]].name);
+                printf("\n");
+                free(hr);
+            }
             printf("%s\n", line);
             free(line), argv_free(argv);
             if (hostfile[0]) unlink(hostfile);
@@ -959,18 +1211,32 @@ int supervise(SuperviseOpts *o) {
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
         if (child == 0) {
             setpgid(0, 0); /* its own group: teardown kills mpirun and everything it started */
-            signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
+            signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL), signal(SIGUSR1, SIG_DFL);
+            if (use_srun && s->nactive) setenv("SLURM_HOSTFILE", hostfile, 1);
             execv(argv[0], argv);
             fprintf(stderr, "myriad: run: cannot execute %s: %s\n", argv[0], strerror(errno));
             _exit(127);
         }
         setpgid(child, child);
         child_pgid = child;
+        if (graceful_signal) kill(child, SIGUSR1); /* it came while this attempt was starting */
         argv_free(argv);
 
         int status = 0, exited = 0, stuck = 0;
-        double all_done_since = 0;
+        double all_done_since = 0, grace_until = 0;
         while (!exited && !s->failed && !stop_signal && !stuck) {
+            if (graceful_signal && !grace_until) {
+                grace_until = now_s() + o->stop_grace;
+                cJSON *x = ev("stopping");
+                cJSON_AddNumberToObject(x, "signal", graceful_signal);
+                cJSON_AddNumberToObject(x, "grace_s", o->stop_grace);
+                emit(x);
+            } else if (grace_until && now_s() > grace_until) {
+                cJSON *x = ev("stop-grace-expired");
+                cJSON_AddNumberToObject(x, "grace_s", o->stop_grace);
+                emit(x);
+                break;
+            }
             struct pollfd *pfd = malloc((size_t)(s->nconns + 1) * sizeof *pfd);
             pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
             for (int i = 0; i < s->nconns; i++) pfd[i + 1] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
@@ -990,7 +1256,7 @@ int supervise(SuperviseOpts *o) {
             }
             free(fds);
             if (waitpid(child, &status, WNOHANG) == child) exited = 1;
-            else if (!s->failed) check_timeouts(s);
+            else if (!s->failed && !graceful_signal) check_timeouts(s);
             /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
              * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
             int all_done = !exited;
@@ -1022,7 +1288,20 @@ int supervise(SuperviseOpts *o) {
             cJSON_AddStringToObject(x, "what", use_srun ? "srun" : "mpirun");
             cJSON_AddNumberToObject(x, "code", code);
             emit(x);
-            if (code == 0 && !s->failed) {
+            int nstopped = 0;
+            for (int r = 0; r < o->nranks; r++) nstopped += s->ranks[r].stopped;
+            if ((code != 0 || nstopped) && (graceful_signal || nstopped == o->nranks)) {
+                /* the ranks checkpointed and stopped on a signal (ours, forwarded, or Slurm's --signal
+                 * sent to them directly): a requeued job resumes from there */
+                stopped = 1;
+                exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+                cJSON *y = ev("stopped");
+                cJSON_AddNumberToObject(y, "signal", graceful_signal ? graceful_signal : SIGUSR1);
+                cJSON_AddNumberToObject(y, "ranks_checkpointed", nstopped);
+                cJSON_AddNumberToObject(y, "step", (double)s->job_step);
+                cJSON_AddNumberToObject(y, "exit_code", exit_code);
+                emit(y);
+            } else if (code == 0 && !s->failed) {
                 finished = 1;
                 exit_code = 0;
             } else if (code == MYRIAD_EXIT_NONFINITE) { /* a restart would compute the same step again */
@@ -1038,7 +1317,11 @@ int supervise(SuperviseOpts *o) {
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
         for (int ci = s->nconns - 1; ci >= 0; ci--) close_conn(s, ci);
-        if (finished || stop_signal) break;
+        if (!exited && graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
+            stopped = 1;
+            exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+        }
+        if (finished || stop_signal || stopped) break;
         if (nonfinite) {
             cJSON *g = ev("giving-up");
             cJSON_AddStringToObject(g, "why", s->why);
@@ -1049,7 +1332,18 @@ int supervise(SuperviseOpts *o) {
             goto done;
         }
         if (s->attempt == o->max_restarts) break;
+        if (s->slurm_nodes) find_lost_nodes(s);
         if (replace_lost_hosts(s) != 0) {
+            if (s->slurm_nodes) { /* a requeue gets other nodes: say so, and exit for it */
+                char why[512];
+                snprintf(why, sizeof why, "%s; exiting with %d so that the job is requeued (the script from "
+                         "myriad run --slurm-script runs scontrol requeue)", myr_last_error(), SLURM_EXIT_REQUEUE);
+                fprintf(stderr, "myriad: %s\n", why);
+                exit_code = requeue_exit(s, why);
+                requeue = 1;
+                s->attempt++;
+                goto done;
+            }
             fprintf(stderr, "myriad: %s\n", myr_last_error());
             cJSON *g = ev("giving-up");
             cJSON_AddStringToObject(g, "why", myr_last_error());
@@ -1058,6 +1352,7 @@ int supervise(SuperviseOpts *o) {
             s->attempt++;
             goto done;
         }
+        if (s->slurm_nodes) settle_lost_nodes(s);
         restarts++;
         cJSON *r = ev("restart");
         cJSON_AddNumberToObject(r, "attempt", s->attempt + 1);
@@ -1067,7 +1362,11 @@ int supervise(SuperviseOpts *o) {
     }
     if (s->attempt > o->max_restarts) s->attempt = o->max_restarts;
     s->attempt++; /* number of attempts with timelines */
-    if (!finished && !stop_signal) {
+    if (graceful_signal && !finished && !stop_signal && !stopped) { /* it came between two attempts */
+        stopped = 1;
+        exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+    }
+    if (!finished && !stop_signal && !stopped) {
         cJSON *g = ev("giving-up");
         cJSON_AddNumberToObject(g, "restarts", restarts);
         cJSON_AddStringToObject(g, "why", s->why);
@@ -1083,7 +1382,11 @@ done:;
     double wall = now_s() - t_start;
     double productive = productive_time(s, s->attempt, &steps);
     cJSON *f = ev("finished");
-    cJSON_AddStringToObject(f, "status", finished ? "ok" : stop_signal ? "interrupted" : "failed");
+    cJSON_AddStringToObject(f, "status", finished       ? "ok"
+                                         : stop_signal  ? "interrupted"
+                                         : stopped      ? "stopped"
+                                         : requeue      ? "requeue"
+                                                        : "failed");
     cJSON_AddNumberToObject(f, "restarts", restarts);
     cJSON_AddNumberToObject(f, "steps", (double)steps);
     cJSON_AddNumberToObject(f, "productive_s", round(productive * 1000) / 1000);

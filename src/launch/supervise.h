@@ -20,14 +20,22 @@ typedef struct {
     const char *ckpt_dir;      /* exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit under it */
     const char *hb_host;       /* address ranks connect to (and the launcher binds) */
     const char *cut_link_cmd;  /* run by sh with MYRIAD_LOST_HOST set when host@ fires */
+    const char *fault_cmd;     /* run by sh with MYRIAD_FAULT_STEP set when cmd@ fires */
     const char *launcher;      /* "mpirun", "srun" or NULL (srun inside Slurm, else mpirun) */
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
     int dry_run;
     double t_start;            /* CLOCK_MONOTONIC seconds the launcher started (0: now) */
+    /* under Slurm (docs/SLURM.md) */
+    double probe_timeout;      /* seconds for a probe step on each node after a failure; 0 = no probe */
+    double node_wait;          /* at most this long for Slurm to flag lost nodes before the relaunch or exit 75;
+                                * < 0: SlurmdTimeout + 30 */
+    double stop_grace;         /* after SIGTERM/SIGUSR1: seconds for the ranks to checkpoint and exit */
 } SuperviseOpts;
 
-/* Runs the job to completion or until restarts run out; returns the process exit code. */
+/* Runs the job to completion or until restarts run out; returns the process exit code: 0, the
+ * launcher's code, 128 + signal, or SLURM_EXIT_REQUEUE (75) under Slurm when a lost node has no
+ * spare or a SIGUSR1 stop was answered with checkpoints (a requeued job resumes from them). */
 int supervise(SuperviseOpts *o);
 
 #endif

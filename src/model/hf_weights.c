@@ -183,6 +183,7 @@ int hf_load_weights(const char *path, Model *m) {
     build_slots(m, &l);
     int rc = 0;
     float *buf = NULL;
+    real *image = model_params_view(m);
     for (int i = 0; i < l.n && !rc; i++) {
         const HfSlot *s = &l.s[i];
         const StTensor *t = find_tensor(&f, s);
@@ -205,7 +206,7 @@ int hf_load_weights(const char *path, Model *m) {
         int64_t n = s->rows * cols;
         buf = realloc(buf, (size_t)n * sizeof(float));
         if (st_read_f32(&f, t, buf, n)) { rc = -1; break; }
-        real *dst = m->params + s->p->offset + (size_t)s->row0 * cols;
+        real *dst = image + s->p->offset + (size_t)s->row0 * cols;
         if (s->transpose) {
             for (int64_t r = 0; r < s->rows; r++)
                 for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = buf[c * s->rows + r];
@@ -218,6 +219,7 @@ int hf_load_weights(const char *path, Model *m) {
         if (!ignorable(f.tensors[i].name) && !matches_slot(f.tensors[i].name, &l, tied_gpt2))
             rc = myr_error("%s: unexpected tensor %s for a %s model with %d layers", path, f.tensors[i].name,
                            model_arch_name(m->cfg.arch), m->cfg.layers);
+    model_params_view_done(m, image, !rc);
     free(buf);
     free(l.s);
     st_close(&f);
@@ -225,6 +227,20 @@ int hf_load_weights(const char *path, Model *m) {
 }
 
 int hf_load(const char *dir, Model *m) { return hf_load_aligned(dir, m, 1); }
+
+int hf_load_host(const char *dir, Model *m) {
+    char path[4096];
+    ModelConfig c;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (hf_config_read(path, &c)) return -1;
+    if (model_create_host(m, &c)) return myr_error("%s: %s", path, myr_last_error());
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (hf_load_weights(path, m)) {
+        model_destroy(m);
+        return -1;
+    }
+    return 0;
+}
 
 int hf_load_aligned(const char *dir, Model *m, int unit_align) {
     char path[4096];
@@ -246,10 +262,11 @@ int hf_save(const char *dir, const Model *m) {
     build_slots(m, &l);
     StWriteTensor *w = calloc((size_t)l.n, sizeof *w);
     float **bufs = calloc((size_t)l.n, sizeof *bufs);
+    real *image = model_params_view(m);
     for (int i = 0; i < l.n; i++) {
         const HfSlot *s = &l.s[i];
         int64_t cols = slot_cols(s), n = s->rows * cols;
-        const real *src = m->params + s->p->offset + (size_t)s->row0 * cols;
+        const real *src = image + s->p->offset + (size_t)s->row0 * cols;
         float *b = bufs[i] = malloc((size_t)n * sizeof(float));
         if (s->transpose) {
             for (int64_t r = 0; r < s->rows; r++)
@@ -271,6 +288,7 @@ int hf_save(const char *dir, const Model *m) {
         rc = hf_config_write(path, &m->cfg);
     }
     for (int i = 0; i < l.n; i++) free(bufs[i]);
+    model_params_view_done((Model *)m, image, 0);
     free(bufs);
     free(w);
     free(l.s);

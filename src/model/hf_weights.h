@@ -12,6 +12,8 @@
 int hf_load(const char *dir, Model *m);
 /* Same, with units padded to multiples of unit_align (see model_create_aligned). */
 int hf_load_aligned(const char *dir, Model *m, int unit_align);
+/* Same into a host-side model (model_create_host): the whole model a run starts from. */
+int hf_load_host(const char *dir, Model *m);
 /* Load weights only, into an already created model (its config must match the file's). */
 int hf_load_weights(const char *safetensors_path, Model *m);
 /* Write DIR/config.json and DIR/model.safetensors (each atomically; DIR is created). */

@@ -33,6 +33,13 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
 
 int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                     const StageSpec *st) {
+    if (model_plan_ep(m, cfg, unit_align, tp, tp_rank, ep, ep_rank, st)) return -1;
+    model_alloc(m);
+    return 0;
+}
+
+int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                  const StageSpec *st) {
     memset(m, 0, sizeof *m);
     if (model_config_validate(cfg)) return -1;
     if (ep < 1) return myr_error("--ep must be positive");
@@ -64,24 +71,50 @@ int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
     m->ep.size = ep;
     m->ep.rank = ep_rank;
     if (cfg->experts) m->moe_stats.tokens = calloc((size_t)cfg->layers * cfg->experts, sizeof(int64_t));
+    if (kernels_dtype() != DTYPE_F32 && cfg->experts && (cfg->hidden * act_size()) % 4)
+        return myr_error("--dtype %s with experts needs an even hidden size (token rows travel as 32-bit words)",
+                         dtype_name(kernels_dtype()));
     param_table_build_ep(&m->table, cfg, unit_align, tp, tp_rank, ep, ep_rank, st);
+    return 0;
+}
+
+int model_create_host(Model *m, const ModelConfig *cfg) {
+    StageSpec whole = {0, cfg->layers, 1, 1};
+    if (model_plan_ep(m, cfg, 1, 1, 0, 1, 0, &whole)) return -1;
+    m->on_host = 1;
+    m->params = calloc(m->table.total ? m->table.total : 1, sizeof(real));
+    if (!m->params) return myr_error("out of host memory for the %.1f MiB of the whole model's parameters",
+                                     m->table.total * sizeof(real) / 1048576.0);
+    model_tensors_bind(&m->p, &m->table, cfg, m->params);
+    return 0;
+}
+
+size_t model_weight_bytes(const Model *m) {
+    return m->table.total * (2 * sizeof(real) + (kernels_dtype() != DTYPE_F32 ? act_size() : 0));
+}
+
+void model_alloc(Model *m) {
+    const ModelConfig *cfg = &m->cfg;
     m->params = dev_alloc(m->table.total);
     m->grads = dev_alloc(m->table.total);
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
     model_tensors_bind(&m->g, &m->table, cfg, m->grads);
+    if (kernels_dtype() != DTYPE_F32) {
+        m->lp = dev_alloc_act(m->table.total);
+        model_tensors_bind_act(&m->w, &m->table, cfg, m->lp);
+    }
     if (cfg->arch == ARCH_LLAMA) {
         int hd = cfg->hidden / cfg->heads;
         m->rope_cos = dev_alloc((size_t)cfg->max_seq * hd / 2);
         m->rope_sin = dev_alloc((size_t)cfg->max_seq * hd / 2);
         rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, cfg->rope_theta);
     }
-    return 0;
 }
 
 struct ActivationSlot {
     int B, T;
-    real *acts_mem;
-    size_t acts_count;
+    void *acts_mem;
+    size_t acts_bytes;
     Activations a;
     int32_t *tokens, *targets;
     int ready_for_backward;
@@ -94,18 +127,19 @@ static void free_activations(Model *m) {
     Activations *a = &m->a;
     for (int l = 0; a->moe && l < m->cfg.layers; l++) moe_acts_free(a->moe[l]);
     free(a->moe);
-    real **arrays[] = {a->res_in, a->norm1, a->norm1_mean, a->norm1_rstd, a->norm1_in, a->qkv, a->att, a->attn_y,
-                       a->res_mid, a->norm2, a->norm2_mean, a->norm2_rstd, a->norm2_in, a->fc, a->act};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+    real **reals[] = {a->res_in, a->norm1_mean, a->norm1_rstd, a->att, a->res_mid, a->norm2_mean, a->norm2_rstd};
+    act **acts[] = {a->norm1, a->norm1_in, a->qkv, a->attn_y, a->norm2, a->norm2_in, a->fc, a->fc_act};
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) free(reals[i]);
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) free(acts[i]);
     memset(a, 0, sizeof *a);
-    free(m->tokens);
-    free(m->targets);
+    dev_free(m->tokens);
+    dev_free(m->targets);
     m->tokens = m->targets = NULL;
     m->B = m->T = 0;
 }
 
 static void save_slot(Model *m, struct ActivationSlot *s) {
-    *s = (struct ActivationSlot){m->B, m->T, m->acts_mem, m->acts_count, m->a, m->tokens, m->targets,
+    *s = (struct ActivationSlot){m->B, m->T, m->acts_mem, m->acts_bytes, m->a, m->tokens, m->targets,
                                  m->ready_for_backward};
 }
 
@@ -113,7 +147,7 @@ static void load_slot(Model *m, const struct ActivationSlot *s) {
     m->B = s->B;
     m->T = s->T;
     m->acts_mem = s->acts_mem;
-    m->acts_count = s->acts_count;
+    m->acts_bytes = s->acts_bytes;
     m->a = s->a;
     m->tokens = s->tokens;
     m->targets = s->targets;
@@ -143,8 +177,15 @@ void model_destroy(Model *m) {
     }
     free(m->slots);
     dev_free(m->scratch_mem);
+    host_free_pinned(m->staging);
+    if (m->on_host) {
+        free(m->params);
+        m->params = NULL;
+    }
     dev_free(m->params);
     dev_free(m->grads);
+    dev_free(m->lp);
+    if (m->lp) model_tensors_free(&m->w);
     dev_free(m->rope_cos);
     dev_free(m->rope_sin);
     free(m->moe_stats.tokens);
@@ -163,13 +204,37 @@ static int unit_of_layer(const Model *m, int l) { return m->table.layer_unit[l];
 static int unit_of_experts(const Model *m, int l) { return m->table.expert_unit[l]; }
 static int unit_head(const Model *m) { return m->table.units - 1; }
 
+real *model_params_view(const Model *m) {
+    if (m->on_host || dev_host_accessible()) return m->params;
+    real *h = malloc((m->table.total ? m->table.total : 1) * sizeof(real));
+    model_params_to_host(m, h);
+    return h;
+}
+
+void model_params_view_done(Model *m, real *view, int write_back) {
+    if (view == m->params) return;
+    if (write_back) model_params_from_host(m, view);
+    free(view);
+}
+
+void model_params_to_host(const Model *m, real *host) {
+    if (m->on_host) memcpy(host, m->params, m->table.total * sizeof(real));
+    else dev_to_host(host, m->params, m->table.total * sizeof(real));
+}
+
+void model_params_from_host(Model *m, const real *host) {
+    if (m->on_host) memcpy(m->params, host, m->table.total * sizeof(real));
+    else host_to_dev(m->params, host, m->table.total * sizeof(real));
+}
+
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng = {seed};
     const ModelConfig *c = &m->cfg;
     double residual_std = 0.02 / sqrt(2.0 * c->layers);
+    real *image = model_params_view(m);
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
-        real *w = m->params + p->offset;
+        real *w = image + p->offset;
         const char *base = strrchr(p->name, '.') ? strrchr(p->name, '.') + 1 : p->name;
         int is_norm_w = !strcmp(base, "norm1_w") || !strcmp(base, "norm2_w") || !strcmp(base, "normf_w");
         if (is_norm_w) {
@@ -183,6 +248,7 @@ void model_init_weights(Model *m, uint64_t seed) {
             for (size_t k = 0; k < p->numel; k++) w[k] = (real)(std * rng_normal(&rng));
         }
     }
+    model_params_view_done(m, image, 1);
 }
 
 /* rows of the residual stream this rank holds */
@@ -190,21 +256,64 @@ static size_t local_rows(const Model *m, size_t N) { return m->tp.sp ? N / (size
 
 size_t model_local_rows(const Model *m, size_t N) { return local_rows(m, N); }
 
-size_t model_activation_count(const Model *m, int B, int T) {
+/* Element counts of one slot's stored activations, by type (real: the residual stream and
+ * statistics; act: the rest) and of the shared scratch. */
+typedef struct {
+    size_t reals, acts;
+} Counts;
+
+static Counts activation_counts(const Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
     size_t gathered = m->tp.sp ? N * C : 0; /* norm*_in */
-    size_t att = (size_t)B * m->heads_local * T * T;
-    size_t rest = NL * C * 3 + 2 * gathered + N * Y /* norm1, res_mid, norm2 (+ gathered); attn_y */
-                  + NL * 4                          /* norm means / rstds */
-                  + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local;
-    size_t L = (size_t)(m->stage.layer_hi - m->stage.layer_lo), kept;
-    if (m->recompute == RECOMPUTE_FULL) kept = L * NL * C + rest + att; /* inputs + one layer's worth */
-    else if (m->recompute == RECOMPUTE_SELECTIVE) kept = L * (NL * C + rest) + att;
-    else kept = L * (NL * C + rest + att);
-    kept += NL * C; /* the stage's output (the last layer's res_out) */
-    if (m->stage.last) kept += NL * C + gathered + NL * 2 + N * (size_t)m->vocab_local + N;
-    return kept;
+    size_t att = attention_saved_count(B, T, m->heads_local);
+    /* per layer, real: res_mid, norm means / rstds; act: norm1, norm2 (+ gathered), attn_y, qkv, fc, fc_act */
+    size_t rest_r = NL * C + NL * 4;
+    size_t rest_a = NL * C * 2 + 2 * gathered + N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local;
+    size_t L = (size_t)(m->stage.layer_hi - m->stage.layer_lo);
+    Counts k;
+    if (m->recompute == RECOMPUTE_FULL) { /* inputs + one layer's worth */
+        k.reals = L * NL * C + rest_r + att;
+        k.acts = rest_a;
+    } else if (m->recompute == RECOMPUTE_SELECTIVE) {
+        k.reals = L * (NL * C + rest_r) + att;
+        k.acts = L * rest_a;
+    } else {
+        k.reals = L * (NL * C + rest_r + att);
+        k.acts = L * rest_a;
+    }
+    k.reals += NL * C; /* the stage's output (the last layer's res_out) */
+    if (m->stage.last) {
+        k.reals += NL * 2 + N;                    /* normf mean / rstd, losses */
+        k.acts += NL * C + gathered + N * (size_t)m->vocab_local; /* normf (+ gathered), logits */
+    }
+    return k;
+}
+
+/* Bytes of n elements of `size` bytes, rounded up to 64 so every buffer carved from one
+ * allocation stays aligned for vector loads whatever the element size. */
+static size_t carve(size_t n, size_t size) { return (n * size + 63) / 64 * 64; }
+
+size_t model_activation_bytes(const Model *m, int B, int T) {
+    Counts k = activation_counts(m, B, T);
+    /* each layer's buffers are carved apart: allow the alignment of every one */
+    size_t L = (size_t)(m->stage.layer_hi - m->stage.layer_lo) + 2, pieces = 16 * L;
+    return k.reals * sizeof(real) + k.acts * act_size() + pieces * 64;
+}
+
+static Counts scratch_counts(const Model *m, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
+    int sp = m->tp.sp;
+    Counts k;
+    k.reals = NL * C + N * C + (sp ? NL * C + N * C : 0); /* d_res, d_norm, d_norm_local, full */
+    k.acts = N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local + (m->lp ? N * C : 0);
+    return k;
+}
+
+size_t model_scratch_bytes(const Model *m, int B, int T) {
+    Counts k = scratch_counts(m, B, T);
+    return k.reals * sizeof(real) + k.acts * act_size() + 16 * 64;
 }
 
 static void ensure_activations(Model *m, int B, int T) {
@@ -213,78 +322,110 @@ static void ensure_activations(Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, L = c->layers, QKV = qkv_width(m);
     size_t F1 = fc_width(m), F = m->ffn_local, Y = (size_t)m->heads_local * (C / c->heads);
+    size_t A = act_size(), ATT = attention_saved_count(B, T, m->heads_local);
     int sp = m->tp.sp, lo = m->stage.layer_lo, hi = m->stage.layer_hi;
-    m->acts_count = model_activation_count(m, B, T);
-    m->acts_mem = dev_alloc(m->acts_count);
+    m->acts_bytes = model_activation_bytes(m, B, T);
+    m->acts_mem = dev_alloc_bytes(m->acts_bytes);
     Activations *a = &m->a;
-    real *p = m->acts_mem;
-#define TAKE(n) (p += (n), p - (n))
-#define ARR(field) a->field = calloc(L + 1, sizeof(real *))
+    char *p = m->acts_mem, *end = p + m->acts_bytes;
+#define TAKE_R(n) (real *)(p += carve((n), sizeof(real)), p - carve((n), sizeof(real)))
+#define TAKE_A(n) (act *)(p += carve((n), A), p - carve((n), A))
+#define ARR(field) a->field = calloc(L + 1, sizeof *a->field)
     ARR(res_in); ARR(norm1); ARR(norm1_mean); ARR(norm1_rstd); ARR(norm1_in); ARR(qkv); ARR(att); ARR(attn_y);
-    ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(act);
+    ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(fc_act);
 #undef ARR
     a->moe = calloc(L + 1, sizeof(struct MoeActs *));
-    real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE((size_t)B * m->heads_local * T * T) : NULL;
+    real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE_R(ATT) : NULL;
     /* res_in[l] for l in [lo, hi]: each layer's input, and res_in[hi] the stage's output */
-    for (int l = lo; l <= hi; l++) a->res_in[l] = TAKE(NL * C);
+    for (int l = lo; l <= hi; l++) a->res_in[l] = TAKE_R(NL * C);
     for (int l = lo; l < hi; l++) {
         if (m->recompute == RECOMPUTE_FULL && l > lo) { /* every layer shares the first layer's buffers */
             a->norm1[l] = a->norm1[lo]; a->norm1_in[l] = a->norm1_in[lo]; a->norm1_mean[l] = a->norm1_mean[lo];
             a->norm1_rstd[l] = a->norm1_rstd[lo]; a->qkv[l] = a->qkv[lo]; a->att[l] = a->att[lo];
             a->attn_y[l] = a->attn_y[lo]; a->res_mid[l] = a->res_mid[lo]; a->norm2[l] = a->norm2[lo];
             a->norm2_in[l] = a->norm2_in[lo]; a->norm2_mean[l] = a->norm2_mean[lo]; a->norm2_rstd[l] = a->norm2_rstd[lo];
-            a->fc[l] = a->fc[lo]; a->act[l] = a->act[lo];
+            a->fc[l] = a->fc[lo]; a->fc_act[l] = a->fc_act[lo];
             continue;
         }
-        a->norm1[l] = TAKE(NL * C);
-        a->norm1_in[l] = sp ? TAKE(N * C) : a->norm1[l];
-        a->norm1_mean[l] = TAKE(NL);
-        a->norm1_rstd[l] = TAKE(NL);
-        a->qkv[l] = TAKE(N * QKV);
-        a->att[l] = shared_att ? shared_att : TAKE((size_t)B * m->heads_local * T * T);
-        a->attn_y[l] = TAKE(N * Y);
-        a->res_mid[l] = TAKE(NL * C);
-        a->norm2[l] = TAKE(NL * C);
-        a->norm2_in[l] = sp ? TAKE(N * C) : a->norm2[l];
-        a->norm2_mean[l] = TAKE(NL);
-        a->norm2_rstd[l] = TAKE(NL);
-        a->fc[l] = TAKE(N * F1);
-        a->act[l] = TAKE(N * F);
+        a->norm1[l] = TAKE_A(NL * C);
+        a->norm1_in[l] = sp ? TAKE_A(N * C) : a->norm1[l];
+        a->norm1_mean[l] = TAKE_R(NL);
+        a->norm1_rstd[l] = TAKE_R(NL);
+        a->qkv[l] = TAKE_A(N * QKV);
+        a->att[l] = shared_att ? shared_att : TAKE_R(ATT);
+        a->attn_y[l] = TAKE_A(N * Y);
+        a->res_mid[l] = TAKE_R(NL * C);
+        a->norm2[l] = TAKE_A(NL * C);
+        a->norm2_in[l] = sp ? TAKE_A(N * C) : a->norm2[l];
+        a->norm2_mean[l] = TAKE_R(NL);
+        a->norm2_rstd[l] = TAKE_R(NL);
+        a->fc[l] = TAKE_A(N * F1);
+        a->fc_act[l] = TAKE_A(N * F);
     }
     a->res_out = a->res_in[hi];
     if (m->stage.last) {
-        a->normf = TAKE(NL * C);
-        a->normf_in = sp ? TAKE(N * C) : a->normf;
-        a->normf_mean = TAKE(NL);
-        a->normf_rstd = TAKE(NL);
-        a->logits = TAKE(N * (size_t)m->vocab_local);
-        a->losses = TAKE(N);
+        a->normf = TAKE_A(NL * C);
+        a->normf_in = sp ? TAKE_A(N * C) : a->normf;
+        a->normf_mean = TAKE_R(NL);
+        a->normf_rstd = TAKE_R(NL);
+        a->logits = TAKE_A(N * (size_t)m->vocab_local);
+        a->losses = TAKE_R(N);
     }
+    if (p > end) myr_die("internal: activations overrun their allocation by %zu bytes", (size_t)(p - end));
     m->live_slots++;
     if (m->live_slots > m->peak_live_slots) m->peak_live_slots = m->live_slots;
-    m->tokens = malloc(N * sizeof(int32_t));
-    m->targets = malloc(N * sizeof(int32_t));
+    m->tokens = dev_alloc_bytes(N * sizeof(int32_t));
+    m->targets = dev_alloc_bytes(N * sizeof(int32_t));
+    if (N > m->staging_n) { /* shared by the slots (see tokens_to_device) */
+        host_free_pinned(m->staging);
+        m->staging = host_alloc_pinned(2 * N * sizeof(int32_t));
+        m->staging_n = N;
+    }
     m->B = B;
     m->T = T;
     if (m->scratch_B == B && m->scratch_T == T) return; /* scratch is shared by all slots */
     dev_free(m->scratch_mem);
-    m->scratch_count = NL * C + N * C + (sp ? NL * C + N * C : 0) + N * Y + N * QKV + N * F1 + N * F;
-    m->scratch_mem = dev_alloc(m->scratch_count);
+    m->scratch_bytes = model_scratch_bytes(m, B, T);
+    m->scratch_mem = dev_alloc_bytes(m->scratch_bytes);
     m->scratch_B = B;
     m->scratch_T = T;
-    p = m->scratch_mem;
-    m->s.d_res = TAKE(NL * C);
-    m->s.d_norm = TAKE(N * C);
-    m->s.d_norm_local = sp ? TAKE(NL * C) : m->s.d_norm;
-    m->s.full = sp ? TAKE(N * C) : NULL;
-    m->s.d_attn_y = TAKE(N * Y);
-    m->s.d_qkv = TAKE(N * QKV);
-    m->s.d_fc = TAKE(N * F1);
-    m->s.d_act = TAKE(N * F);
-#undef TAKE
+    p = m->scratch_mem, end = p + m->scratch_bytes;
+    m->s.d_res = TAKE_R(NL * C);
+    m->s.d_norm = TAKE_R(N * C);
+    m->s.d_norm_local = sp ? TAKE_R(NL * C) : m->s.d_norm;
+    m->s.full = sp ? TAKE_R(N * C) : NULL;
+    m->s.d_attn_y = TAKE_A(N * Y);
+    m->s.d_qkv = TAKE_A(N * QKV);
+    m->s.d_fc = TAKE_A(N * F1);
+    m->s.d_act = TAKE_A(N * F);
+    m->s.dres_act = m->lp ? TAKE_A(N * C) : NULL;
+    if (p > end) myr_die("internal: scratch overruns its allocation by %zu bytes", (size_t)(p - end));
+#undef TAKE_R
+#undef TAKE_A
 }
 
-static void norm_forward(const Model *m, real *out, real *mean, real *rstd, const real *inp, const real *w,
+#define WT(field) MODEL_WT(m, field)
+
+/* bf16 runs: round unit u's master weights into the working copy, just before the unit's
+ * forward (after the hooks gathered them under ZeRO-3), as autocast casts weights at each use.
+ * The copy stays valid through the step's backward: weights change only in the update. */
+static void refresh_weights(Model *m, int unit) {
+    if (!m->lp) return;
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamInfo *p = &m->table.info[i];
+        if (p->unit == unit) act_from_f32(act_at(m->lp, p->offset), model_tensors_get(&m->p, p), p->numel);
+    }
+}
+
+/* The residual-stream gradient `dout` [n, C] as the act operand of the GEMMs that read it:
+ * itself in fp32 runs, else rounded into the scratch copy. */
+static const act *dres_as_act(Model *m, const real *dout, size_t n) {
+    if (!m->lp) return (const act *)dout;
+    act_from_f32(m->s.dres_act, dout, n);
+    return m->s.dres_act;
+}
+
+static void norm_forward(const Model *m, act *out, real *mean, real *rstd, const real *inp, const real *w,
                          const real *b, int N) {
     if (m->cfg.arch == ARCH_GPT2) layernorm_forward(out, mean, rstd, inp, w, b, N, m->cfg.hidden, m->cfg.norm_eps);
     else rmsnorm_forward(out, rstd, inp, w, N, m->cfg.hidden, m->cfg.norm_eps);
@@ -310,10 +451,26 @@ static void complete_rows(Model *m, real *full, real *local, size_t N, size_t C)
 }
 
 /* The rows a column-parallel matmul reads: all-gather under sequence parallelism. */
-static real *gather_rows(Model *m, real *local, real *full, size_t N, size_t C) {
+static act *gather_rows(Model *m, act *local, act *full, size_t N, size_t C) {
     if (!m->tp.sp) return local;
-    m->tp.all_gather(m->tp.ctx, local, full, local_rows(m, N) * C);
+    m->tp.all_gather(m->tp.ctx, local, full, local_rows(m, N) * C, act_size());
     return full;
+}
+
+/* The residual gradient as the act operand of the row-parallel backward GEMMs, which read all N
+ * rows: under sequence parallelism gathered (fp32 runs: into s.full; bf16 runs: each rank rounds
+ * its rows into its place in dres_act, gathered in place). */
+static const act *gather_dres(Model *m, size_t N, size_t C) {
+    size_t n = local_rows(m, N) * C;
+    if (!m->tp.sp) return dres_as_act(m, m->s.d_res, n);
+    if (!m->lp) {
+        m->tp.all_gather(m->tp.ctx, m->s.d_res, m->s.full, n, sizeof(real));
+        return (const act *)m->s.full;
+    }
+    act *mine = act_at(m->s.dres_act, (size_t)m->tp.rank * n);
+    act_from_f32(mine, m->s.d_res, n);
+    m->tp.all_gather(m->tp.ctx, mine, m->s.dres_act, n, act_size());
+    return m->s.dres_act;
 }
 
 /* Under sequence parallelism the replicated tensors of a unit (norms, row-parallel biases,
@@ -328,30 +485,33 @@ static void sum_replicated_grads(Model *m, int unit) {
 }
 
 /* Softmax cross-entropy over logits split by vocabulary: the row max, the sum of exponentials
- * and the target's logit are combined across the group exactly (doubles), so every rank gets
- * the loss of the whole vocabulary without any rank holding all logits. */
-static double vocab_parallel_cross_entropy(Model *m, const int32_t *targets, int N, double grad_scale) {
-    real *z = m->a.logits;
+ * and the target's logit are combined across the group exactly (doubles, on the host), so every
+ * rank gets the loss of the whole vocabulary without any rank holding all logits. */
+static double vocab_parallel_cross_entropy(Model *m, int N, double grad_scale) {
+    act *z = m->a.logits;
     int V = m->vocab_local;
-    double *mx = malloc((size_t)N * sizeof(double)), *sum = malloc((size_t)N * sizeof(double));
-    double *zt = malloc((size_t)N * sizeof(double));
-    vocab_shard_row_max(z, N, V, mx);
+    size_t bytes = (size_t)N * sizeof(double);
+    double *mx = malloc(bytes), *sum = malloc(bytes), *zt = malloc(bytes);
+    double *d = dev_alloc_bytes(3 * bytes), *dmx = d, *dsum = d + N, *dzt = d + 2 * (size_t)N;
+    vocab_shard_row_max(z, N, V, dmx);
+    dev_to_host(mx, dmx, bytes);
     m->tp.sum_exact(m->tp.ctx, mx, (size_t)N, 1);
-    vocab_shard_row_sumexp(z, N, V, mx, sum);
+    host_to_dev(dmx, mx, bytes);
+    vocab_shard_row_sumexp(z, N, V, dmx, dsum);
+    vocab_shard_target_logit(z, m->targets, m->vocab_lo, N, V, dzt);
+    dev_to_host(sum, dsum, bytes);
+    dev_to_host(zt, dzt, bytes);
     m->tp.sum_exact(m->tp.ctx, sum, (size_t)N, 0);
-    vocab_shard_target_logit(z, targets, m->vocab_lo, N, V, zt);
     m->tp.sum_exact(m->tp.ctx, zt, (size_t)N, 0);
-    double total = 0;
-    for (int n = 0; n < N; n++) {
-        double loss = log(sum[n]) - (zt[n] - mx[n]);
-        m->a.losses[n] = (real)loss;
-        total += (real)loss; /* as the fused kernel: sum the per-row losses as stored */
-    }
-    if (grad_scale > 0) vocab_shard_grad(z, targets, m->vocab_lo, N, V, mx, sum, grad_scale / N);
+    host_to_dev(dsum, sum, bytes);
+    host_to_dev(dzt, zt, bytes);
+    double loss = vocab_shard_losses(m->a.losses, dmx, dsum, dzt, N);
+    if (grad_scale > 0) vocab_shard_grad(z, m->targets, m->vocab_lo, N, V, dmx, dsum, grad_scale / N);
+    dev_free(d);
     free(mx);
     free(sum);
     free(zt);
-    return total / N;
+    return loss;
 }
 
 /* Forward of layer l on the activations of the running forward (also used by backward to
@@ -365,15 +525,15 @@ static void layer_forward(Model *m, int l, int B, int T) {
     Activations *a = &m->a;
     const LayerTensors *w = &m->p.layer[l];
     real *res_out = a->res_in[l + 1];
-    /* row-parallel outputs land in `proj` (all N rows), are completed into `res_out` (this
+    /* row-parallel outputs land in `proj` (all N rows, fp32), are completed into `res_out` (this
      * rank's rows) and the residual is added there */
     real *proj = sp ? m->s.full : res_out;
     norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, NL);
     gather_rows(m, a->norm1[l], a->norm1_in[l], (size_t)N, (size_t)C);
-    matmul_forward(a->qkv[l], a->norm1_in[l], w->qkv_w, w->qkv_b, N, C, QKV);
+    matmul_forward(a->qkv[l], 0, a->norm1_in[l], WT(layer[l].qkv_w), w->qkv_b, N, C, QKV);
     if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
     attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
-    matmul_forward(proj, a->attn_y[l], w->attn_out_w, tp ? NULL : w->attn_out_b, N, Y, C);
+    matmul_forward(proj, 1, a->attn_y[l], WT(layer[l].attn_out_w), tp ? NULL : w->attn_out_b, N, Y, C);
     if (tp) {
         complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
         if (w->attn_out_b) bias_add(res_out, w->attn_out_b, NL, C);
@@ -384,10 +544,10 @@ static void layer_forward(Model *m, int l, int B, int T) {
     if (model_layer_is_moe(c, l)) {
         moe_forward(m, l, a->norm2_in[l], proj, B, T); /* biases inside (tp rank 0) */
     } else {
-        matmul_forward(a->fc[l], a->norm2_in[l], w->fc_w, w->fc_b, N, C, F1);
-        if (gpt2) gelu_forward(a->act[l], a->fc[l], (size_t)N * F);
-        else swiglu_forward(a->act[l], a->fc[l], N, F);
-        matmul_forward(proj, a->act[l], w->mlp_out_w, tp ? NULL : w->mlp_out_b, N, F, C);
+        matmul_forward(a->fc[l], 0, a->norm2_in[l], WT(layer[l].fc_w), w->fc_b, N, C, F1);
+        if (gpt2) gelu_forward(a->fc_act[l], a->fc[l], (size_t)N * F);
+        else swiglu_forward(a->fc_act[l], a->fc[l], N, F);
+        matmul_forward(proj, 1, a->fc_act[l], WT(layer[l].mlp_out_w), tp ? NULL : w->mlp_out_b, N, F, C);
     }
     if (tp) {
         complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
@@ -400,8 +560,18 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
     return model_forward_stage(m, x, NULL, targets, B, T, grad_scale);
 }
 
+/* Tokens (or targets) of the running forward to the device: through the model's pinned staging
+ * buffer, asynchronously. It is written again only by the next forward, and every forward ends
+ * with a read that waits for the device (the loss on the last stage, the copy of the stage output
+ * on the others), so the copy has completed by then. */
+static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host, size_t n) {
+    memcpy(staging, host, n * sizeof(int32_t));
+    host_to_dev_async(dev, staging, n * sizeof(int32_t));
+}
+
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale) {
+    if (m->on_host) myr_die("internal: forward of a host-side model");
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;
@@ -416,24 +586,29 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
     m->moe_seq_base = m->moe_seq0;
     m->moe_seq0 += B;
     if (!m->stage.first) {
-        memcpy(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
+        host_to_dev(a->res_in[lo], input, (size_t)NL * C * sizeof(real));
         goto layers;
     }
-    memcpy(m->tokens, x, (size_t)N * sizeof(int32_t));
+    tokens_to_device(m->tokens, m->staging, x, (size_t)N);
     HOOK(before_forward, 0);
+    refresh_weights(m, 0);
     if (tp) { /* vocab-parallel embedding: each rank fills the rows of its tokens, then sum */
         real *partial = sp ? m->s.full : a->res_in[0];
-        embedding_shard_forward(partial, x, m->p.tok_emb, m->vocab_lo, V, N, C);
+        embedding_shard_forward(partial, m->tokens, m->p.tok_emb, m->vocab_lo, V, N, C);
         complete_rows(m, partial, a->res_in[0], (size_t)N, (size_t)C);
         if (gpt2) position_forward_add(a->res_in[0], m->p.pos_emb, row0, NL, T, C);
     } else {
-        embedding_forward(a->res_in[0], x, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
+        embedding_forward(a->res_in[0], m->tokens, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
     }
     HOOK(after_forward, 0);
 layers:
     for (int l = lo; l < hi; l++) {
         HOOK(before_forward, unit_of_layer(m, l));
-        if (unit_of_experts(m, l) >= 0) HOOK(before_forward, unit_of_experts(m, l));
+        refresh_weights(m, unit_of_layer(m, l));
+        if (unit_of_experts(m, l) >= 0) {
+            HOOK(before_forward, unit_of_experts(m, l));
+            refresh_weights(m, unit_of_experts(m, l));
+        }
         layer_forward(m, l, B, T);
         if (unit_of_experts(m, l) >= 0) HOOK(after_forward, unit_of_experts(m, l));
         HOOK(after_forward, unit_of_layer(m, l));
@@ -443,20 +618,35 @@ layers:
         return c->aux_loss_coef * m->moe_aux; /* this stage's part of the loss (0 for dense layers) */
     }
     HOOK(before_forward, unit_head(m));
+    refresh_weights(m, unit_head(m));
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);
     gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
-    matmul_forward(a->logits, a->normf_in, m->p.lm_head, NULL, N, C, V);
+    matmul_forward(a->logits, 0, a->normf_in, WT(lm_head), NULL, N, C, V);
     HOOK(after_forward, unit_head(m));
-    if (!targets) return 0;
-    memcpy(m->targets, targets, (size_t)N * sizeof(int32_t));
-    double loss = tp ? vocab_parallel_cross_entropy(m, targets, N, grad_scale)
-                     : cross_entropy_forward_backward(a->logits, a->losses, targets, N, V, grad_scale > 0, grad_scale);
+    if (!targets) {
+        dev_sync(); /* the logits are read next anyway; and the staging buffer is free again */
+        return 0;
+    }
+    tokens_to_device(m->targets, m->staging + N, targets, (size_t)N);
+    double loss = tp ? vocab_parallel_cross_entropy(m, N, grad_scale)
+                     : cross_entropy_forward_backward(a->logits, a->losses, m->targets, N, V, grad_scale > 0, grad_scale);
     m->ready_for_backward = grad_scale > 0;
     return loss + c->aux_loss_coef * m->moe_aux;
 }
 
-const real *model_stage_output(const Model *m) { return m->a.res_in[m->stage.layer_hi]; }
-const real *model_stage_input_grad(const Model *m) { return m->s.d_res; }
+void model_stage_output_to_host(const Model *m, real *host) {
+    size_t n = local_rows(m, (size_t)m->B * m->T) * (size_t)m->cfg.hidden;
+    dev_to_host(host, m->a.res_in[m->stage.layer_hi], n * sizeof(real));
+}
+
+void model_stage_input_grad_to_host(const Model *m, real *host) {
+    size_t n = local_rows(m, (size_t)m->B * m->T) * (size_t)m->cfg.hidden;
+    dev_to_host(host, m->s.d_res, n * sizeof(real));
+}
+
+void model_logits_to_host(const Model *m, float *host) {
+    act_to_host_f32(host, m->a.logits, (size_t)m->B * m->T * (size_t)m->vocab_local);
+}
 
 void model_backward(Model *m) { model_backward_stage(m, NULL); }
 
@@ -472,11 +662,11 @@ void model_backward_stage(Model *m, const real *dout_stage) {
     ModelTensors *g = &m->g;
     int lo = m->stage.layer_lo, hi = m->stage.layer_hi;
     if (!m->stage.last) {
-        memcpy(s->d_res, dout_stage, (size_t)NL * C * sizeof(real));
+        host_to_dev(s->d_res, dout_stage, (size_t)NL * C * sizeof(real));
         goto layers;
     }
     HOOK(before_backward, unit_head(m));
-    matmul_backward(s->d_norm, g->lm_head, NULL, a->logits, a->normf_in, m->p.lm_head, N, C, V, 0);
+    matmul_backward(s->d_norm, 1, g->lm_head, NULL, a->logits, a->normf_in, WT(lm_head), N, C, V, 0);
     complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C); /* column-parallel input gradient */
     dev_zero(s->d_res, (size_t)NL * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm_local, a->res_out, m->p.normf_w, a->normf_mean,
@@ -491,8 +681,7 @@ layers:
         const LayerTensors *w = &m->p.layer[l];
         LayerTensors *gw = &g->layer[l];
         /* recomputation: full rebuilds the layer's activations from its kept input (rewriting
-         * the next layer's input with the same values); selective rebuilds the attention
-         * probabilities only */
+         * the next layer's input with the same values); selective rebuilds what attention saves */
         if (m->recompute == RECOMPUTE_FULL) {
             m->moe_recomputing = 1;
             layer_forward(m, l, B, T);
@@ -501,29 +690,30 @@ layers:
             attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
          * bias saw this rank's rows only under sequence parallelism */
-        real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
+        const act *dout = gather_dres(m, (size_t)N, (size_t)C);
         if (moe) {
             moe_backward(m, l, a->norm2_in[l], dout, s->d_norm);
             HOOK(after_backward, unit_of_experts(m, l)); /* the experts' gradients are final */
         } else {
-            matmul_backward(s->d_act, gw->mlp_out_w, sp ? NULL : gw->mlp_out_b, dout, a->act[l], w->mlp_out_w, N, F, C,
-                            0);
+            matmul_backward(s->d_act, 0, gw->mlp_out_w, sp ? NULL : gw->mlp_out_b, dout, a->fc_act[l],
+                            WT(layer[l].mlp_out_w), N, F, C, 0);
             if (sp && gw->mlp_out_b) bias_backward(gw->mlp_out_b, s->d_res, NL, C);
             if (gpt2) gelu_backward(s->d_fc, a->fc[l], s->d_act, (size_t)N * F);
             else swiglu_backward(s->d_fc, a->fc[l], s->d_act, N, F);
-            matmul_backward(s->d_norm, gw->fc_w, gw->fc_b, s->d_fc, a->norm2_in[l], w->fc_w, N, C, F1, 0);
+            matmul_backward(s->d_norm, 1, gw->fc_w, gw->fc_b, s->d_fc, a->norm2_in[l], WT(layer[l].fc_w), N, C, F1, 0);
         }
         complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
         norm_backward(m, s->d_res, gw->norm2_w, gw->norm2_b, s->d_norm_local, a->res_mid[l], w->norm2_w,
                       a->norm2_mean[l], a->norm2_rstd[l], NL);
         /* d_res now holds d(res_mid) = d(layer input) via the skip and d(attention output) */
-        dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
-        matmul_backward(s->d_attn_y, gw->attn_out_w, sp ? NULL : gw->attn_out_b, dout, a->attn_y[l], w->attn_out_w,
-                        N, Y, C, 0);
+        dout = gather_dres(m, (size_t)N, (size_t)C);
+        matmul_backward(s->d_attn_y, 0, gw->attn_out_w, sp ? NULL : gw->attn_out_b, dout, a->attn_y[l],
+                        WT(layer[l].attn_out_w), N, Y, C, 0);
         if (sp && gw->attn_out_b) bias_backward(gw->attn_out_b, s->d_res, NL, C);
-        attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->att[l], B, T, H, KV, hd);
+        attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
         if (!gpt2) rope_apply(s->d_qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 1);
-        matmul_backward(s->d_norm, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1_in[l], w->qkv_w, N, C, QKV, 0);
+        matmul_backward(s->d_norm, 1, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1_in[l], WT(layer[l].qkv_w), N, C, QKV,
+                        0);
         complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
         norm_backward(m, s->d_res, gw->norm1_w, gw->norm1_b, s->d_norm_local, a->res_in[l], w->norm1_w,
                       a->norm1_mean[l], a->norm1_rstd[l], NL);
@@ -536,8 +726,12 @@ layers:
     }
     HOOK(before_backward, 0);
     if (tp) {
-        real *dout = gather_rows(m, s->d_res, s->full, (size_t)N, (size_t)C);
-        embedding_shard_backward(g->tok_emb, dout, m->tokens, m->vocab_lo, V, N, C);
+        real *dfull = s->d_res;
+        if (sp) { /* the embedding's rows are all N: gather the residual gradient */
+            m->tp.all_gather(m->tp.ctx, s->d_res, s->full, (size_t)NL * C, sizeof(real));
+            dfull = s->full;
+        }
+        embedding_shard_backward(g->tok_emb, dfull, m->tokens, m->vocab_lo, V, N, C);
         if (gpt2) position_backward(g->pos_emb, s->d_res, row0, NL, T, C);
     } else {
         embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
@@ -547,14 +741,18 @@ layers:
     m->ready_for_backward = 0;
 }
 
+/* Copy this model's slices out of / into a whole model, through host views of both (the whole
+ * model is usually host-side; on a GPU the local pieces cross as one copy each way). */
 void model_copy_shards(Model *m, Model *whole, int to_local) {
+    real *wh = model_params_view(whole), *mine = model_params_view(m);
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.info[i];
         if (p->tied_copy && !to_local) continue; /* the first stage's tok_emb is the one saved */
         const ParamInfo *w = param_table_find(&whole->table, p->tied_copy ? "tok_emb" : p->name);
-        param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset,
-                         to_local);
+        param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, wh + w->offset, mine + p->offset, to_local);
     }
+    model_params_view_done(m, mine, to_local);
+    model_params_view_done(whole, wh, !to_local);
 }
 
 void model_zero_grad(Model *m) { dev_zero(m->grads, m->table.total); }

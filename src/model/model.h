@@ -6,24 +6,33 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model/config.h"
 #include "model/params.h"
 
 /* With sequence parallelism the residual stream and the norms hold only this rank's rows
  * (N / tp of them); norm*_in are the all-gathered norm outputs the matmuls read. Without it,
- * norm*_in alias norm*. */
+ * norm*_in alias norm*. real buffers are fp32 (the residual stream, statistics); act buffers hold
+ * the run's activation dtype (kernels.h; the rounding points are in docs/GPU.md). Every buffer
+ * is device memory. `att` holds what attention saves for backward (attention_saved_count). */
 typedef struct {
     /* per layer (arrays of pointers into acts) */
-    real **res_in, **norm1, **norm1_mean, **norm1_rstd, **norm1_in, **qkv, **att, **attn_y, **res_mid;
-    real **norm2, **norm2_mean, **norm2_rstd, **norm2_in, **fc, **act;
-    real *res_out, *normf, *normf_mean, *normf_rstd, *normf_in, *logits, *losses;
+    real **res_in, **norm1_mean, **norm1_rstd, **att, **res_mid, **norm2_mean, **norm2_rstd;
+    act **norm1, **norm1_in, **qkv, **attn_y, **norm2, **norm2_in, **fc, **fc_act;
+    real *res_out, *normf_mean, *normf_rstd, *losses;
+    act *normf, *normf_in, *logits;
     struct MoeActs **moe; /* per MoE layer: routing and expert activations (src/model/moe.c) */
 } Activations;
 
+/* d_res: the residual stream's gradient (fp32); d_norm: a norm output's gradient (fp32: the sum
+ * of matmul input gradients, completed over tensor parallelism); full: [N, C] fp32, row-parallel
+ * partial outputs and gathered gradients (sequence parallel); dres_act: [N, C] act, the residual
+ * gradient rounded for the GEMMs that read it (bf16 runs only; NULL in fp32, where they read the
+ * fp32 buffer itself). */
 typedef struct {
-    real *d_res, *d_norm, *d_norm_local, *d_qkv, *d_attn_y, *d_fc, *d_act;
-    real *full; /* [N, C]: row-parallel partial outputs and gathered gradients (sequence parallel) */
+    real *d_res, *d_norm, *d_norm_local, *full;
+    act *d_qkv, *d_attn_y, *d_fc, *d_act, *dres_act;
 } GradScratch;
 
 /* Calls at unit boundaries (units: see params.h), so that data parallelism can gather sharded
@@ -45,21 +54,24 @@ typedef struct {
  * src/parallel/tensor_parallel.c). size 1: no tensor parallelism. */
 typedef struct {
     int size, rank;
-    void (*sum)(void *ctx, real *x, size_t n);                  /* all-reduce sum, in place */
-    void (*sum_exact)(void *ctx, double *x, size_t n, int max); /* doubles: exact sum (rank order) or max */
-    /* sequence parallelism: rows split in rank order; n = this rank's element count */
+    void (*sum)(void *ctx, real *x, size_t n);                  /* all-reduce sum, in place (device) */
+    void (*sum_exact)(void *ctx, double *x, size_t n, int max); /* host doubles: exact sum (rank order) or max */
+    /* sequence parallelism: rows split in rank order; n = this rank's element count (device) */
     void (*reduce_scatter)(void *ctx, const real *full, real *local, size_t n); /* sum, keep own rows */
-    void (*all_gather)(void *ctx, const real *local, real *full, size_t n);
+    /* elements of elem_size bytes: sizeof(real) for fp32 rows, act_size() for activation rows */
+    void (*all_gather)(void *ctx, const void *local, void *full, size_t n, size_t elem_size);
     int sp; /* sequence parallel (needs size > 1) */
     void *ctx;
 } TensorParallel;
 
 /* Expert parallelism as the model sees it: its rank in the ep group and an all-to-all-v of
- * 32-bit words (send_counts[r] words to rank r, packed in rank order; recv_counts[r] from r),
- * implemented over a comm group in src/parallel/expert_parallel.c. size 1: all experts local. */
+ * 32-bit words (send_counts[r] words to rank r, packed in rank order; recv_counts[r] from r) in
+ * device memory (device = 1: token rows) or host memory (0: counts), implemented over a comm
+ * group in src/parallel/expert_parallel.c. size 1: all experts local. */
 typedef struct {
     int size, rank;
-    void (*all_to_all_v)(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts);
+    void (*all_to_all_v)(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                         int device);
     /* measurement aid (--a2a-barrier): when set, called before each all-to-all so that the
      * all-to-all's time excludes waiting for the other ranks (logged apart as the wait) */
     void (*barrier)(void *ctx);
@@ -90,16 +102,23 @@ typedef struct {
     int heads_local, kv_local, ffn_local, vocab_local, vocab_lo;
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
-    real *params, *grads;
+    real *params, *grads; /* fp32 master weights and their gradients (device) */
+    int on_host;          /* model_create_host: params in host memory, no gradients, no forward */
     ModelTensors p, g;
+    /* bf16 runs: the working copy of the weights the GEMMs read (act elements, rounded from the
+     * master weights unit by unit at each forward, as autocast casts them at each use), bound
+     * in w; NULL in fp32 runs, where the GEMMs read the master weights */
+    act *lp;
+    ModelTensors w;
     real *rope_cos, *rope_sin; /* Llama only */
     /* activations, sized for B x T on first use */
     int B, T;
-    real *acts_mem, *scratch_mem;
-    size_t acts_count, scratch_count;
+    void *acts_mem, *scratch_mem;
+    size_t acts_bytes, scratch_bytes;
     Activations a;
     GradScratch s;
-    int32_t *tokens, *targets;
+    int32_t *tokens, *targets;        /* device copies of the running forward's batch */
+    int32_t *staging; int staging_n;  /* pinned host staging of their asynchronous copies (2 x staging_n) */
     int ready_for_backward; /* the last forward was a training forward */
     int scratch_B, scratch_T;
     /* activation slots (pipeline parallelism keeps several micro-batches in flight): the fields
@@ -118,6 +137,10 @@ typedef struct {
     int moe_seq_base;      /* ... of the running forward */
 } Model;
 
+/* The working copy a GEMM reads for weight `field` of m (an lvalue of ModelTensors, e.g.
+ * layer[l].qkv_w): the bf16 copy in bf16 runs, the fp32 master weight itself otherwise. */
+#define MODEL_WT(m, field) ((const act *)((m)->lp ? (m)->w.field : (m)->p.field))
+
 /* Make slot k current (slots are created on first use; slot 0 is the default). */
 void model_select_slot(Model *m, int k);
 /* Free the current slot's activations (after its backward). */
@@ -135,6 +158,17 @@ int model_create_tp(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
  * of every MoE layer. -1 + reason if the experts are not divisible by ep. */
 int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                     const StageSpec *st);
+/* Creation in two halves, so that a run can size its device memory before allocating any:
+ * model_plan_ep checks the layout and builds the table (no device memory; -1 + reason), and
+ * model_alloc allocates parameters, gradients and the working copy. model_create_ep is both. */
+int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
+                  const StageSpec *st);
+void model_alloc(Model *m);
+/* The whole model's parameters in host memory only (no gradients; it never runs): what a run is
+ * initialised, loaded and resharded from, without taking device memory. */
+int model_create_host(Model *m, const ModelConfig *cfg);
+/* Device bytes model_alloc takes: fp32 parameters and gradients, and the bf16 working copy. */
+size_t model_weight_bytes(const Model *m);
 /* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */
 int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, const StageSpec *st);
 /* Copy this model's slices (tensor-parallel rank, pipeline stage) out of (to_local) or into
@@ -142,20 +176,33 @@ int model_create_stage(Model *m, const ModelConfig *cfg, int unit_align, int tp,
  * of the embedding is read from tok_emb and never written back). */
 void model_copy_shards(Model *m, Model *whole, int to_local);
 /* Pipeline stages: forward from tokens x (first stage) or from `input` [rows, hidden] (the
- * previous stage's output); targets only on the last stage, which returns the loss; other stages
- * return their part of it (aux_loss_coef x their MoE layers' load-balancing loss; 0 if dense). */
+ * previous stage's output, host memory); targets only on the last stage, which returns the loss;
+ * other stages return their part of it (aux_loss_coef x their MoE layers' load-balancing loss; 0
+ * if dense). Tokens, targets and input are host memory, copied to the device. */
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale);
-const real *model_stage_output(const Model *m); /* [rows, hidden] after forward (not last stage) */
-/* Backward from the loss (last stage) or from dout = d(stage output) (other stages). */
+/* The stage output [rows, hidden] after forward (not last stage), copied into host memory. */
+void model_stage_output_to_host(const Model *m, real *host);
+/* Backward from the loss (last stage) or from dout = d(stage output) (other stages; host memory). */
 void model_backward_stage(Model *m, const real *dout);
-const real *model_stage_input_grad(const Model *m); /* d(input) after backward (not first stage) */
+/* d(input) after backward (not first stage), copied into host memory. */
+void model_stage_input_grad_to_host(const Model *m, real *host);
 /* Rows of the residual stream this rank holds for B x T tokens (all, or 1/tp under --sp). */
 size_t model_local_rows(const Model *m, size_t N);
 void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, norm weights 1. Depends only on (seed, config). */
 void model_init_weights(Model *m, uint64_t seed);
+/* The parameters as host memory: m->params itself when host code may touch it (a host-side
+ * model, or the CPU backend), else a host copy; _done writes the copy back when asked and frees
+ * it. */
+real *model_params_view(const Model *m);
+void model_params_view_done(Model *m, real *view, int write_back);
+/* The parameters (table.total elements, padding included) to / from host memory. */
+void model_params_to_host(const Model *m, real *host);
+void model_params_from_host(Model *m, const real *host);
+/* This forward's logits [B*T, vocab_local] as host fp32. */
+void model_logits_to_host(const Model *m, float *host);
 /* Forward over x[B*T] (positions 0..T-1 per row). With targets, returns the mean cross-entropy
  * plus aux_loss_coef x the load-balancing loss (MoE models; m->moe_aux holds it unweighted)
  * (else 0 and logits stay in m->a.logits). With grad_scale > 0, also prepares backward: the
@@ -167,7 +214,9 @@ void model_zero_grad(Model *m);
 size_t model_num_params(const Model *m); /* tensor elements (no padding) */
 /* Training FLOPs per token: 6 x (matmul parameters) + causal attention 6 x L x T x C (fwd+bwd). */
 double model_flops_per_token(const ModelConfig *c, int T);
-/* Elements of stored activations for B x T (what the forward keeps for backward). */
-size_t model_activation_count(const Model *m, int B, int T);
+/* Bytes of stored activations for B x T (what the forward keeps for backward; one slot), and
+ * of the backward's scratch (shared by the slots), in the selected backend's dtype. */
+size_t model_activation_bytes(const Model *m, int B, int T);
+size_t model_scratch_bytes(const Model *m, int B, int T);
 
 #endif

@@ -20,23 +20,26 @@
 
 struct MoeActs {
     int N, B, T;
-    real *probs;    /* [N, E] softmax of the router logits */
-    int32_t *topk;  /* [N, k] */
-    real *gates;    /* [N, k] */
-    real *fsel;     /* [B, E] share of the sequence's choices that picked e (aux loss) */
+    real *probs;    /* [N, E] softmax of the router logits (device) */
+    int32_t *topk;  /* [N, k] (device) */
+    real *gates;    /* [N, k] (device) */
+    /* host copies for the routing decisions, which run on the host */
+    real *probs_h, *gates_h;
+    int32_t *topk_h;
+    real *fsel;     /* [B, E] share of the sequence's choices that picked e (aux loss; host) */
     double aux_grad; /* d loss / d aux of one sequence's term: grad_scale * coef / B */
-    /* this rank's kept assignments in send order */
+    /* this rank's kept assignments in send order (host, and device copies for the kernels) */
     int A;
-    int32_t *tok;   /* [A] token row */
-    int32_t *slot;  /* [A] n * k + j */
-    real *gate;     /* [A] */
+    int32_t *tok, *tok_d;   /* [A] token row */
+    int32_t *slot, *slot_d; /* [A] n * k + j */
+    real *gate;     /* [A] (device) */
     int *send_rows, *recv_rows; /* [ep] */
     /* rows this rank's experts process, expert-major then source rank */
     int R;
-    int32_t *perm;  /* [R] received row of expert-major row r */
+    int32_t *perm, *perm_d; /* [R] received row of expert-major row r */
     int *ex_start, *ex_rows; /* [local experts] */
-    real *xin, *fc, *act, *yback; /* [R, C], [R, F1], [R, F], [A, C] */
-    real *sfc, *sact; /* shared experts [N, F1s], [N, Fs] */
+    act *xin, *fc, *fc_act, *yback; /* [R, C], [R, F1], [R, F], [A, C] */
+    act *sfc, *sact; /* shared experts [N, F1s], [N, Fs] */
 };
 
 static double now_s(void) {
@@ -47,9 +50,10 @@ static double now_s(void) {
 
 void moe_acts_free(struct MoeActs *s) {
     if (!s) return;
-    free(s->topk), free(s->tok), free(s->slot), free(s->send_rows), free(s->recv_rows), free(s->perm);
-    free(s->ex_start), free(s->ex_rows);
-    real *bufs[] = {s->probs, s->gates, s->fsel, s->gate, s->xin, s->fc, s->act, s->yback, s->sfc, s->sact};
+    free(s->topk_h), free(s->probs_h), free(s->gates_h), free(s->fsel), free(s->tok), free(s->slot);
+    free(s->send_rows), free(s->recv_rows), free(s->perm), free(s->ex_start), free(s->ex_rows);
+    void *bufs[] = {s->probs, s->topk, s->gates, s->tok_d, s->slot_d, s->gate, s->perm_d,
+                    s->xin,   s->fc,   s->fc_act, s->yback, s->sfc,    s->sact};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(bufs[i]);
     free(s);
 }
@@ -62,15 +66,26 @@ void moe_stats_reset(Model *m) {
     st->a2a_bytes = st->a2a_s = st->a2a_wait_s = 0;
 }
 
-/* dev_alloc of at least one element (empty expert batches are common) */
+/* device buffers of at least one element (empty expert batches are common) */
 static real *alloc(size_t n) { return dev_alloc(n ? n : 1); }
+static act *alloc_act(size_t n) { return dev_alloc_act(n ? n : 1); }
+
+/* A host array of n int32 copied to a new device buffer. */
+static int32_t *to_device_i32(const int32_t *host, size_t n) {
+    int32_t *d = dev_alloc_bytes((n ? n : 1) * sizeof(int32_t));
+    host_to_dev(d, host, n * sizeof(int32_t));
+    return d;
+}
 
 /* Rows to every rank of the ep group and back: send_rows[r] rows of `width` 32-bit words to rank
- * r (packed in rank order), recv_rows[r] from r. */
-static void exchange(Model *m, const void *send, const int *send_rows, void *recv, const int *recv_rows, size_t width) {
+ * r (packed in rank order), recv_rows[r] from r; device buffers (token rows) or host (counts). */
+static void exchange(Model *m, const void *send, const int *send_rows, void *recv, const int *recv_rows, size_t width,
+                     int device) {
     int P = m->ep.size;
     if (P == 1) {
-        memcpy(recv, send, (size_t)send_rows[0] * width * 4);
+        size_t bytes = (size_t)send_rows[0] * width * 4;
+        if (device) dev_to_dev(recv, send, bytes);
+        else memcpy(recv, send, bytes);
         return;
     }
     size_t *sc = malloc((size_t)P * sizeof(size_t)), *rc = malloc((size_t)P * sizeof(size_t));
@@ -87,7 +102,7 @@ static void exchange(Model *m, const void *send, const int *send_rows, void *rec
         if (!m->moe_recomputing) m->moe_stats.a2a_wait_s += t1 - t0;
         t0 = t1;
     }
-    m->ep.all_to_all_v(m->ep.ctx, send, sc, recv, rc);
+    m->ep.all_to_all_v(m->ep.ctx, send, sc, recv, rc, device);
     if (!m->moe_recomputing) {
         m->moe_stats.a2a_s += now_s() - t0;
         m->moe_stats.a2a_bytes += bytes;
@@ -97,29 +112,31 @@ static void exchange(Model *m, const void *send, const int *send_rows, void *rec
 }
 
 /* One MLP (an expert, or the shared experts) over n rows: inner size F on this rank. The output
- * bias is added by tensor-parallel rank 0 only, since the outputs are summed over the group. */
-static void mlp_forward(const Model *m, const real *x, int n, const real *fc_w, const real *fc_b, const real *out_w,
-                        const real *out_b, int F, real *fc, real *act, real *out) {
+ * (act, or fp32 when out_f32) bias is added by tensor-parallel rank 0 only, since the outputs are
+ * summed over the group. */
+static void mlp_forward(const Model *m, const act *x, int n, const act *fc_w, const real *fc_b, const act *out_w,
+                        const real *out_b, int F, act *fc, act *fc_act, void *out, int out_f32) {
     int C = m->cfg.hidden, gpt2 = m->cfg.arch == ARCH_GPT2, F1 = gpt2 ? F : 2 * F;
     if (n == 0) return;
-    matmul_forward(fc, x, fc_w, fc_b, n, C, F1);
-    if (gpt2) gelu_forward(act, fc, (size_t)n * F);
-    else swiglu_forward(act, fc, n, F);
-    matmul_forward(out, act, out_w, m->tp.rank == 0 ? out_b : NULL, n, F, C);
+    matmul_forward(fc, 0, x, fc_w, fc_b, n, C, F1);
+    if (gpt2) gelu_forward(fc_act, fc, (size_t)n * F);
+    else swiglu_forward(fc_act, fc, n, F);
+    matmul_forward(out, out_f32, fc_act, out_w, m->tp.rank == 0 ? out_b : NULL, n, F, C);
 }
 
-/* Its backward: dx (= or += when accumulate) from dout; gradients accumulate. Every tensor-parallel
- * rank adds the output bias's gradient (dout is the same on all of them). */
-static void mlp_backward(const Model *m, const real *x, int n, const real *fc_w, const real *out_w, real *g_fc_w,
-                         real *g_fc_b, real *g_out_w, real *g_out_b, int F, const real *fc, const real *act,
-                         const real *dout, real *dx, int accumulate) {
+/* Its backward: dx (act, or fp32 when dx_f32; = or += when accumulate) from dout; gradients
+ * accumulate. Every tensor-parallel rank adds the output bias's gradient (dout is the same on
+ * all of them). */
+static void mlp_backward(const Model *m, const act *x, int n, const act *fc_w, const act *out_w, real *g_fc_w,
+                         real *g_fc_b, real *g_out_w, real *g_out_b, int F, const act *fc, const act *fc_act,
+                         const act *dout, void *dx, int dx_f32, int accumulate) {
     int C = m->cfg.hidden, gpt2 = m->cfg.arch == ARCH_GPT2, F1 = gpt2 ? F : 2 * F;
     if (n == 0) return;
-    real *dact = alloc((size_t)n * F), *dfc = alloc((size_t)n * F1);
-    matmul_backward(dact, g_out_w, g_out_b, dout, act, out_w, n, F, C, 0);
+    act *dact = alloc_act((size_t)n * F), *dfc = alloc_act((size_t)n * F1);
+    matmul_backward(dact, 0, g_out_w, g_out_b, dout, fc_act, out_w, n, F, C, 0);
     if (gpt2) gelu_backward(dfc, fc, dact, (size_t)n * F);
     else swiglu_backward(dfc, fc, dact, n, F);
-    matmul_backward(dx, g_fc_w, g_fc_b, dfc, x, fc_w, n, C, F1, accumulate);
+    matmul_backward(dx, dx_f32, g_fc_w, g_fc_b, dfc, x, fc_w, n, C, F1, accumulate);
     dev_free(dact);
     dev_free(dfc);
 }
@@ -137,7 +154,7 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         memset(chosen, 0, (size_t)E * sizeof(int));
         for (int j = 0; j < k; j++)
             for (int t = 0; t < T; t++) {
-                int n = b * T + t, e = s->topk[(size_t)n * k + j];
+                int n = b * T + t, e = s->topk_h[(size_t)n * k + j];
                 chosen[e]++;
                 if (used[e] < cap) {
                     used[e]++;
@@ -148,7 +165,7 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         double seq = 0;
         for (int e = 0; e < E; e++) {
             double p = 0;
-            for (int t = 0; t < T; t++) p += s->probs[(size_t)(b * T + t) * E + e];
+            for (int t = 0; t < T; t++) p += s->probs_h[(size_t)(b * T + t) * E + e];
             s->fsel[(size_t)b * E + e] = (real)((double)chosen[e] / ((double)T * k));
             seq += (double)chosen[e] / ((double)T * k) * (p / T);
         }
@@ -159,14 +176,19 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
     for (int e = 0; e < E; e++) pos[e] = s->A, s->A += count[e];
     s->tok = malloc((size_t)(s->A ? s->A : 1) * sizeof(int32_t));
     s->slot = malloc((size_t)(s->A ? s->A : 1) * sizeof(int32_t));
-    s->gate = alloc((size_t)s->A);
+    real *gate = malloc((size_t)(s->A ? s->A : 1) * sizeof(real));
     for (int n = 0; n < N; n++)
         for (int j = 0; j < k; j++) {
             size_t q = (size_t)n * k + j;
             if (!kept[q]) continue;
-            int a = pos[s->topk[q]]++;
-            s->tok[a] = n, s->slot[a] = (int32_t)q, s->gate[a] = s->gates[q];
+            int a = pos[s->topk_h[q]]++;
+            s->tok[a] = n, s->slot[a] = (int32_t)q, gate[a] = s->gates_h[q];
         }
+    s->gate = alloc((size_t)s->A);
+    host_to_dev(s->gate, gate, (size_t)s->A * sizeof(real));
+    free(gate);
+    s->tok_d = to_device_i32(s->tok, (size_t)s->A);
+    s->slot_d = to_device_i32(s->slot, (size_t)s->A);
     int P = m->ep.size, El = E / P;
     s->send_rows = calloc((size_t)P, sizeof(int));
     for (int e = 0; e < E; e++) s->send_rows[e / El] += count[e];
@@ -179,14 +201,14 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
             for (int n = 0; n < N; n++)
                 for (int j = 0; j < k; j++)
                     fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T, n % T, j,
-                            s->topk[(size_t)n * k + j], kept[(size_t)n * k + j]);
+                            s->topk_h[(size_t)n * k + j], kept[(size_t)n * k + j]);
     }
     /* the counts per expert go to the experts' ranks first (expert order = rank order) */
     int32_t *send_cnt = malloc((size_t)E * sizeof(int32_t)), *recv_cnt = malloc((size_t)E * sizeof(int32_t));
     for (int e = 0; e < E; e++) send_cnt[e] = count[e];
     int *per = calloc((size_t)P, sizeof(int));
     for (int r = 0; r < P; r++) per[r] = 1;
-    exchange(m, send_cnt, per, recv_cnt, per, (size_t)El); /* El words to each rank */
+    exchange(m, send_cnt, per, recv_cnt, per, (size_t)El, 0); /* El words to each rank */
     s->recv_rows = calloc((size_t)P, sizeof(int));
     s->R = 0;
     for (int r = 0; r < P; r++)
@@ -207,16 +229,17 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         }
         s->ex_rows[le] = r_out - s->ex_start[le];
     }
+    s->perm_d = to_device_i32(s->perm, (size_t)s->R);
     free(kept), free(used), free(chosen), free(count), free(pos), free(send_cnt), free(recv_cnt), free(per);
     return aux / B;
 }
 
-void moe_forward(Model *m, int l, const real *x, real *out, int B, int T) {
+void moe_forward(Model *m, int l, const act *x, real *out, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int N = B * T, C = c->hidden, E = c->experts, k = c->top_k, gpt2 = c->arch == ARCH_GPT2;
     int P = m->ep.size, El = E / P, e_lo = m->ep.rank * El, tp = m->tp.size;
     int Fe = model_expert_ffn(c) / tp, F1e = gpt2 ? Fe : 2 * Fe, Fs = c->shared_experts * Fe, F1s = gpt2 ? Fs : 2 * Fs;
-    size_t words = (size_t)C * sizeof(real) / 4;
+    size_t words = (size_t)C * act_size() / 4; /* a token row in 32-bit words (C * act_size() is a multiple of 4) */
     const LayerTensors *w = &m->p.layer[l];
     struct MoeActs **slot = &m->a.moe[l];
     moe_acts_free(*slot);
@@ -224,95 +247,117 @@ void moe_forward(Model *m, int l, const real *x, real *out, int B, int T) {
     s->N = N, s->B = B, s->T = T;
     s->aux_grad = m->moe_grad_scale * c->aux_loss_coef / B;
     s->probs = alloc((size_t)N * E);
-    s->topk = malloc((size_t)N * k * sizeof(int32_t));
+    s->topk = dev_alloc_bytes((size_t)N * k * sizeof(int32_t));
     s->gates = alloc((size_t)N * k);
-    s->fsel = alloc((size_t)B * E);
-    matmul_forward(s->probs, x, w->router_w, NULL, N, C, E);
+    s->fsel = malloc((size_t)B * E * sizeof(real));
+    matmul_forward(s->probs, 1, x, MODEL_WT(m, layer[l].router_w), NULL, N, C, E);
     moe_router_topk(s->probs, s->topk, s->gates, N, E, k);
+    /* the routing decisions (capacity, order, the aux loss) run on the host */
+    s->probs_h = malloc((size_t)N * E * sizeof(real));
+    s->gates_h = malloc((size_t)N * k * sizeof(real));
+    s->topk_h = malloc((size_t)N * k * sizeof(int32_t));
+    dev_to_host(s->probs_h, s->probs, (size_t)N * E * sizeof(real));
+    dev_to_host(s->gates_h, s->gates, (size_t)N * k * sizeof(real));
+    dev_to_host(s->topk_h, s->topk, (size_t)N * k * sizeof(int32_t));
     double aux = route(m, l, s, B, T);
     if (!m->moe_recomputing) {
         m->moe_aux += aux;
         m->moe_stats.aux_sum += aux;
     }
     /* dispatch: rows to the experts' ranks, regrouped by expert */
-    real *xsend = alloc((size_t)s->A * C), *xrecv = alloc((size_t)s->R * C);
-    moe_gather_rows(xsend, x, s->tok, NULL, s->A, C);
-    exchange(m, xsend, s->send_rows, xrecv, s->recv_rows, words);
-    s->xin = alloc((size_t)s->R * C);
-    moe_gather_rows(s->xin, xrecv, s->perm, NULL, s->R, C);
-    s->fc = alloc((size_t)s->R * F1e);
-    s->act = alloc((size_t)s->R * Fe);
-    real *eout = alloc((size_t)s->R * C);
+    act *xsend = alloc_act((size_t)s->A * C), *xrecv = alloc_act((size_t)s->R * C);
+    moe_gather_rows(xsend, x, s->tok_d, NULL, s->A, C);
+    exchange(m, xsend, s->send_rows, xrecv, s->recv_rows, words, 1);
+    s->xin = alloc_act((size_t)s->R * C);
+    moe_gather_rows(s->xin, xrecv, s->perm_d, NULL, s->R, C);
+    s->fc = alloc_act((size_t)s->R * F1e);
+    s->fc_act = alloc_act((size_t)s->R * Fe);
+    act *eout = alloc_act((size_t)s->R * C);
     for (int le = 0; le < El; le++) {
         int e = e_lo + le, r0 = s->ex_start[le];
-        mlp_forward(m, s->xin + (size_t)r0 * C, s->ex_rows[le], w->ex_fc_w[e], w->ex_fc_b[e], w->ex_out_w[e],
-                    w->ex_out_b[e], Fe, s->fc + (size_t)r0 * F1e, s->act + (size_t)r0 * Fe, eout + (size_t)r0 * C);
+        mlp_forward(m, act_at(s->xin, (size_t)r0 * C), s->ex_rows[le], MODEL_WT(m, layer[l].ex_fc_w[e]),
+                    w->ex_fc_b[e], MODEL_WT(m, layer[l].ex_out_w[e]), w->ex_out_b[e], Fe,
+                    act_at(s->fc, (size_t)r0 * F1e), act_at(s->fc_act, (size_t)r0 * Fe),
+                    act_at(eout, (size_t)r0 * C), 0);
     }
     /* and back to the tokens' ranks, in send order */
-    moe_scatter_rows(xrecv, eout, s->perm, s->R, C);
-    s->yback = alloc((size_t)s->A * C);
-    exchange(m, xrecv, s->recv_rows, s->yback, s->send_rows, words);
+    moe_scatter_rows(xrecv, eout, s->perm_d, s->R, C);
+    s->yback = alloc_act((size_t)s->A * C);
+    exchange(m, xrecv, s->recv_rows, s->yback, s->send_rows, words, 1);
     /* combine: shared experts, then the routed outputs weighted by their gates */
     if (Fs > 0) {
-        s->sfc = alloc((size_t)N * F1s);
-        s->sact = alloc((size_t)N * Fs);
-        mlp_forward(m, x, N, w->shared_fc_w, w->shared_fc_b, w->shared_out_w, w->shared_out_b, Fs, s->sfc, s->sact, out);
+        s->sfc = alloc_act((size_t)N * F1s);
+        s->sact = alloc_act((size_t)N * Fs);
+        mlp_forward(m, x, N, MODEL_WT(m, layer[l].shared_fc_w), w->shared_fc_b, MODEL_WT(m, layer[l].shared_out_w),
+                    w->shared_out_b, Fs, s->sfc, s->sact, out, 1);
     } else {
         dev_zero(out, (size_t)N * C);
     }
-    moe_combine(out, s->yback, s->tok, s->gate, s->A, C);
+    moe_combine(out, s->yback, s->tok_d, s->gate, s->A, C);
     dev_free(xsend);
     dev_free(xrecv);
     dev_free(eout);
 }
 
-void moe_backward(Model *m, int l, const real *x, const real *dy, real *dx) {
+void moe_backward(Model *m, int l, const act *x, const act *dy, real *dx) {
     const ModelConfig *c = &m->cfg;
     struct MoeActs *s = m->a.moe[l];
     if (!s) myr_die("internal: MoE backward of layer %d without its forward", l);
     int N = s->N, B = s->B, T = s->T, C = c->hidden, E = c->experts, k = c->top_k, gpt2 = c->arch == ARCH_GPT2;
     int P = m->ep.size, El = E / P, e_lo = m->ep.rank * El, tp = m->tp.size;
     int Fe = model_expert_ffn(c) / tp, F1e = gpt2 ? Fe : 2 * Fe, Fs = c->shared_experts * Fe;
-    size_t words = (size_t)C * sizeof(real) / 4;
-    const LayerTensors *w = &m->p.layer[l];
+    size_t words = (size_t)C * act_size() / 4;
     LayerTensors *g = &m->g.layer[l];
     if (Fs > 0)
-        mlp_backward(m, x, N, w->shared_fc_w, w->shared_out_w, g->shared_fc_w, g->shared_fc_b, g->shared_out_w,
-                     g->shared_out_b, Fs, s->sfc, s->sact, dy, dx, 0);
+        mlp_backward(m, x, N, MODEL_WT(m, layer[l].shared_fc_w), MODEL_WT(m, layer[l].shared_out_w), g->shared_fc_w,
+                     g->shared_fc_b, g->shared_out_w, g->shared_out_b, Fs, s->sfc, s->sact, dy, dx, 1, 0);
     else dev_zero(dx, (size_t)N * C);
     /* d gate = <dy, expert output> (complete only after summing the tensor-parallel partials) */
     real *dgate = alloc((size_t)s->A);
-    moe_row_dot(dgate, dy, s->tok, s->yback, s->A, C);
+    moe_row_dot(dgate, dy, s->tok_d, s->yback, s->A, C);
     if (tp > 1) m->tp.sum(m->tp.ctx, dgate, (size_t)s->A);
     /* d expert output = gate * dy, to the experts' ranks */
-    real *dsend = alloc((size_t)s->A * C), *drecv = alloc((size_t)s->R * C), *dein = alloc((size_t)s->R * C);
-    moe_gather_rows(dsend, dy, s->tok, s->gate, s->A, C);
-    exchange(m, dsend, s->send_rows, drecv, s->recv_rows, words);
-    moe_gather_rows(dein, drecv, s->perm, NULL, s->R, C);
-    real *dxin = alloc((size_t)s->R * C);
+    act *dsend = alloc_act((size_t)s->A * C), *drecv = alloc_act((size_t)s->R * C), *dein = alloc_act((size_t)s->R * C);
+    moe_gather_rows(dsend, dy, s->tok_d, s->gate, s->A, C);
+    exchange(m, dsend, s->send_rows, drecv, s->recv_rows, words, 1);
+    moe_gather_rows(dein, drecv, s->perm_d, NULL, s->R, C);
+    act *dxin = alloc_act((size_t)s->R * C);
     for (int le = 0; le < El; le++) {
         int e = e_lo + le, r0 = s->ex_start[le];
-        mlp_backward(m, s->xin + (size_t)r0 * C, s->ex_rows[le], w->ex_fc_w[e], w->ex_out_w[e], g->ex_fc_w[e],
-                     g->ex_fc_b[e], g->ex_out_w[e], g->ex_out_b[e], Fe, s->fc + (size_t)r0 * F1e,
-                     s->act + (size_t)r0 * Fe, dein + (size_t)r0 * C, dxin + (size_t)r0 * C, 0);
+        mlp_backward(m, act_at(s->xin, (size_t)r0 * C), s->ex_rows[le], MODEL_WT(m, layer[l].ex_fc_w[e]),
+                     MODEL_WT(m, layer[l].ex_out_w[e]), g->ex_fc_w[e], g->ex_fc_b[e], g->ex_out_w[e], g->ex_out_b[e],
+                     Fe, act_at(s->fc, (size_t)r0 * F1e), act_at(s->fc_act, (size_t)r0 * Fe),
+                     act_at(dein, (size_t)r0 * C), act_at(dxin, (size_t)r0 * C), 0, 0);
     }
     /* input gradients back to the tokens' ranks, summed into their rows in send order */
-    moe_scatter_rows(drecv, dxin, s->perm, s->R, C);
-    exchange(m, drecv, s->recv_rows, dsend, s->send_rows, words);
-    moe_combine(dx, dsend, s->tok, NULL, s->A, C);
+    moe_scatter_rows(drecv, dxin, s->perm_d, s->R, C);
+    exchange(m, drecv, s->recv_rows, dsend, s->send_rows, words, 1);
+    moe_combine(dx, dsend, s->tok_d, NULL, s->A, C);
     /* router: gates and the load-balancing loss (d aux / d P_e = E f_e, and P_e = mean_t p[t, e]) */
     real *dgates = alloc((size_t)N * k), *daux = alloc((size_t)B * E), *dlogits = alloc((size_t)N * E);
-    for (int a = 0; a < s->A; a++) dgates[s->slot[a]] = dgate[a];
-    for (int i = 0; i < B * E; i++) daux[i] = (real)(s->aux_grad * E * s->fsel[i] / T);
+    moe_scatter_scalars(dgates, dgate, s->slot_d, s->A);
+    real *daux_h = malloc((size_t)B * E * sizeof(real));
+    for (int i = 0; i < B * E; i++) daux_h[i] = (real)(s->aux_grad * E * s->fsel[i] / T);
+    host_to_dev(daux, daux_h, (size_t)B * E * sizeof(real));
+    free(daux_h);
     moe_router_backward(dlogits, s->probs, s->topk, s->gates, dgates, daux, N, T, E, k);
+    /* the router's GEMM reads its output gradient as act (rounded in bf16 runs) */
+    act *dlogits_act = (act *)dlogits;
+    if (m->lp) {
+        dlogits_act = alloc_act((size_t)N * E);
+        act_from_f32(dlogits_act, dlogits, (size_t)N * E);
+    }
     /* the router is replicated over tensor parallelism: one rank adds its input gradient */
     real *dx_router = m->tp.rank == 0 ? dx : alloc((size_t)N * C);
-    matmul_backward(dx_router, g->router_w, NULL, dlogits, x, w->router_w, N, C, E, m->tp.rank == 0);
+    matmul_backward(dx_router, 1, g->router_w, NULL, dlogits_act, x, MODEL_WT(m, layer[l].router_w), N, C, E,
+                    m->tp.rank == 0);
     if (dx_router != dx) dev_free(dx_router);
+    if ((void *)dlogits_act != (void *)dlogits) dev_free(dlogits_act);
     dev_free(dgate), dev_free(dsend), dev_free(drecv), dev_free(dein), dev_free(dxin);
     dev_free(dgates), dev_free(daux), dev_free(dlogits);
 }
 
+/* The host copy of the router's softmax (the routing decisions read it there). */
 const real *moe_router_probs(const Model *m, int l) {
-    return m->a.moe && m->a.moe[l] ? m->a.moe[l]->probs : NULL;
+    return m->a.moe && m->a.moe[l] ? m->a.moe[l]->probs_h : NULL;
 }

@@ -233,12 +233,13 @@ static real **expert_slot(const LayerTensors *L, const char *field) {
 }
 
 /* Bind every tensor whose elements lie in [lo, hi) to base + (offset - lo); others untouched. */
-static void bind_range(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base, size_t lo, size_t hi) {
+static void bind_range(ModelTensors *m, const ParamTable *t, const ModelConfig *c, char *base, size_t elem, size_t lo,
+                       size_t hi) {
     char name[64];
     for (int i = 0; i < t->count; i++) {
         const ParamInfo *p = &t->info[i];
         if (p->offset < lo || p->offset >= hi) continue;
-        real *ptr = base + (p->offset - lo);
+        real *ptr = (real *)(base + (p->offset - lo) * elem);
         const char *field = p->layer >= 0 ? strchr(p->name + 7, '.') + 1 : p->name;
         if (p->layer < 0) {
             if (!strcmp(field, "tok_emb")) {
@@ -286,10 +287,11 @@ real *model_tensors_get(const ModelTensors *m, const ParamInfo *p) {
     return NULL;
 }
 
-void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
+/* The layer array (and one block of expert pointers for all layers), every pointer NULL. */
+static void alloc_layers(ModelTensors *m, const ModelConfig *c) {
     memset(m, 0, sizeof *m);
     m->layer = calloc((size_t)c->layers, sizeof(LayerTensors));
-    if (c->experts > 0) { /* one block of expert pointers for all layers */
+    if (c->experts > 0) {
         size_t E = (size_t)c->experts;
         real **slots = calloc(4 * E * (size_t)c->layers, sizeof(real *));
         for (int l = 0; l < c->layers; l++) {
@@ -298,11 +300,20 @@ void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig 
             m->layer[l].ex_out_b = s + 3 * E;
         }
     }
-    bind_range(m, t, c, base, 0, t->total);
+}
+
+void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
+    alloc_layers(m, c);
+    bind_range(m, t, c, (char *)base, sizeof(real), 0, t->total);
+}
+
+void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, act *base) {
+    alloc_layers(m, c);
+    bind_range(m, t, c, (char *)base, act_size(), 0, t->total);
 }
 
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base) {
-    bind_range(m, t, c, unit_base, t->unit_lo[unit], t->unit_hi[unit]);
+    bind_range(m, t, c, (char *)unit_base, sizeof(real), t->unit_lo[unit], t->unit_hi[unit]);
 }
 
 void model_tensors_free(ModelTensors *m) {

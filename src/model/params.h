@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/real.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 
 /* How a tensor is split over the tensor-parallel group (Megatron-style):
@@ -107,6 +107,10 @@ void param_table_free(ParamTable *t);
 const ParamInfo *param_table_find(const ParamTable *t, const char *name);
 /* Point every tensor field at its place in `base` (params or grads); allocates m->layer. */
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base);
+/* The same over the working copy of the weights (act elements, docs/GPU.md): the fields keep
+ * their real * type but point at act elements, so they are read only through a cast to act *
+ * (model.c's WT). */
+void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, act *base);
 /* Re-point the tensors of one unit at `unit_base`, which holds that unit's elements
  * (unit_base[0] is element unit_lo[unit]). Used to place a unit in gathered or transient memory. */
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu_gemm.h"
 #include "ops/doctor.h"
 #include "util/error.h"
 

@@ -1,6 +1,6 @@
 /* doctor_run.c: who measures what, when, for `myriad doctor` (collective over the world).
  *
- * Topology: every rank names its host (MYRIAD_HOST, else gethostname) and its kernel
+ * Topology: every rank names its host (MYRIAD_HOST, else SLURMD_NODENAME, else gethostname) and its kernel
  * (/proc/sys/kernel/random/boot_id): emulated hosts (network namespaces) share one kernel, and
  * so share its cores and memory.
  * Noise: ranks sharing a kernel take turns for the compute checks, hosts sharing a kernel take
@@ -122,7 +122,8 @@ typedef struct {
 /* Hosts and machines of every rank, and the turns that follow from them. */
 static void topology(Run *x) {
     char mine[2][DOCTOR_HOST_MAX];
-    read_id("MYRIAD_HOST", NULL, mine[0], DOCTOR_HOST_MAX);
+    /* emulated hosts share one kernel hostname: MYRIAD_HOST (namespace tests), Slurm's node name */
+    read_id(getenv("MYRIAD_HOST") && *getenv("MYRIAD_HOST") ? "MYRIAD_HOST" : "SLURMD_NODENAME", NULL, mine[0], DOCTOR_HOST_MAX);
     read_id(NULL, "/proc/sys/kernel/random/boot_id", mine[1], DOCTOR_HOST_MAX);
     int np = x->np;
     char(*ids)[2][DOCTOR_HOST_MAX] = malloc((size_t)np * sizeof *ids);

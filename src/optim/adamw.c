@@ -21,23 +21,21 @@ void adamw_destroy(AdamW *o) {
 
 /* Same operation order and rounding points as torch's _single_tensor_adamw (fp32 tensors,
  * python-float scalars): p *= (1 - lr*wd); m = m*b1 + g*(1-b1); v = v*b2 + g*g*(1-b2);
- * p += -step_size * m / (sqrt(v)/sqrt(bc2) + eps). */
+ * p += -step_size * m / (sqrt(v)/sqrt(bc2) + eps). The scalars are rounded here once; the
+ * element loop is the fused adamw_update kernel (kernels.h). */
 static void update(real *p, const real *g, real *m, real *v, size_t n, const AdamWConfig *c, double lr, double wd,
                    long step) {
     double bc1 = 1 - pow(c->beta1, (double)step), bc2 = 1 - pow(c->beta2, (double)step);
-    real decay = (real)(1 - lr * wd), b1 = (real)c->beta1, b2 = (real)c->beta2;
-    real one_b1 = (real)(1 - c->beta1), one_b2 = (real)(1 - c->beta2);
-    real bc2_sqrt = (real)sqrt(bc2), eps = (real)c->eps, neg_step = (real)(-(lr / bc1));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        real gi = g[i];
-        real pi = wd != 0 ? p[i] * decay : p[i];
-        real mi = m[i] * b1 + gi * one_b1;
-        real vi = v[i] * b2 + (gi * gi) * one_b2;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi + neg_step * (mi / (R_SQRT(vi) / bc2_sqrt + eps));
-    }
+    AdamWScalars s = {.decay = (real)(1 - lr * wd),
+                      .beta1 = (real)c->beta1,
+                      .beta2 = (real)c->beta2,
+                      .one_minus_beta1 = (real)(1 - c->beta1),
+                      .one_minus_beta2 = (real)(1 - c->beta2),
+                      .bc2_sqrt = (real)sqrt(bc2),
+                      .eps = (real)c->eps,
+                      .neg_step = (real)(-(lr / bc1)),
+                      .apply_decay = wd != 0};
+    adamw_update(p, g, m, v, n, &s);
 }
 
 void adamw_step(AdamW *o, const AdamWConfig *cfg, double lr, real *params, const real *grads,

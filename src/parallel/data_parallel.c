@@ -92,22 +92,18 @@ static void launch(DataParallel *dp, DpBucket *b) {
     real *src = bucket_grads(dp, b);
     void *buf = src;
     CommDtype dt = COMM_F32;
-    size_t esize = sizeof(float);
     if (b->expert && dp->expert_scale != 1.0) scale_inplace(src, (real)dp->expert_scale, n);
     if (dp->o.grad_dtype == COMM_BF16) {
         if (!b->bf16) {
-            b->bf16 = malloc(n * sizeof(uint16_t));
+            b->bf16 = dev_alloc_bytes(n * sizeof(uint16_t));
             if (dp->o.zero >= 2) transient_add(dp, (long long)(n * sizeof(uint16_t)));
         }
-        comm_f32_to_bf16_array(src, b->bf16, n);
+        dev_f32_to_bf16(b->bf16, src, n);
         buf = b->bf16;
         dt = COMM_BF16;
-        esize = sizeof(uint16_t);
     }
-    if (dp->o.zero == 0) must(comm_iall_reduce(b->group, buf, buf, n, dt, COMM_AVG, &b->req));
-    else
-        must(comm_ireduce_scatter(b->group, buf, (char *)buf + (size_t)b->rank * b->piece * esize, b->piece, dt,
-                                  COMM_AVG, &b->req));
+    if (dp->o.zero == 0) must(dcomm_iall_reduce(b->group, buf, n, dt, COMM_AVG, &b->req));
+    else must(dcomm_ireduce_scatter(b->group, buf, b->piece, dt, COMM_AVG, &b->req));
     b->pending = 1;
 }
 
@@ -117,17 +113,16 @@ static void finish(DataParallel *dp, DpBucket *b) {
     size_t n = b->hi - b->lo, r0 = (size_t)b->rank * b->piece;
     real *src = bucket_grads(dp, b);
     if (b->bf16) {
-        if (dp->o.zero == 0) comm_bf16_to_f32_array(b->bf16, src, n);
-        else comm_bf16_to_f32_array(b->bf16 + r0, src + r0, b->piece);
+        if (dp->o.zero == 0) dev_bf16_to_f32(src, b->bf16, n);
+        else dev_bf16_to_f32(src + r0, b->bf16 + r0, b->piece);
     }
     if (dp->o.zero >= 2) {
-        real *acc = dp->grad_shard + dp->shard_off[b - dp->b];
-        for (size_t i = 0; i < b->piece; i++) acc[i] += src[r0 + i];
+        add_inplace(dp->grad_shard + dp->shard_off[b - dp->b], src + r0, b->piece);
         dev_free(b->grad);
         b->grad = NULL;
         transient_add(dp, -(long long)(n * sizeof(real)));
         if (b->bf16) {
-            free(b->bf16);
+            dev_free(b->bf16);
             b->bf16 = NULL;
             transient_add(dp, -(long long)(n * sizeof(uint16_t)));
         }
@@ -142,7 +137,7 @@ static void poll(DataParallel *dp) {
         DpBucket *b = &dp->b[i];
         if (!b->pending || !b->req) continue;
         int done = 0;
-        must(comm_test(&b->req, &done));
+        must(dcomm_test(&b->req, &done));
         if (done) finish(dp, b);
     }
 }
@@ -161,8 +156,8 @@ static void gather_unit(DataParallel *dp, int u) {
     size_t n = t->unit_hi[u] - t->unit_lo[u];
     real *buf = dev_alloc(n);
     transient_add(dp, (long long)(n * sizeof(real)));
-    memcpy(buf + (size_t)dp->rank * b->piece, dp->param_shard + dp->shard_off[b - dp->b], b->piece * sizeof(real));
-    must(comm_all_gather(dp->group, buf + (size_t)dp->rank * b->piece, buf, b->piece, COMM_F32));
+    dev_to_dev(buf + (size_t)dp->rank * b->piece, dp->param_shard + dp->shard_off[b - dp->b], b->piece * sizeof(real));
+    must(dcomm_all_gather(dp->group, buf + (size_t)dp->rank * b->piece, buf, b->piece, COMM_F32));
     dp->gathered[u] = buf;
     model_tensors_bind_unit(&dp->m->p, t, &dp->m->cfg, u, buf);
 }
@@ -194,7 +189,7 @@ static void ensure_grad_buffer(DataParallel *dp, int u) {
     DpBucket *b = &dp->b[dp->bucket_of_unit[u]];
     if (dp->o.zero < 2) return;
     if (b->pending && !b->deferred) { /* the previous micro-batch's reduction of this unit still owns the buffer */
-        if (b->req) must(comm_wait(&b->req));
+        if (b->req) must(dcomm_wait(&b->req));
         finish(dp, b);
     }
     if (b->grad) return;
@@ -279,7 +274,8 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
     if (o->zero >= 3) {
         dp->param_shard = dev_alloc(dp->shard_elems);
         for (int i = 0; i < dp->nbuckets; i++)
-            memcpy(dp->param_shard + dp->shard_off[i], m->params + own_lo(dp, &dp->b[i]), dp->b[i].piece * sizeof(real));
+            dev_to_dev(dp->param_shard + dp->shard_off[i], m->params + own_lo(dp, &dp->b[i]),
+                       dp->b[i].piece * sizeof(real));
         dev_free(m->params);
         m->params = NULL;
     }
@@ -291,7 +287,7 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
 
 void dp_destroy(DataParallel *dp) {
     for (int i = 0; i < dp->nbuckets; i++) {
-        free(dp->b[i].bf16);
+        dev_free(dp->b[i].bf16);
         dev_free(dp->b[i].grad);
     }
     for (int u = 0; dp->gathered && u < dp->m->table.units; u++) dev_free(dp->gathered[u]);
@@ -324,7 +320,7 @@ int dp_finish_backward(DataParallel *dp) {
     for (int i = dp->nbuckets - 1; i >= 0; i--) {
         DpBucket *b = &dp->b[i];
         if (!b->pending) continue;
-        must(comm_wait(&b->req));
+        must(dcomm_wait(&b->req));
         finish(dp, b);
     }
     release_unit(dp, 0); /* a tied embedding stayed gathered for the whole backward */
@@ -377,7 +373,8 @@ int dp_poison_grad(DataParallel *dp) {
             size_t a = p->offset > lo ? p->offset : lo;
             if (a >= hi || a >= p->offset + p->numel) continue;
             if (dp->tensor_weight && dp->tensor_weight[k] == 0) continue;
-            own_grad(dp, i)[a - lo] = (real)NAN;
+            real nan = (real)NAN; /* the gradients may live in device memory */
+            host_to_dev(own_grad(dp, i) + (a - lo), &nan, sizeof nan);
             return 1;
         }
     }
@@ -405,11 +402,10 @@ int dp_optimizer_step(DataParallel *dp, const AdamWConfig *cfg, double lr) {
 
 /* Each bucket's own piece of buf (laid out like the parameters) all-gathered into the bucket. */
 static void gather_buckets(DataParallel *dp, real *buf) {
-    CommRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
+    DevRequest **reqs = calloc((size_t)dp->nbuckets, sizeof *reqs);
     for (int i = 0; i < dp->nbuckets; i++)
-        must(comm_iall_gather(dp->b[i].group, buf + own_lo(dp, &dp->b[i]), buf + dp->b[i].lo, dp->b[i].piece,
-                              COMM_F32, &reqs[i]));
-    for (int i = 0; i < dp->nbuckets; i++) must(comm_wait(&reqs[i]));
+        must(dcomm_iall_gather(dp->b[i].group, buf + dp->b[i].lo, dp->b[i].piece, COMM_F32, &reqs[i]));
+    for (int i = 0; i < dp->nbuckets; i++) must(dcomm_wait(&reqs[i]));
     free(reqs);
 }
 
@@ -437,8 +433,8 @@ int dp_materialize_params(DataParallel *dp) {
     m->params = dev_alloc(m->table.total);
     for (int i = 0; i < dp->nbuckets; i++) {
         DpBucket *b = &dp->b[i];
-        memcpy(m->params + own_lo(dp, b), dp->param_shard + dp->shard_off[i], b->piece * sizeof(real));
-        must(comm_all_gather(dp->group, m->params + own_lo(dp, b), m->params + b->lo, b->piece, COMM_F32));
+        dev_to_dev(m->params + own_lo(dp, b), dp->param_shard + dp->shard_off[i], b->piece * sizeof(real));
+        must(dcomm_all_gather(dp->group, m->params + own_lo(dp, b), m->params + b->lo, b->piece, COMM_F32));
     }
     model_tensors_free(&m->p);
     model_tensors_bind(&m->p, &m->table, &m->cfg, m->params);

@@ -28,6 +28,7 @@
 #include "comm/comm.h"
 #include "model/model.h"
 #include "optim/adamw.h"
+#include "parallel/device_comm.h"
 
 typedef struct {
     int zero;          /* 0..3 */
@@ -40,13 +41,13 @@ typedef struct {
     size_t lo, hi;        /* element range (whole units, padded: (hi - lo) % N == 0) */
     size_t piece;         /* (hi - lo) / N */
     int unit_lo, unit_hi; /* units [unit_lo, unit_hi] */
-    CommRequest *req;     /* reduction in flight */
+    DevRequest *req;      /* reduction in flight */
     int pending;          /* launched, not yet finished */
     int deferred;         /* reduced only in dp_finish_backward, once per step (see dp_defer_unit) */
     int expert;           /* routed experts' unit: reduced over the expert group */
     Comm *group;          /* the group it is reduced over, this rank's place and its size */
     int rank, size;
-    uint16_t *bf16;       /* wire buffer when gradients travel as bf16 */
+    uint16_t *bf16;       /* wire buffer (device) when gradients travel as bf16 */
     real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
 } DpBucket;
 

@@ -3,11 +3,14 @@
 
 #include <stdlib.h>
 
+#include "parallel/device_comm.h"
 #include "util/error.h"
 
 /* Words travel as fp32 elements: the all-to-all only moves them (no arithmetic), so token rows
- * and the int32 counts ahead of them arrive bit-exact. */
-static void all_to_all_v(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts) {
+ * (device memory, staged when MPI cannot read it) and the int32 counts ahead of them (host)
+ * arrive bit-exact. */
+static void all_to_all_v(void *ctx, const void *send, const size_t *send_counts, void *recv, const size_t *recv_counts,
+                         int device) {
     Comm *g = ctx;
     int P = comm_size(g);
     size_t *sd = malloc((size_t)P * sizeof(size_t)), *rd = malloc((size_t)P * sizeof(size_t));
@@ -16,7 +19,9 @@ static void all_to_all_v(void *ctx, const void *send, const size_t *send_counts,
         sd[i] = s, rd[i] = r;
         s += send_counts[i], r += recv_counts[i];
     }
-    if (comm_all_to_all_v(g, send, send_counts, sd, recv, recv_counts, rd, COMM_F32)) myr_die_last();
+    int rc = device ? dcomm_all_to_all_v(g, send, send_counts, sd, recv, recv_counts, rd, COMM_F32)
+                    : comm_all_to_all_v(g, send, send_counts, sd, recv, recv_counts, rd, COMM_F32);
+    if (rc) myr_die_last();
     free(sd);
     free(rd);
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "parallel/device_comm.h"
 #include "parallel/schedule_run.h"
 #include "util/error.h"
 
@@ -38,7 +39,7 @@ static int hook_forward(void *ctx, int mb, int chunk) {
     double loss = model_forward_stage(m, pl->x + off, input, m->stage.last ? pl->y + off : NULL, pl->micro_rows, pl->T,
                                       1.0 / pl->micro);
     pl->loss_sum += loss; /* other stages: their MoE layers' load-balancing term */
-    if (!m->stage.last) memcpy(*slot(pl->act_out, pl, chunk, mb), model_stage_output(m), pl->act_elems * sizeof(real));
+    if (!m->stage.last) model_stage_output_to_host(m, *slot(pl->act_out, pl, chunk, mb));
     pl->compute_s += now_s() - t0;
     return 0;
 }
@@ -50,7 +51,7 @@ static int hook_backward(void *ctx, int mb, int chunk) {
     model_select_slot(m, mb);
     dp_set_last_micro(&pl->dp[chunk], mb == pl->last_bwd_mb[chunk]);
     model_backward_stage(m, m->stage.last ? NULL : *slot(pl->grad_in, pl, chunk, mb));
-    if (!m->stage.first) memcpy(*slot(pl->grad_out, pl, chunk, mb), model_stage_input_grad(m), pl->act_elems * sizeof(real));
+    if (!m->stage.first) model_stage_input_grad_to_host(m, *slot(pl->grad_out, pl, chunk, mb));
     model_release_slot(m);
     pl->compute_s += now_s() - t0;
     return 0;
@@ -93,7 +94,7 @@ int pipeline_create(Pipeline *pl, Model *chunks, DataParallel *dps, int vpp, int
     float ***sets[] = {&pl->act_in, &pl->act_out, &pl->grad_in, &pl->grad_out};
     for (int k = 0; k < 4; k++) {
         *sets[k] = calloc(n, sizeof(float *));
-        for (size_t i = 0; i < n; i++) (*sets[k])[i] = dev_alloc(pl->act_elems);
+        for (size_t i = 0; i < n; i++) (*sets[k])[i] = host_alloc_pinned(pl->act_elems * sizeof(real));
     }
     /* a tied embedding lives on the first and the last stage: their gradients are summed after
      * the schedule, before the data-parallel reduction of those units */
@@ -111,7 +112,7 @@ void pipeline_destroy(Pipeline *pl) {
     size_t n = (size_t)pl->vpp * pl->micro;
     float **sets[] = {pl->act_in, pl->act_out, pl->grad_in, pl->grad_out};
     for (int k = 0; k < 4; k++) {
-        for (size_t i = 0; sets[k] && i < n; i++) dev_free(sets[k][i]);
+        for (size_t i = 0; sets[k] && i < n; i++) host_free_pinned(sets[k][i]);
         free(sets[k]);
     }
     free(pl->last_bwd_mb);
@@ -127,7 +128,7 @@ static void sum_tied_embedding(Pipeline *pl) {
         const ParamInfo *p = param_table_find(&m->table, m->stage.first ? "tok_emb" : "lm_head");
         if (!p || (!m->stage.first && !m->stage.last)) continue;
         real *g = model_tensors_get(&m->g, p);
-        if (comm_all_reduce(pl->embed_group, g, g, p->numel, COMM_F32, COMM_SUM)) myr_die_last();
+        if (dcomm_all_reduce(pl->embed_group, g, p->numel, COMM_F32, COMM_SUM)) myr_die_last();
     }
 }
 
@@ -156,7 +157,7 @@ double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int ro
     /* virtual stages in order; each hands its output to the owner of the next one */
     int V = pl->pp * pl->vpp, T = pl->T, C = pl->chunk[0].cfg.hidden;
     size_t elems = model_local_rows(&pl->chunk[0], (size_t)rows * T) * (size_t)C;
-    real *buf = dev_alloc(elems);
+    real *buf = host_alloc_pinned(elems * sizeof(real));
     double loss = 0;
     for (int vs = 0; vs < V; vs++) {
         int owner = vs % pl->pp, chunk = vs / pl->pp;
@@ -167,11 +168,11 @@ double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int ro
         double l = model_forward_stage(m, x, m->stage.first ? NULL : buf, m->stage.last ? y : NULL, rows, T, 0);
         if (m->stage.last) loss += l - m->cfg.aux_loss_coef * m->moe_aux; /* cross-entropy only */
         else {
-            memcpy(buf, model_stage_output(m), elems * sizeof(real));
+            model_stage_output_to_host(m, buf);
             if (comm_send(pl->pp_group, buf, elems, COMM_F32, (vs + 1) % pl->pp)) myr_die_last();
         }
         model_release_slot(m);
     }
-    dev_free(buf);
+    host_free_pinned(buf);
     return share_loss(pl, loss);
 }

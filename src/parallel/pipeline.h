@@ -21,7 +21,7 @@ typedef struct {
     Model *chunk;      /* [vpp] */
     DataParallel *dp;  /* [vpp] one data-parallel engine per chunk */
     int *last_bwd_mb;  /* [vpp] micro-batch of the chunk's last backward in the schedule */
-    float **act_in, **act_out, **grad_in, **grad_out; /* [vpp * micro] transfer buffers */
+    float **act_in, **act_out, **grad_in, **grad_out; /* [vpp * micro] transfer buffers (pinned host memory) */
     size_t act_elems;  /* rows x hidden of one micro-batch's activation on this rank */
     const int32_t *x, *y; /* this step's token rows of this rank's slice */
     double loss_sum;

@@ -5,10 +5,11 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "parallel/device_comm.h"
 #include "util/error.h"
 
 static void sum_real(void *ctx, real *x, size_t n) {
-    if (comm_all_reduce((Comm *)ctx, x, x, n, COMM_F32, COMM_SUM)) myr_die_last();
+    if (dcomm_all_reduce((Comm *)ctx, x, n, COMM_F32, COMM_SUM)) myr_die_last();
 }
 
 /* Doubles cross the wire bit-exactly (as pairs of 32-bit words) and are combined in rank order,
@@ -30,11 +31,14 @@ static void sum_exact(void *ctx, double *x, size_t n, int max) {
 }
 
 static void reduce_scatter(void *ctx, const real *full, real *local, size_t n) {
-    if (comm_reduce_scatter((Comm *)ctx, full, local, n, COMM_F32, COMM_SUM)) myr_die_last();
+    if (dcomm_reduce_scatter((Comm *)ctx, full, local, n, COMM_F32, COMM_SUM)) myr_die_last();
 }
 
-static void all_gather(void *ctx, const real *local, real *full, size_t n) {
-    if (comm_all_gather((Comm *)ctx, local, full, n, COMM_F32)) myr_die_last();
+/* Rows of fp32 or bf16 elements: a gather only moves bits, so bf16 travels as bf16. */
+static void all_gather(void *ctx, const void *local, void *full, size_t n, size_t elem_size) {
+    CommDtype dt = elem_size == 2 ? COMM_BF16 : COMM_F32;
+    if (elem_size != 2 && elem_size != 4) myr_die("internal: tensor-parallel gather of %zu-byte elements", elem_size);
+    if (dcomm_all_gather((Comm *)ctx, local, full, n, dt)) myr_die_last();
 }
 
 void tp_attach(Model *m, Comm *group) {
@@ -48,22 +52,27 @@ void tp_attach(Model *m, Comm *group) {
 int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp, Comm *ep) {
     /* every rank writes the pieces it owns into zeros (replicated tensors only from tensor-parallel
      * rank 0, a pipeline stage's copy of the embedding never), then one sum per group: x + 0 is
-     * exact, so the whole model is assembled without rounding */
-    dev_zero(whole->params, whole->table.total);
+     * exact, so the whole model is assembled without rounding. Assembled in host memory. */
+    real *image = model_params_view(whole);
+    memset(image, 0, whole->table.total * sizeof(real));
     for (int c = 0; c < n; c++) {
         Model *m = &chunks[c];
+        real *mine = model_params_view(m);
         for (int i = 0; i < m->table.count; i++) {
             const ParamInfo *p = &m->table.info[i];
             if ((p->shard == SHARD_NONE && m->tp.rank != 0) || p->tied_copy) continue;
             if (!p->expert && m->ep.rank != 0) continue; /* dense tensors are replicated over ep */
             const ParamInfo *w = param_table_find(&whole->table, p->name);
-            param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, whole->params + w->offset, m->params + p->offset, 0);
+            param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, image + w->offset, mine + p->offset, 0);
         }
+        model_params_view_done(m, mine, 0);
     }
     Comm *groups[] = {tp, pp, ep};
-    for (int k = 0; k < 3; k++)
+    int rc = 0;
+    for (int k = 0; k < 3 && !rc; k++)
         if (groups[k] && comm_size(groups[k]) > 1 &&
-            comm_all_reduce(groups[k], whole->params, whole->params, whole->table.total, COMM_F32, COMM_SUM))
-            return -1;
-    return 0;
+            comm_all_reduce(groups[k], image, image, whole->table.total, COMM_F32, COMM_SUM))
+            rc = -1;
+    model_params_view_done(whole, image, !rc);
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include "sched/placement.h"
 #include "io/path_check.h"
 #include "sched/policy.h"
+#include "sched/slurm_place.h"
 #include "util/opts.h"
 #include "util/error.h"
 
@@ -145,7 +146,9 @@ static void close_out(FILE *f, const char *path) {
 int cmd_sched_place(int argc, char **argv) {
     const char *cluster_spec = NULL, *policy_spec = "gang-binpack-topo", *hostfile = NULL, *rankfile = NULL,
                *slurm = NULL, *hyper = NULL;
-    int tp = 1, pp = 1, dp = 1;
+    int tp = 1, pp = 1, dp = 1, from_slurm = 0;
+    SlurmJobShape slurm_shape = {0};
+    const char *partition = NULL, *nodes_file = NULL, *topo_file = NULL;
     const Opt rows[] = {
         OPT_STR("--cluster", "C", &cluster_spec, "cluster JSON, openb node CSV (*.csv) or gen:NODESxGPUS (required)"),
         OPT_INT("--tp", "T", &tp, 1, 1 << 16, "tensor-parallel GPUs of the job, inside one node (default 1)"),
@@ -157,13 +160,34 @@ int cmd_sched_place(int argc, char **argv) {
         OPT_STR("--rankfile", "F", &rankfile, "Open MPI rankfile: rank r=host slot=GPU"),
         OPT_STR("--slurm-topology", "F", &slurm, "Slurm topology.conf for the whole cluster"),
         OPT_STR("--hypernodes", "F", &hyper, "Volcano HyperNode YAML for the whole cluster"),
+        OPT_SECTION("the live Slurm cluster instead of --cluster (prints a node list for sbatch --nodelist):"),
+        OPT_SWITCH("--from-slurm", &from_slurm, "place on the idle nodes of sinfo --json under the switches of\n"
+                                                "scontrol show topology: every tensor-parallel group under one leaf\n"
+                                                "switch, the job under the lowest switch that holds it"),
+        OPT_INT("--tasks-per-node", "K", &slurm_shape.tasks_per_node, 1, 1 << 16,
+                "ranks per node (default: the GPUs of a node, 1 without GPUs)"),
+        OPT_STR("--partition", "P", &partition, "only nodes of partition P"),
+        OPT_STR("--sinfo-json", "F", &nodes_file, "read the nodes from F (saved sinfo --json) instead of asking Slurm"),
+        OPT_STR("--topology", "F", &topo_file, "read the switches from F (saved scontrol show topology)"),
+        OPT_TEXT("(with --from-slurm, --hostfile F gets the nodes in rank order, for myriad run --hosts F)"),
         OPT_END};
     OptCommand cmd = {.name = "sched place",
                       .usage = "usage: myriad sched place --cluster C [--tp T --pp P --dp D] [--policy P] [outputs]\n"
+                               "       myriad sched place --from-slurm [--tp T --pp P --dp D] [--hostfile F]\n"
                                "  places one job of tp*pp*dp GPUs on the (empty) cluster, prints a summary (nodes, tier\n"
                                "  spanned, pipeline hops across leaves) and writes the files asked for:",
                       .rows = rows};
     opts_parse(&cmd, argc, argv);
+    if (from_slurm) {
+        if (cluster_spec || rankfile || slurm || hyper)
+            myr_die("sched place: --from-slurm reads the cluster from Slurm; drop --cluster, --rankfile, "
+                    "--slurm-topology and --hypernodes");
+        if (hostfile && path_check_file("--hostfile", hostfile)) myr_die("sched place: %s", myr_last_error());
+        slurm_shape.tp = tp, slurm_shape.pp = pp, slurm_shape.dp = dp;
+        return sched_place_from_slurm(&slurm_shape, partition, hostfile, nodes_file, topo_file);
+    }
+    if (partition || nodes_file || topo_file || slurm_shape.tasks_per_node)
+        myr_die("sched place: --partition, --sinfo-json, --topology and --tasks-per-node go with --from-slurm");
     if (!cluster_spec) myr_die("sched place: --cluster is required (see myriad sched place --help)");
     Cluster c;
     if (cluster_load(&c, cluster_spec)) myr_die_last();

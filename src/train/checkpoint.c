@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "util/error.h"
 
 /* Local rows [local0, local0 + rows) of a tensor-parallel slice are global rows
@@ -75,6 +76,96 @@ static int for_each_box(const Model *m, const ParamInfo *p, const char *prefix, 
     return 0;
 }
 
+/* ---- the state as host memory ----
+ * The walks below hand the checkpoint layer pointers into the training state. On the CPU those
+ * are the device buffers themselves; where host code may not touch device memory each state
+ * buffer (parameters or the ZeRO-3 shard, AdamW moments) has a pinned host mirror: refreshed
+ * from the device before a save or an in-memory copy (once per optimizer step), and copied back
+ * after a load or an in-memory restore fills it. */
+typedef struct {
+    real *dev, *host;
+    size_t count;
+} Mirror;
+
+struct StateMirrors {
+    Mirror *m;
+    int n;
+    long step;   /* optimizer step the mirrors hold (-1: not current) */
+    int pending; /* filled by snapshots still in flight (dev_snapshot_wait before reading) */
+};
+
+struct StateMirrors *train_state_mirrors(void) {
+    struct StateMirrors *s = calloc(1, sizeof *s);
+    s->step = -1;
+    return s;
+}
+
+void train_state_mirrors_free(struct StateMirrors *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) host_free_pinned(s->m[i].host);
+    free(s->m);
+    free(s);
+}
+
+static int mirrored(const TrainState *st) { return st->mirrors && !dev_host_accessible(); }
+
+/* The host view of device buffer `dev` (itself when host code may read it, or before the
+ * mirrors exist: the byte-counting walks never read). */
+static real *view(const TrainState *st, real *dev) {
+    if (!mirrored(st)) return dev;
+    for (int i = 0; i < st->mirrors->n; i++)
+        if (st->mirrors->m[i].dev == dev) return st->mirrors->m[i].host;
+    return dev;
+}
+
+static void add_mirror(struct StateMirrors *s, real *dev, size_t count) {
+    for (int i = 0; i < s->n; i++)
+        if (s->m[i].dev == dev) return;
+    s->m = realloc(s->m, (size_t)(s->n + 1) * sizeof *s->m);
+    s->m[s->n++] = (Mirror){dev, host_alloc_pinned((count ? count : 1) * sizeof(real)), count};
+}
+
+static long opt_step(const TrainState *st) { return st->dp ? st->dp[0].opt[0].step : st->opt->step; }
+
+/* Every state buffer mirrored and its mirror current; async: by snapshots that overlap the next
+ * step's compute (readers wait with dev_snapshot_wait), else complete on return. */
+static void state_to_host(const TrainState *st, int async) {
+    if (!mirrored(st)) return;
+    struct StateMirrors *s = st->mirrors;
+    for (int c = 0; c < st->nchunks; c++) {
+        DataParallel *dp = st->dp ? &st->dp[c] : NULL;
+        if (dp && dp->o.zero >= 3) add_mirror(s, dp->param_shard, dp->shard_elems);
+        else add_mirror(s, st->chunks[c].params, st->chunks[c].table.total);
+        int nopt = dp ? dp->nopt : 1;
+        for (int i = 0; i < nopt; i++) {
+            AdamW *o = dp ? &dp->opt[i] : st->opt;
+            add_mirror(s, o->m, o->hi - o->lo);
+            add_mirror(s, o->v, o->hi - o->lo);
+        }
+    }
+    if (s->step == opt_step(st)) { /* already holds (or is receiving) this step's state */
+        if (!async && s->pending) dev_snapshot_wait(), s->pending = 0;
+        return;
+    }
+    if (s->pending) dev_snapshot_wait(); /* an earlier snapshot must land before these copies */
+    for (int i = 0; i < s->n; i++) {
+        size_t bytes = s->m[i].count * sizeof(real);
+        if (async) dev_snapshot_async(s->m[i].host, s->m[i].dev, bytes);
+        else dev_to_host(s->m[i].host, s->m[i].dev, bytes);
+    }
+    s->pending = async;
+    s->step = opt_step(st);
+}
+
+/* The mirrors (filled by a load) back into the device buffers. */
+static void state_to_device(const TrainState *st) {
+    if (!mirrored(st)) return;
+    struct StateMirrors *s = st->mirrors;
+    if (s->pending) dev_snapshot_wait(), s->pending = 0;
+    for (int i = 0; i < s->n; i++) host_to_dev(s->m[i].dev, s->m[i].host, s->m[i].count * sizeof(real));
+    s->step = -1; /* the step count changes after a load */
+}
+
 /* Which pieces a walk visits: those this rank writes to a checkpoint (replicas once), those it
  * holds (what a load fills), or those it owns (as HOLDS, but of everything data parallelism
  * replicates, i.e. parameters below ZeRO 3 and AdamW moments at ZeRO 0, only this rank's ZeRO
@@ -103,10 +194,10 @@ static int for_each_piece(const TrainState *st, int what, int mode, PieceFn fn, 
             else lo = dp->b[b].lo + (size_t)b_rank * dp->b[b].piece, hi = lo + dp->b[b].piece;
             /* where element x of [lo, hi) lives */
             real *base;
-            if (what == 0) base = zero >= 3 ? dp->param_shard + dp->shard_off[b] : m->params;
+            if (what == 0) base = zero >= 3 ? view(st, dp->param_shard) + dp->shard_off[b] : view(st, m->params);
             else {
                 AdamW *o = dp ? &dp->opt[zero == 0 ? 0 : b] : st->opt;
-                base = what == 1 ? o->m : o->v;
+                base = view(st, what == 1 ? o->m : o->v);
             }
             for (int i = 0; i < m->table.count; i++) {
                 const ParamInfo *p = &m->table.info[i];
@@ -146,6 +237,7 @@ int train_ckpt_save(const TrainState *st, const char *dir, long step, int keep, 
     CkptWriteOptions opt = {block, keep};
     CkptWriter *w;
     if (ckpt_writer_begin(dir, step, rank, n, &opt, &w)) return -1;
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, WRITES, add_piece, w)) {
             ckpt_writer_abort(w);
@@ -199,8 +291,13 @@ static void set_opt_step(const TrainState *st, long step) {
 
 int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
     if (check_experts(st, c)) return -1;
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++)
-        if (for_each_piece(st, what, HOLDS, read_piece, c)) return -1;
+        if (for_each_piece(st, what, HOLDS, read_piece, c)) {
+            if (st->mirrors) st->mirrors->step = -1; /* partly overwritten */
+            return -1;
+        }
+    state_to_device(st);
     set_opt_step(st, step);
     return 0;
 }
@@ -268,6 +365,7 @@ static int add_run(void *ctx, const char *name, int ndim, const int64_t *shape, 
 
 int train_state_runs(const TrainState *st, StateRun **out) {
     RunList l = {0};
+    state_to_host(st, 1); /* the runs are host memory; the copy thread waits for the snapshots (dev_snapshot_wait) */
     for (int what = 0; what < 3; what++)
         if (for_each_piece(st, what, OWNS, add_run, &l)) {
             free(l.r);
@@ -279,7 +377,9 @@ int train_state_runs(const TrainState *st, StateRun **out) {
 
 int train_state_unpack(const TrainState *st, const void *src, long step) {
     const unsigned char *p = src;
+    state_to_host(st, 0);
     for (int what = 0; what < 3; what++) for_each_piece(st, what, OWNS, unpack_piece, &p);
+    state_to_device(st);
     for (int c = 0; st->dp && c < st->nchunks; c++)
         if (dp_gather_replicated(&st->dp[c])) return -1;
     set_opt_step(st, step);

@@ -17,7 +17,15 @@ typedef struct {
     AdamW *opt;        /* single process: the optimizer state of chunks[0] */
     int nchunks;
     Comm *world;       /* NULL in a single process */
+    /* pinned host mirrors of the device buffers the checkpoint code reads and writes (used when
+     * host code may not touch device memory: a GPU); from train_state_mirrors(), or NULL when
+     * the buffers are host-accessible (tests on the CPU) */
+    struct StateMirrors *mirrors;
 } TrainState;
+
+/* The mirrors for a TrainState (free with train_state_mirrors_free). */
+struct StateMirrors *train_state_mirrors(void);
+void train_state_mirrors_free(struct StateMirrors *m);
 
 /* Save step `step` into dir (collective). async: snapshot now, write in the background (the
  * previous async save is finished first). meta_json: the caller's state (config, layout, seed). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "data/loader.h"
+#include "kernels/kernels.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -51,13 +52,14 @@ void sample_tokens(Model *m, const int32_t *prompt, int prompt_len, int n, uint6
     memcpy(ctx, prompt + (prompt_len - len), (size_t)len * sizeof(int32_t));
     Rng rng = {seed};
     double *p = malloc((size_t)V * sizeof(double));
+    float *z = malloc((size_t)V * sizeof(float));
     for (int i = 0; i < n; i++) {
         if (len == T) { /* slide the window by half so the context stays long */
             memmove(ctx, ctx + T / 2, (size_t)(T - T / 2) * sizeof(int32_t));
             len = T - T / 2;
         }
         model_forward(m, ctx, NULL, 1, T, 0);
-        const real *z = m->a.logits + (size_t)(len - 1) * V;
+        act_to_host_f32(z, act_at(m->a.logits, (size_t)(len - 1) * V), (size_t)V);
         double maxv = z[0], sum = 0;
         for (int v = 1; v < V; v++) maxv = fmax(maxv, z[v]);
         for (int v = 0; v < V; v++) sum += p[v] = exp((z[v] - maxv) / 0.8);
@@ -71,5 +73,6 @@ void sample_tokens(Model *m, const int32_t *prompt, int prompt_len, int n, uint6
         out[i] = tok;
     }
     free(p);
+    free(z);
     free(ctx);
 }

@@ -12,6 +12,7 @@
 
 #include "ckpt/crc32c.h"
 #include "ckpt/memckpt.h"
+#include "kernels/kernels.h"
 #include "util/background.h"
 #include "util/error.h"
 
@@ -229,6 +230,7 @@ static void pack_chunk(MemCkpt *m, size_t k) {
 }
 
 static void pack_chunks(MemCkpt *m) {
+    dev_snapshot_wait(); /* the state's host copy (a GPU's snapshot, overlapping the step) has landed */
     for (size_t k; (k = atomic_fetch_add(&m->next_chunk, 1)) < m->nchunks;) pack_chunk(m, k);
 }
 
@@ -257,7 +259,14 @@ static int list_runs(MemCkpt *m) {
 
 int mem_ckpt_save(MemCkpt *m, long step) {
     double t0 = now_s();
+    int exchanged = m->xstep >= 0; /* the same on every rank: all have buddies when there are hosts to spread over */
     if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
+    /* Before this rank writes over its older copy, every rank has committed the replicas of the
+     * last save (a barrier): then at any instant some step has both every own copy and every
+     * replica, so losing any one host leaves a complete step (the newest reported step minus one).
+     * Without it a fast rank could recycle its copy of step s-1 while a slow one still waited for
+     * the replicas of step s: a host lost then left no complete step at all. */
+    if (exchanged && comm_barrier(m->g)) return -1;
     if (list_runs(m) || !(m->cur = take_slot(m, m->own, m->rank, step))) return -1;
     m->pstep = step;
     atomic_store(&m->next_chunk, 0);

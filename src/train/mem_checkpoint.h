@@ -20,8 +20,10 @@ typedef struct MemCkpt MemCkpt;
  * person should know (e.g. all ranks on one host: no replicas), "" otherwise. */
 int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const char *layout_meta, int fresh,
                   char *note, size_t n);
-/* Save step `step`: finishes the previous copy and replica exchange, then starts a thread that
- * packs the state into a new copy while the next step computes. Call after the update. */
+/* Save step `step`: finishes the previous copy and replica exchange, waits (a barrier, with
+ * replicas only) until every rank has committed the replicas of that previous save, then starts
+ * a thread that packs the state into a new copy while the next step computes. Call after the
+ * update. So some step always has every copy and every replica: any one host can be lost. */
 int mem_ckpt_save(MemCkpt *m, long step);
 /* Wait for the copy being packed, commit it and start sending its replica (collective: pairs
  * with the buddy's). Must run before the next optimizer update (it is the Trainer's

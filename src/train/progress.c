@@ -8,6 +8,8 @@
 
 #include "util/error.h"
 
+#define GIB 1073741824.0
+
 void progress_open(Progress *p, const char *log_path, long steps, int print_every, int append) {
     memset(p, 0, sizeof *p);
     p->tty = isatty(STDERR_FILENO);
@@ -16,6 +18,12 @@ void progress_open(Progress *p, const char *log_path, long steps, int print_ever
         p->log = fopen(log_path, append ? "a" : "w");
         if (!p->log) myr_die("--log %s: cannot create (%s)", log_path, strerror(errno));
     }
+}
+
+/* "1.23/4.56 GiB", or MiB below a GiB */
+static void format_mem(char *buf, size_t n, double now, double peak) {
+    if (peak >= GIB) snprintf(buf, n, "%.2f/%.2f GiB", now / GIB, peak / GIB);
+    else snprintf(buf, n, "%.1f/%.1f MiB", now / 1048576.0, peak / 1048576.0);
 }
 
 static void format_eta(char *buf, size_t n, double s) {
@@ -42,6 +50,8 @@ void progress_step(Progress *p, const StepReport *r) {
         json_num(p->log, "tokens_per_s", "%.1f", r->tokens_per_s);
         json_num(p->log, "mfu", "%.5f", r->mfu);
         json_num(p->log, "ms", "%.3f", r->ms);
+        json_num(p->log, "mem_gib", "%.4f", r->mem_bytes / GIB);
+        json_num(p->log, "mem_peak_gib", "%.4f", r->mem_peak_bytes / GIB);
         if (r->skipped) fprintf(p->log, ", \"skipped\": true");
         if (r->have_val) json_num(p->log, "val_loss", "%.9g", r->val_loss);
         if (r->comm_ms >= 0) json_num(p->log, "comm_exposed_ms", "%.3f", r->comm_ms);
@@ -61,16 +71,18 @@ void progress_step(Progress *p, const StepReport *r) {
     if (p->quiet) return;
     char eta[32]; /* from this run's own steps (a resumed run has done fewer than `done`) */
     format_eta(eta, sizeof eta, p->elapsed_s / p->timed * (r->steps - done));
-    char val[48] = "";
+    char val[48] = "", mem[48];
     if (r->have_val) snprintf(val, sizeof val, " | val %.4f", r->val_loss);
+    format_mem(mem, sizeof mem, r->mem_bytes, r->mem_peak_bytes);
     const char *skip = r->skipped ? " | skipped (non-finite)" : "";
     if (p->tty) {
-        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | ETA %s%s   ", done, r->steps, r->loss,
-                val, r->tokens_per_s, 100 * r->mfu, eta, skip);
+        fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | mem %s | ETA %s%s   ", done, r->steps,
+                r->loss, val, r->tokens_per_s, 100 * r->mfu, mem, eta, skip);
         if (done == r->steps) fputc('\n', stderr);
     } else if (done % p->print_every == 0 || done == r->steps || p->timed == 1 || r->have_val || r->skipped) {
-        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | %.0f ms | ETA %s%s\n",
-                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, r->ms, eta, skip);
+        fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | mem %s | %.0f ms | "
+                "ETA %s%s\n",
+                done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, mem, r->ms, eta, skip);
     }
 }
 

@@ -21,6 +21,7 @@ typedef struct {
     double moe_tokens_min, moe_tokens_max, moe_tokens_mean, moe_dropped, moe_aux, a2a_bytes, a2a_ms;
     double a2a_wait_ms; /* in barriers before the all-to-alls (--a2a-barrier only) */
     double ckpt_ms;       /* time this step spent saving checkpoints (disk snapshot, in-memory copy), outside ms */
+    double mem_bytes, mem_peak_bytes; /* device memory this rank holds now and at most (kernels_memory_usage) */
     int skipped;          /* non-finite: no update was made (--on-nan skip) */
 } StepReport;
 

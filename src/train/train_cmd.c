@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "cli/commands.h"
+#include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -33,6 +34,7 @@ int cmd_train(int argc, char **argv) {
     train_job_run(j);
     train_job_finish(j);
     train_job_destroy(j);
+    int rc = j->stop_signal ? TRAIN_EXIT_STOPPED : 0; /* checkpointed on a signal: run again to go on */
     free(j);
-    return 0;
+    return rc;
 }

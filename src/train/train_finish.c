@@ -8,11 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "io/path_check.h"
 #include "launch/heartbeat.h"
 #include "model/hf_weights.h"
 #include "parallel/tensor_parallel.h"
 #include "train/evaluate.h"
+#include "train/samples.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -29,10 +31,10 @@ static double peak_rss_bytes(void) {
 }
 
 /* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
- * activations the forward stores for backward (model_activation_count). */
+ * activations the forward stores for backward (model_activation_bytes). */
 static void print_memory(const Model *m, int B, int T) {
     double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
-    double acts = (double)model_activation_count(m, B, T) * sizeof(real);
+    double acts = (double)model_activation_bytes(m, B, T);
     double analytic = 4 * psize + acts;
     double rss = peak_rss_bytes();
     printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
@@ -86,25 +88,6 @@ static void print_pipeline(const TrainJob *j, long timed) {
     free(all);
 }
 
-static void print_sample(Model *m, const TokenData *source, int n, uint64_t seed) {
-    if (m->cfg.vocab != 256) {
-        fprintf(stderr, "(--sample prints text for the byte-level vocabulary (256) only)\n");
-        return;
-    }
-    int32_t prompt[64];
-    int plen = tokens_count(source) < 64 ? (int)tokens_count(source) : 64;
-    if (tokens_read(source, 0, (uint64_t)plen, prompt)) return;
-    int32_t *out = malloc((size_t)n * sizeof(int32_t));
-    sample_tokens(m, prompt, plen, n, seed, out);
-    printf("--- sample (prompt: the first %d bytes of the validation data) ---\n", plen);
-    for (int i = 0; i < plen; i++) putchar(prompt[i]);
-    int bold = isatty(STDOUT_FILENO); /* the generated part in bold on a terminal; plain text in a file */
-    if (bold) printf("\033[1m");
-    for (int i = 0; i < n; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
-    printf("%s\n---\n", bold ? "\033[0m" : "");
-    free(out);
-}
-
 /* A failure at the end (a checkpoint that did not commit, an export that could not be written)
  * is remembered and said after the trained state is safe; the run then exits non-zero. */
 static char late_error[1024];
@@ -128,6 +111,12 @@ static void report_run(TrainJob *j) {
     if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
     long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
     if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
+    if (o->steps > 0 && j->rank0 && !dev_host_accessible()) { /* device memory is not in the RSS */
+        size_t now, peak;
+        kernels_memory_usage(&now, &peak);
+        printf("device memory: peak %.1f MiB = %.3f x planned %.1f MiB (rank 0)\n", peak / 1048576.0,
+               peak / j->memory_need.total, j->memory_need.total / 1048576.0);
+    }
     if (j->dp) {
         print_dp_memory(&j->dp[0], j->rank0);
         if (j->rank0 && timed > 0)
@@ -138,13 +127,21 @@ static void report_run(TrainJob *j) {
     if (j->pl && timed > 0) print_pipeline(j, timed);
 }
 
+/* The model files, with the run's tokenizer.json beside them (so the directory loads in Hugging
+ * Face as a complete model). */
+static int save_files(const char *dir, const Model *m, const char *tok_path) {
+    if (hf_save(dir, m)) return -1;
+    return tok_path ? samples_save_tokenizer(tok_path, dir) : 0;
+}
+
 /* The export, or when --save cannot take it (full disk, a directory removed or made read-only
  * during the run), the same files in a fallback directory: the trained model is never lost. */
-static void save_model(const char *dir, const Model *m) {
+static void save_model(const char *dir, const Model *m, const char *tok_path) {
     char saved[8192];
-    if (hf_save(dir, m) == 0) {
-        printf("saved %s and %s\n", path_join(saved, sizeof saved, dir, "config.json"),
-               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"));
+    if (save_files(dir, m, tok_path) == 0) {
+        printf("saved %s and %s%s\n", path_join(saved, sizeof saved, dir, "config.json"),
+               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"),
+               tok_path ? " (and tokenizer.json)" : "");
         return;
     }
     char why[1024];
@@ -156,7 +153,7 @@ static void save_model(const char *dir, const Model *m) {
         char name[64];
         snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
         path_join(fallback, sizeof fallback, bases[k], name);
-        if (hf_save(fallback, m) == 0) {
+        if (save_files(fallback, m, tok_path) == 0) {
             fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
                     "it belongs\n", dir, why, fallback);
             remember_error("the model was saved to a fallback directory (see above)");
@@ -186,12 +183,27 @@ static void sample_and_save(TrainJob *j) {
         final = &whole;
     }
     int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
-    if (sample > 0 && j->rank0) print_sample(final, j->val ? j->val : j->train, sample, o->seed);
-    if (o->save_dir && j->rank0) save_model(o->save_dir, final);
+    if (sample > 0 && j->rank0) samples_print(final, j->val ? j->val : j->train, sample, o->seed, j->tok);
+    if (o->save_dir && j->rank0) save_model(o->save_dir, final, j->tok_path);
     if (final != &j->chunks[0]) model_destroy(&whole);
 }
 
+/* Stopped on a signal: the checkpoint of last_step made durable, in-memory copies kept, said so. */
+static void report_stop(TrainJob *j) {
+    if (ckpt_async_wait()) myr_die_last();
+    if (j->mem && mem_ckpt_finish(j->mem, 0)) myr_die_last();
+    if (j->rank0)
+        fprintf(stderr, "myriad train: stopped by signal %d (%s) after step %ld; %s%s; resume with --resume auto\n",
+                j->stop_signal, strsignal(j->stop_signal), j->last_step,
+                j->o.save_dir ? "checkpoint saved in " : "nothing saved (no --save DIR)", j->o.save_dir ? j->o.save_dir : "");
+    hb_event("stopped-on-signal");
+}
+
 void train_job_finish(TrainJob *j) {
+    if (j->stop_signal) {
+        report_stop(j);
+        return;
+    }
     report_run(j);
     if (j->last_step < j->o.steps) { /* --stop-after */
         char name[32], path[4200];
@@ -219,10 +231,12 @@ void train_job_finish(TrainJob *j) {
 }
 
 void train_job_destroy(TrainJob *j) {
+    tokenizer_free(j->tok);
     loader_free(&j->loader);
     tokens_close(j->train);
     if (j->val) tokens_close(j->val);
     trainer_destroy(&j->t);
+    train_state_mirrors_free(j->state.mirrors);
     if (j->pl) pipeline_destroy(j->pl);
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);
@@ -233,6 +247,6 @@ void train_job_destroy(TrainJob *j) {
     free(j->dp);
     free(j->chunks);
     if (j->dense_group && j->dense_group != j->groups.dp) comm_group_free(j->dense_group);
-    hb_finish();
+    if (!j->stop_signal) hb_finish(); /* a stopped rank did not finish: its connection just closes */
     if (j->distributed) comm_finalize();
 }

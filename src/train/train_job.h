@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "data/loader.h"
 #include "data/shards.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/mesh.h"
@@ -23,12 +24,19 @@
 #include "train/mem_checkpoint.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
+#include "tokenizer/tokenizer.h"
+
+/* Device bytes a run needs on one rank (train_memory.c). */
+typedef struct {
+    double params, grads, optim, working, acts, total;
+} TrainMemory;
 
 typedef struct {
     TrainOptions o;
 
     /* processes and layout (train_layout.c) */
     int distributed; /* several processes (mpirun/srun) */
+    DeviceInfo device; /* the selected device (train_layout.c) */
     int world, rank, rank0;
     int tp, pp, vpp, ep, dp_size;
     int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
@@ -49,14 +57,20 @@ typedef struct {
     DataParallel *dp;       /* [vpp], or NULL in a single process */
     double **tensor_weight; /* [vpp] per-tensor weight in the global norm */
     Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
-    double peak_flops, flops_per_step;
+    double peak_flops, flops_per_step; /* peak_flops: one device's MFU denominator (0: unknown) */
+    int peak_devices;                   /* devices the job runs on (ranks sharing a GPU count it once) */
+    char peak_source[64];
     Trainer t;
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */
+    TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
+    const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
+    Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
 
     /* resume (train_resume.c) and loop (train_loop.c) */
     long first_step, last_step;
+    int stop_signal; /* a stop signal the ranks agreed on (stop_signal.c): last_step checkpointed, exit 75 */
     const char *events[4]; /* what the launcher's event log should say about this start */
     int nevents;
     double last_val; /* the latest validation loss (NAN before any) */
@@ -98,5 +112,10 @@ int train_agree_failure(TrainJob *j, int failed);
 double train_now_s(void);
 /* Every parameter of every rank is finite (collective). */
 int train_params_finite(TrainJob *j);
+
+/* train_memory.c: device bytes this rank needs, from the planned (not yet allocated) chunks; and
+ * the check against the device's free memory (a one-line error naming both, and what to change). */
+void train_memory_need(const TrainJob *j, TrainMemory *need);
+void train_memory_check(TrainJob *j);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kernels/kernels.h"
@@ -134,9 +135,30 @@ static void build_mesh(TrainJob *j) {
     j->data_rank = j->dp_rank + j->dp_size * j->ep_rank;
 }
 
+/* The kernel backend (--device, --dtype) for this process, before any device memory, and the
+ * run's first line: which device, its name and memory. */
+static void select_device(TrainJob *j) {
+    TrainOptions *o = &j->o;
+    KernelOptions ko = {o->device, o->dtype, kernels_local_rank(), o->tf32};
+    if (kernels_select(&ko)) train_layout_error(j->rank, "%s", myr_last_error());
+    o->device = ko.device;
+    o->dtype = ko.dtype;
+    DeviceInfo d;
+    if (kernels_device_info(&d)) train_layout_error(j->rank, "%s", myr_last_error());
+    j->device = d;
+    if (j->rank == 0) {
+        char where[32] = "cpu";
+        if (!strcmp(ko.device, "cuda")) snprintf(where, sizeof where, "cuda:%d", d.ordinal);
+        fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s\n", where, d.name,
+                d.total_bytes / 1073741824.0, d.free_bytes / 1073741824.0, dtype_name((Dtype)ko.dtype),
+                ko.dtype == DTYPE_BF16 && strcmp(ko.device, "cuda") ? " activations (emulated)" : " activations");
+    }
+}
+
 void train_job_layout(TrainJob *j, int *argc, char ***argv) {
     j->tp = j->o.tp, j->pp = j->o.pp, j->vpp = j->o.vpp, j->ep = j->o.ep;
     start_processes(j, argc, argv);
+    select_device(j);
     check_layout(j);
     j->rank0 = j->rank == 0;
     kernels_set_threads(j->o.threads ? j->o.threads : kernels_threads());

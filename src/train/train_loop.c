@@ -7,11 +7,13 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "kernels/kernels.h"
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
+#include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
 #include "util/error.h"
@@ -112,9 +114,11 @@ static double save_checkpoints(TrainJob *j, long s) {
     int last = s + 1 == j->last_step;
     int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
     if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
+    if (j->stop_signal && o->save_dir) due = 1; /* SIGTERM/SIGUSR1: the checkpoint to resume from */
     /* an update can overflow although its gradient was finite: such a state is never saved */
     if (due && !train_params_finite(j)) return -1;
-    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save, j->meta)) myr_die_last();
+    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
+        myr_die_last();
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
@@ -125,7 +129,7 @@ int train_params_finite(TrainJob *j) {
     for (int c = 0; c < j->vpp; c++) {
         const DataParallel *dp = j->dp ? &j->dp[c] : NULL;
         if (dp && dp->o.zero >= 3) { /* the parameters live in the shards */
-            for (size_t i = 0; i < dp->shard_elems; i++) bad += !isfinite(dp->param_shard[i]);
+            bad += count_nonfinite(dp->param_shard, dp->shard_elems);
         } else
             bad += model_count_nonfinite(&j->chunks[c], NULL);
     }
@@ -209,6 +213,7 @@ void train_job_run(TrainJob *j) {
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
@@ -236,8 +241,11 @@ void train_job_run(TrainJob *j) {
         }
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
-                          .mfu = j->flops_per_step / dt / (j->peak_flops * j->world),
+                          .mfu = j->peak_flops > 0 ? j->flops_per_step / dt / (j->peak_flops * j->peak_devices) : 0,
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+        size_t mem_now, mem_peak;
+        kernels_memory_usage(&mem_now, &mem_peak);
+        rep.mem_bytes = (double)mem_now, rep.mem_peak_bytes = (double)mem_peak;
         if (r.nonfinite) {
             skips_in_a_row++;
             j->skipped_steps++;
@@ -250,6 +258,7 @@ void train_job_run(TrainJob *j) {
         } else
             skips_in_a_row = 0;
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        j->stop_signal = train_stop_agreed(j->state.world);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
@@ -268,6 +277,10 @@ void train_job_run(TrainJob *j) {
         }
         progress_step(&progress, &rep);
         hb_step(s + 1, r.loss);
+        if (j->stop_signal) {
+            j->last_step = s + 1;
+            break;
+        }
     }
     progress_close(&progress);
     free(x);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io/hf_config.h"
+#include "kernels/kernels.h"
 #include "io/path_check.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
@@ -33,6 +34,9 @@ static void defaults(TrainOptions *o) {
     o->sample_tokens = -1;
     o->print_every = 0;
     o->threads = 0;
+    o->device = NULL;
+    o->dtype = -1;
+    o->tf32 = 0;
     o->dpo.zero = 0;
     o->dpo.bucket_mb = 25;
     o->dpo.grad_dtype = COMM_F32;
@@ -111,6 +115,19 @@ static int parse_inject_nan(void *dst, const char *v) {
         return myr_error("--inject-nan expects STEP[:RANK] with STEP >= 1 and RANK >= 0, got '%s'", v);
     o->inject_nan_step = (long)step;
     o->inject_nan_rank = (int)rank;
+    return 0;
+}
+
+static int parse_device(void *dst, const char *v) {
+    if (strcmp(v, "cpu") && strcmp(v, "cuda")) return myr_error("unknown --device '%s' (use cpu or cuda)", v);
+    ((TrainOptions *)dst)->device = v;
+    return 0;
+}
+
+static int parse_dtype(void *dst, const char *v) {
+    Dtype dt;
+    if (dtype_parse(v, &dt)) return myr_error("unknown --dtype '%s' (use fp32 or bf16)", v);
+    ((TrainOptions *)dst)->dtype = (int)dt;
     return 0;
 }
 
@@ -202,10 +219,24 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_STR("--allow-changed", "LIST", &(o)->allow_changed,                                                          \
             "resume although these settings differ from the checkpoint's (comma list of\n"                           \
             "batch, seq, seed, lr, schedule, steps, data); said in the log"),                                        \
-    OPT_INT("--sample", "N", &(o)->sample_tokens, 0, 1 << 20, "print N sampled tokens as text at the end (byte-level vocab only)"), \
+    OPT_INT("--sample", "N", &(o)->sample_tokens, 0, 1 << 20,                                                          \
+            "print N sampled tokens as text at the end, decoded by the tokenizer"),                                  \
+    OPT_STR("--tokenizer", "T.json", &(o)->tokenizer,                                                                 \
+            "the model's tokenizer (default: tokenizer.json in --init DIR or --data DIR);\n"                        \
+            "checked against the vocabulary, used by --sample, copied into --save DIR"),                             \
     OPT_INT("--threads", "N", &(o)->threads, 1, 1024, "compute threads (default: all cores); results do not depend on it"), \
     OPT_INT("--print-every", "N", &(o)->print_every, 1, BIG, "progress lines every N steps when stderr is not a terminal"), \
-    OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6, "MFU denominator (default: this machine's measured sgemm rate)"), \
+    OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6,                                                      \
+                 "MFU denominator (default: the GPU's dense peak for the dtype; on the CPU,\n"                          \
+                 "this machine's measured sgemm rate)"),                                                                \
+    OPT_SECTION("device (docs/GPU.md):"),                                                                            \
+    OPT_CALL("--device", "cpu|cuda", (o), parse_device,                                                              \
+             "where the step runs (default: cuda when this binary has CUDA and a GPU is\n"                             \
+             "visible, else cpu); ranks on a machine share its GPUs round-robin"),                                   \
+    OPT_CALL("--dtype", "fp32|bf16", (o), parse_dtype,                                                               \
+             "activation precision (default: bf16 on cuda, fp32 on cpu); weights, gradients\n"                          \
+             "and AdamW state stay fp32; on the cpu bf16 is emulated (slow)"),                                       \
+    OPT_SWITCH("--tf32", &(o)->tf32, "fp32 GEMMs on the GPU may use TF32 tensor cores (default: off)"),             \
     OPT_SECTION("parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):"), \
     OPT_INT("--tp", "N", &(o)->tp, 1, 1 << 16,                                                                        \
             "tensor parallel: attention by heads, MLP by columns, vocab-parallel embedding\n"                         \

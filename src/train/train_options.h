@@ -40,6 +40,7 @@ typedef struct {
     int eval_every, eval_batches, sample_tokens, print_every, threads;
     int eval_batches_given;
     const char *log_path, *save_dir, *trace_path;
+    const char *tokenizer; /* --tokenizer T.json (else tokenizer.json beside --init or --data) */
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
@@ -50,7 +51,11 @@ typedef struct {
     int max_nan_skips, max_nan_skips_given; /* consecutive skipped steps before stopping anyway */
     long inject_nan_step;            /* --inject-nan: step (from 1) whose gradient turns NaN; -1 = none */
     int inject_nan_rank;
-    double peak_tflops; /* 0: measure */
+    double peak_tflops; /* 0: the device's datasheet peak for the dtype (GPU), or measured (CPU) */
+    /* device (docs/GPU.md) */
+    const char *device; /* --device cpu|cuda; NULL: cuda when a GPU is usable, else cpu */
+    int dtype;          /* --dtype fp32|bf16 as a Dtype; -1: bf16 on cuda, fp32 on cpu */
+    int tf32;           /* --tf32: fp32 GEMMs on the GPU may use TF32 */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int ep;             /* expert-parallel size (inside the data-parallel ranks; 1 = none) */

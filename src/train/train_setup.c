@@ -9,25 +9,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
+#include "train/samples.h"
+#include "train/device_peak.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
-/* The whole model is built (from the seed or --init); this rank keeps the layers of its
- * pipeline chunks and its tensor-parallel slices; units are padded to split over dp. */
+/* The whole model is built on the host (from the seed or --init); this rank plans the layers of
+ * its pipeline chunks and its tensor-parallel slices (units padded to split over dp), checks that
+ * they fit in device memory, then allocates them and copies its pieces in. */
 static void build_model(TrainJob *j) {
     const TrainOptions *o = &j->o;
     Model whole;
     if (o->init_dir) {
-        if (train_agree_failure(j, hf_load(o->init_dir, &whole) != 0)) train_exit_all(1);
+        if (train_agree_failure(j, hf_load_host(o->init_dir, &whole) != 0)) train_exit_all(1);
     } else {
         ModelConfig c;
         train_options_model_config(o, &c);
-        if (model_create(&whole, &c)) myr_die_last();
+        if (model_create_host(&whole, &c)) myr_die_last();
         model_init_weights(&whole, o->seed);
     }
     int pp = j->pp, vpp = j->vpp, V = pp * vpp;
@@ -40,23 +44,31 @@ static void build_model(TrainJob *j) {
         int vs = c * pp + j->pp_rank;
         StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
         Model *m = &j->chunks[c];
-        if (model_create_ep(m, &whole.cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
+        if (model_plan_ep(m, &whole.cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
             train_layout_error(j->rank, "%s", myr_last_error());
-        model_copy_shards(m, &whole, 1);
-        if (j->tp > 1) tp_attach(m, j->groups.tp);
-        if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
         m->tp.sp = o->sp;
         m->recompute = (Recompute)o->recompute;
     }
     free(start);
     free(count);
     j->cfg = whole.cfg;
-    model_destroy(&whole);
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
         train_layout_error(j->rank, "--seq %d exceeds the model's %d positions (max_seq); use a shorter --seq or a "
                            "larger --max-seq", o->seq, j->cfg.max_seq);
+    /* the tokenizer: its ids must fit the embedding (every rank checks; rank 0 says so) */
+    j->tok_path = samples_find_tokenizer(o->tokenizer, o->init_dir, o->data);
+    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
+    train_memory_check(j);
+    for (int c = 0; c < vpp; c++) {
+        Model *m = &j->chunks[c];
+        model_alloc(m);
+        model_copy_shards(m, &whole, 1);
+        if (j->tp > 1) tp_attach(m, j->groups.tp);
+        if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
+    }
+    model_destroy(&whole);
 }
 
 static int glob_matches(const char *pattern) {
@@ -124,6 +136,36 @@ static void attach_parallelism(TrainJob *j) {
     }
 }
 
+/* The MFU denominator of one device: --peak-tflops, else the GPU's datasheet dense peak for the
+ * run's dtype (device_peak.c), else (CPU) this machine's measured sgemm rate; and how many devices
+ * the job's ranks use (ranks sharing a GPU count it once). */
+static void choose_peak(TrainJob *j) {
+    const TrainOptions *o = &j->o;
+    j->peak_devices = j->world;
+    if (o->peak_tflops > 0) {
+        j->peak_flops = o->peak_tflops * 1e12;
+        snprintf(j->peak_source, sizeof j->peak_source, "--peak-tflops");
+    } else if (!strcmp(kernels_device(), "cuda")) {
+        double t = device_peak_tflops(j->device.name, kernels_dtype(), o->tf32);
+        j->peak_flops = t * 1e12;
+        snprintf(j->peak_source, sizeof j->peak_source, "%s", t > 0 ? "datasheet dense peak" : "unknown: MFU not reported");
+        if (t == 0 && j->rank0)
+            fprintf(stderr, "myriad train: no datasheet peak for '%s' (src/train/device_peak.c): MFU is not reported; "
+                    "give --peak-tflops X\n", j->device.name);
+    } else {
+        /* only rank 0 reports MFU, so only rank 0 measures (N ranks measuring at once on one host
+         * would share its cores and measure a fraction of it, N times over) */
+        j->peak_flops = j->rank0 ? kernels_measure_peak_flops(1024, 3) : 1e12;
+        snprintf(j->peak_source, sizeof j->peak_source, "measured sgemm");
+    }
+    if (!strcmp(kernels_device(), "cuda")) { /* local ranks share the visible GPUs round-robin */
+        const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int local = v && atoi(v) > 0 ? atoi(v) : 1, gpus = j->device.count > 0 ? j->device.count : 1;
+        int used = local < gpus ? local : gpus, nodes = (j->world + local - 1) / local;
+        j->peak_devices = used * nodes;
+    }
+}
+
 static void print_banner(const TrainJob *j) {
     const TrainOptions *o = &j->o;
     const ModelConfig *c = &j->cfg;
@@ -132,7 +174,11 @@ static void print_banner(const TrainJob *j) {
             "%d threads, peak %.1f GFLOP/s (%s)\n",
             model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
             (unsigned long long)tokens_count(j->train), o->batch, o->seq, kernels_threads(), j->peak_flops / 1e9,
-            o->peak_tflops > 0 ? "--peak-tflops" : "measured sgemm");
+            j->peak_source);
+    const TrainMemory *n = &j->memory_need;
+    fprintf(stderr, "device memory planned per rank: %.1f MiB (parameters %.1f, gradients %.1f, AdamW %.1f, working "
+            "weights %.1f, activations %.1f)\n", n->total / 1048576.0, n->params / 1048576.0, n->grads / 1048576.0,
+            n->optim / 1048576.0, n->working / 1048576.0, n->acts / 1048576.0);
     if (j->dp)
         fprintf(stderr,
                 "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
@@ -182,9 +228,7 @@ void train_job_setup(TrainJob *j) {
     build_model(j);
     open_data(j);
     attach_parallelism(j);
-    /* the MFU denominator: only rank 0 reports MFU, so only rank 0 measures (N ranks measuring at
-     * once on one host would share its cores and measure a fraction of it, N times over) */
-    j->peak_flops = o->peak_tflops > 0 ? o->peak_tflops * 1e12 : j->rank0 ? kernels_measure_peak_flops(1024, 3) : 1e12;
+    choose_peak(j);
     j->flops_per_step = model_flops_per_token(&j->cfg, o->seq) * o->batch * o->seq;
     if (j->rank0) print_banner(j);
 
@@ -198,7 +242,7 @@ void train_job_setup(TrainJob *j) {
         if (j->rank == o->inject_nan_rank) j->t.poison_step = o->inject_nan_step - 1;
     }
     j->state = (TrainState){j->chunks, j->dp, j->dp ? NULL : &j->t.opt, j->vpp,
-                            j->distributed ? comm_world() : NULL};
+                            j->distributed ? comm_world() : NULL, train_state_mirrors()};
     write_meta(j);
     if (o->save_every > 0 && !o->sync_save) train_ckpt_reserve_async(&j->state);
     open_mem_checkpoints(j);

@@ -47,7 +47,10 @@ static int step_nonfinite(const Trainer *t, double loss, double norm) {
 static void poison_gradient(Trainer *t, DataParallel *dp, Model *m) {
     if (t->step != t->poison_step) return;
     if (dp) dp_poison_grad(dp);
-    else if (m->table.count) m->grads[m->table.info[0].offset] = (real)NAN;
+    else if (m->table.count) {
+        real nan = (real)NAN; /* the gradients may live in device memory */
+        host_to_dev(m->grads + m->table.info[0].offset, &nan, sizeof nan);
+    }
 }
 
 /* A skipped update still counts as a step for AdamW's bias correction (as a resume at this step

@@ -13,6 +13,9 @@ int myr_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    /* one line, whatever the message quotes (a JSON value, a file name): controls become '?' */
+    for (char *p = last_error; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     return -1;
 }
 

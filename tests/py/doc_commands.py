@@ -12,7 +12,8 @@ is made, said here and in each command's log line: --steps N (N > 2) runs 2 step
 --stop-after and --save-every become 1 and the validation at the end uses 2 batches (--eval-batches
 2 unless given); `make demo` gets DEMO_STEPS=2 DEMO_EVAL_BATCHES=2 DEMO_SAMPLE=16; `bench comm`
 times 2 iterations after 1 warm-up (-n 2 -w 1); the README's install and build lines are what built the program
-under test and `make test` is this suite, so those three are not run.
+under test and `make test` is this suite, so those three are not run. A command with --device cuda
+is skipped ("no CUDA device") where the program refuses --device cuda (no GPU, or built without CUDA).
 
 Every command shown anywhere (runnable lines, synopses in other blocks, and `inline` spans that
 start with myriad or bin/myriad) must use only flags that its command's --help lists, and
@@ -58,7 +59,7 @@ def flags_of(words):
 
 
 SUBS = {"data": {"prepare", "info"}, "sim": {"validate"}, "bench": {"comm", "sgemm"}, "sched": {"simulate", "place"}}
-COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "doctor", "report"}
+COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "tokenize", "detokenize", "doctor", "report"}
 
 
 def check_flags(tokens, where):
@@ -71,6 +72,8 @@ def check_flags(tokens, where):
         return problems  # a placeholder for the command
     if cmd.startswith("-"):
         return problems if cmd in ("--help", "--version") else [f"myriad {cmd}: not a command"]
+    if "|" in cmd and all(c in COMMANDS for c in cmd.split("|")):
+        cmd = cmd.split("|")[0]  # `myriad tokenize|detokenize --tokenizer T.json`: the flags of the first
     if cmd not in COMMANDS:
         return [f"'{cmd}' is not a myriad command"]
     words, rest = [cmd], tokens[1:]
@@ -161,6 +164,22 @@ def substitute(cmd):
     return cmd, notes
 
 
+_cuda = None
+
+
+def cuda_usable():
+    """Whether `--device cuda` can run here: asked once, of the program itself (a machine without a
+    GPU, or a build without CUDA, answers with its one-line "--device cuda: ..." refusal)."""
+    global _cuda
+    if _cuda is None:
+        fx = os.path.join(REPO, "tests/fixtures/gpt2-tiny")
+        p = subprocess.run([os.path.join(REPO, "bin/myriad"), "train", "--init", fx, "--data", fx + "/tokens.bin",
+                            "--batch", "2", "--seq", "8", "--steps", "1", "--device", "cuda", "--threads", "1"],
+                           capture_output=True, text=True, errors="replace", timeout=120)
+        _cuda = not (p.returncode != 0 and "--device cuda: " in p.stderr)
+    return _cuda
+
+
 def make_clone():
     top = tempfile.mkdtemp(prefix="myriad-docs-")
     clone = os.path.join(top, "clone")
@@ -211,6 +230,9 @@ try:
                     cmd = " && ".join(parts)
                 if skip:
                     print(f"skip doc_runs {name} ({skip})")
+                    continue
+                if "--device cuda" in cmd and not cuda_usable():
+                    print(f"skip doc_runs {name} (no CUDA device)")
                     continue
                 if "../shared" in cmd and not os.path.isdir(os.path.join(top, "shared")):
                     print(f"skip doc_runs {name} (../shared not present)")

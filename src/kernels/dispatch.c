@@ -1,0 +1,449 @@
+/* dispatch.c: kernels.h over the selected backend table (backend.h): backend selection, device
+ * memory with this process's accounting (bytes in use and at peak; out-of-memory names the bytes
+ * asked and free), the copy functions, and one indirect call per op. Under MYRIAD_DEVICE_GUARD
+ * (device_guard.c) device memory is opened around each call. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/device_guard.h"
+#include "util/error.h"
+
+static const KernelBackend *kb = &cpu_f32_table;
+static KernelBackend guarded_table; /* the CPU table with guarded memory */
+static int guarded;
+
+#define OPEN() \
+    if (guarded) guard_open()
+#define CLOSE() \
+    if (guarded) guard_close()
+#define VCALL(op, ...)      \
+    do {                    \
+        OPEN();             \
+        kb->op(__VA_ARGS__); \
+        CLOSE();            \
+    } while (0)
+
+/* ---- accounting: pointer -> bytes (open addressing; deleted slots marked) ---- */
+
+static pthread_mutex_t acct_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t bytes;
+} *slots;
+static size_t nslots, nused;
+static size_t in_use, peak_use;
+static char tombstone;
+
+static size_t slot_of(void *p) { return ((uintptr_t)p >> 6) * 0x9E3779B97F4A7C15ull % nslots; }
+
+static void acct_add(void *p, size_t bytes) {
+    pthread_mutex_lock(&acct_lock);
+    if (2 * (nused + 1) > nslots) { /* grow (and drop tombstones) */
+        size_t old = nslots;
+        __typeof__(slots) prev = slots;
+        nslots = nslots ? 2 * nslots : 1024;
+        while (2 * (nused + 1) > nslots) nslots *= 2;
+        slots = calloc(nslots, sizeof *slots);
+        nused = 0;
+        for (size_t i = 0; i < old; i++)
+            if (prev[i].p && prev[i].p != &tombstone) {
+                size_t k = slot_of(prev[i].p);
+                while (slots[k].p) k = (k + 1) % nslots;
+                slots[k] = prev[i];
+                nused++;
+            }
+        free(prev);
+    }
+    size_t k = slot_of(p);
+    while (slots[k].p && slots[k].p != &tombstone) k = (k + 1) % nslots;
+    if (!slots[k].p) nused++;
+    slots[k].p = p;
+    slots[k].bytes = bytes;
+    in_use += bytes;
+    if (in_use > peak_use) peak_use = in_use;
+    pthread_mutex_unlock(&acct_lock);
+}
+
+/* forget p; its bytes (0 if unknown) */
+static size_t acct_remove(void *p) {
+    size_t bytes = 0;
+    pthread_mutex_lock(&acct_lock);
+    if (nslots) {
+        size_t k = slot_of(p);
+        while (slots[k].p && slots[k].p != p) k = (k + 1) % nslots;
+        if (slots[k].p == p) {
+            bytes = slots[k].bytes;
+            in_use -= bytes;
+            slots[k].p = &tombstone;
+        }
+    }
+    pthread_mutex_unlock(&acct_lock);
+    return bytes;
+}
+
+void kernels_memory_usage(size_t *now, size_t *peak) {
+    pthread_mutex_lock(&acct_lock);
+    if (now) *now = in_use;
+    if (peak) *peak = peak_use;
+    pthread_mutex_unlock(&acct_lock);
+}
+
+/* ---- selection ---- */
+
+int kernels_select(KernelOptions *o) {
+    const KernelBackend *next = NULL;
+    char why[512] = "";
+    if (!o->device) o->device = kernels_cuda_usable(NULL, 0) ? "cuda" : "cpu";
+    int cuda = !strcmp(o->device, "cuda");
+    if (!cuda && strcmp(o->device, "cpu"))
+        return myr_error("unknown --device '%s' (use cpu or cuda)", o->device);
+    if (o->dtype < 0) o->dtype = cuda ? DTYPE_BF16 : DTYPE_F32;
+    if (o->dtype != DTYPE_F32 && o->dtype != DTYPE_BF16) return myr_error("unknown dtype %d", o->dtype);
+    if (cuda) {
+        next = cuda_backend(o, why, sizeof why);
+        if (!next) return myr_error("--device cuda: %s", why);
+    } else {
+        next = cpu_backend((Dtype)o->dtype);
+        if (!next)
+            return myr_error("--dtype %s is not available in this build (the double-precision test library)",
+                             dtype_name((Dtype)o->dtype));
+    }
+    if (in_use && next != kb) return myr_error("internal: kernels_select after device memory was allocated");
+    guarded = 0;
+    kb = next;
+    if (!cuda && guard_requested()) {
+        guarded_table = *next;
+        guarded_table.alloc = guard_alloc;
+        guarded_table.free = guard_free;
+        guarded_table.host_accessible = 0;
+        guarded_table.snapshot_async = guard_snapshot_async;
+        guarded_table.snapshot_wait = guard_snapshot_wait;
+        kb = &guarded_table;
+        guarded = 1;
+    }
+    return 0;
+}
+
+int kernels_local_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "PMIX_LOCAL_RANK", "MPI_LOCALRANKID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+int kernels_cuda_usable(char *why, size_t why_size) { return cuda_backend_usable(why, why_size); }
+
+const char *kernels_device(void) { return kb->device; }
+Dtype kernels_dtype(void) { return kb->dtype; }
+const char *dtype_name(Dtype dt) { return dt == DTYPE_BF16 ? "bf16" : "fp32"; }
+
+int dtype_parse(const char *s, Dtype *out) {
+    if (!strcmp(s, "fp32")) *out = DTYPE_F32;
+    else if (!strcmp(s, "bf16")) *out = DTYPE_BF16;
+    else return -1;
+    return 0;
+}
+
+/* MYRIAD_TEST_DEVICE_FREE=BYTES reports that much free device memory (tests of the memory check
+ * on machines without a small GPU); never set in normal runs. */
+int kernels_device_info(DeviceInfo *out) {
+    if (kb->device_info(out)) return -1;
+    const char *fake = getenv("MYRIAD_TEST_DEVICE_FREE");
+    if (fake && *fake) out->free_bytes = (size_t)strtoull(fake, NULL, 10);
+    return 0;
+}
+
+/* ---- reuse of freed device blocks ----
+ * Where device memory is not host memory (a GPU; the guard), freed blocks are kept and handed out
+ * again for allocations of the same size class (four classes per power of two, so a block wastes
+ * at most a fifth): a GPU's allocator is slow and its free waits for the device, and pipeline
+ * slots and MoE layers allocate and free buffers every micro-batch. One compute stream orders a
+ * reused block's new work after its old work. The cache is emptied when an allocation fails. On
+ * the CPU backend blocks go straight back to malloc. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t bytes;
+} *cache;
+static size_t ncache, cache_cap;
+
+static int caching(void) { return !kb->host_accessible; }
+
+static size_t size_class(size_t b) {
+    if (b <= 4096) return (b + 255) / 256 * 256;
+    size_t top = 4096;
+    while (top * 2 < b) top *= 2; /* top < b <= 2 * top */
+    size_t step = top / 4;
+    return (b + step - 1) / step * step;
+}
+
+static void *cache_take(size_t bytes) {
+    void *p = NULL;
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = ncache; i-- > 0;)
+        if (cache[i].bytes == bytes) {
+            p = cache[i].p;
+            cache[i] = cache[--ncache];
+            break;
+        }
+    pthread_mutex_unlock(&cache_lock);
+    return p;
+}
+
+static void cache_put(void *p, size_t bytes) {
+    pthread_mutex_lock(&cache_lock);
+    if (ncache == cache_cap) {
+        cache_cap = cache_cap ? 2 * cache_cap : 64;
+        cache = realloc(cache, cache_cap * sizeof *cache);
+    }
+    cache[ncache].p = p;
+    cache[ncache++].bytes = bytes;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+static void cache_release(void) {
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < ncache; i++) kb->free(cache[i].p);
+    ncache = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* ---- memory and copies ---- */
+
+void *dev_alloc_bytes(size_t bytes) {
+    if (!bytes) bytes = 1;
+    void *p = NULL;
+    if (caching()) {
+        bytes = size_class(bytes);
+        if ((p = cache_take(bytes))) VCALL(memset_zero, p, bytes); /* zeroed like a new block */
+    }
+    if (!p) p = kb->alloc(bytes);
+    if (!p && ncache) {
+        cache_release();
+        p = kb->alloc(bytes);
+    }
+    if (!p) {
+        DeviceInfo d;
+        int known = kernels_device_info(&d) == 0;
+        myr_die("out of %s memory allocating %.1f MiB (%.1f MiB free of %.1f MiB%s%s): reduce --batch or --seq, "
+                "--micro-batch, or the model, or use --recompute, --zero or more ranks",
+                kb->device, bytes / 1048576.0, known ? d.free_bytes / 1048576.0 : 0.0,
+                known ? d.total_bytes / 1048576.0 : 0.0, known ? " on " : "", known ? d.name : "");
+    }
+    acct_add(p, bytes);
+    return p;
+}
+
+real *dev_alloc(size_t count) { return dev_alloc_bytes(count * sizeof(real)); }
+act *dev_alloc_act(size_t count) { return dev_alloc_bytes(count * kb->act_size); }
+
+void dev_free(void *p) {
+    if (!p) return;
+    size_t bytes = acct_remove(p);
+    if (caching() && bytes) cache_put(p, bytes);
+    else kb->free(p);
+}
+
+void dev_zero_bytes(void *p, size_t bytes) {
+    if (bytes) VCALL(memset_zero, p, bytes);
+}
+void dev_zero(real *p, size_t count) { dev_zero_bytes(p, count * sizeof(real)); }
+void dev_zero_act(act *p, size_t count) { dev_zero_bytes(p, count * kb->act_size); }
+size_t act_size(void) { return kb->act_size; }
+
+void dev_to_host(void *host, const void *dev, size_t bytes) {
+    if (bytes) VCALL(copy, host, dev, bytes, COPY_D2H);
+}
+void host_to_dev(void *dev, const void *host, size_t bytes) {
+    if (bytes) VCALL(copy, dev, host, bytes, COPY_H2D);
+}
+void dev_to_dev(void *dst, const void *src, size_t bytes) {
+    if (bytes) VCALL(copy, dst, src, bytes, COPY_D2D);
+}
+void host_to_dev_async(void *dev, const void *host, size_t bytes) {
+    if (bytes) VCALL(copy_async, dev, host, bytes, COPY_H2D);
+}
+void dev_to_host_async(void *host, const void *dev, size_t bytes) {
+    if (bytes) VCALL(copy_async, host, dev, bytes, COPY_D2H);
+}
+
+void *host_alloc_pinned(size_t bytes) {
+    void *p = kb->host_alloc_pinned(bytes ? bytes : 1);
+    if (!p) myr_die("out of host memory allocating %.1f MiB of pinned memory", bytes / 1048576.0);
+    return p;
+}
+void host_free_pinned(void *p) {
+    if (p) kb->host_free_pinned(p);
+}
+void dev_sync(void) { kb->sync(); }
+
+void dev_snapshot_async(void *host, const void *dev, size_t bytes) {
+    if (!bytes) return;
+    if (kb->snapshot_async) VCALL(snapshot_async, host, dev, bytes);
+    else VCALL(copy, host, dev, bytes, COPY_D2H);
+}
+
+void dev_snapshot_wait(void) {
+    if (kb->snapshot_wait) kb->snapshot_wait();
+}
+int dev_host_accessible(void) { return kb->host_accessible; }
+
+void act_from_f32(act *dst, const real *src, size_t n) {
+    if (n) VCALL(act_from_f32, dst, src, n);
+}
+void act_to_f32(real *dst, const act *src, size_t n) {
+    if (n) VCALL(act_to_f32, dst, src, n);
+}
+void dev_f32_to_bf16(uint16_t *dst, const real *src, size_t n) {
+    if (n) VCALL(f32_to_bf16, dst, src, n);
+}
+void dev_bf16_to_f32(real *dst, const uint16_t *src, size_t n) {
+    if (n) VCALL(bf16_to_f32, dst, src, n);
+}
+
+void act_to_host_f32(float *host, const act *dev, size_t n) {
+    if (!n) return;
+    real *tmp = dev_alloc(n), *h = sizeof(real) == sizeof(float) ? (real *)host : malloc(n * sizeof(real));
+    act_to_f32(tmp, dev, n);
+    dev_to_host(h, tmp, n * sizeof(real));
+    if ((void *)h != (void *)host) {
+        for (size_t i = 0; i < n; i++) host[i] = (float)h[i];
+        free(h);
+    }
+    dev_free(tmp);
+}
+
+void kernels_set_threads(int threads) { kb->set_threads(threads); }
+int kernels_threads(void) { return kb->threads(); }
+
+/* ---- ops ---- */
+
+void matmul_forward(void *out, int out_f32, const act *inp, const act *w, const real *bias, int N, int IC, int OC) {
+    VCALL(matmul_forward, out, out_f32, inp, w, bias, N, IC, OC);
+}
+void matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias, const act *dout, const act *inp, const act *w,
+                     int N, int IC, int OC, int accumulate_dinp) {
+    VCALL(matmul_backward, dinp, dinp_f32, dw, dbias, dout, inp, w, N, IC, OC, accumulate_dinp);
+}
+void layernorm_forward(act *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N, int C,
+                       real eps) {
+    VCALL(layernorm_forward, out, mean, rstd, inp, w, b, N, C, eps);
+}
+void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
+                        const real *mean, const real *rstd, int N, int C) {
+    VCALL(layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+void rmsnorm_forward(act *out, real *rstd, const real *inp, const real *w, int N, int C, real eps) {
+    VCALL(rmsnorm_forward, out, rstd, inp, w, N, C, eps);
+}
+void rmsnorm_backward(real *dinp, real *dw, const real *dout, const real *inp, const real *w, const real *rstd, int N,
+                      int C) {
+    VCALL(rmsnorm_backward, dinp, dw, dout, inp, w, rstd, N, C);
+}
+void gelu_forward(act *out, const act *inp, size_t n) { VCALL(gelu_forward, out, inp, n); }
+void gelu_backward(act *dinp, const act *inp, const act *dout, size_t n) { VCALL(gelu_backward, dinp, inp, dout, n); }
+void swiglu_forward(act *out, const act *inp, int N, int F) { VCALL(swiglu_forward, out, inp, N, F); }
+void swiglu_backward(act *dinp, const act *inp, const act *dout, int N, int F) {
+    VCALL(swiglu_backward, dinp, inp, dout, N, F);
+}
+void residual_forward(real *out, const real *a, const real *b, size_t n) { VCALL(residual_forward, out, a, b, n); }
+void add_inplace(real *acc, const real *x, size_t n) { VCALL(add_inplace, acc, x, n); }
+void embedding_forward(real *out, const int32_t *tokens, const real *tok, const real *pos, int N, int T, int C) {
+    VCALL(embedding_forward, out, tokens, tok, pos, N, T, C);
+}
+void embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C) {
+    VCALL(embedding_backward, dtok, dpos, dout, tokens, N, T, C);
+}
+void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
+                             int N, int C) {
+    VCALL(embedding_shard_forward, out, tokens, tok_shard, vocab_lo, vocab_n, N, C);
+}
+void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
+                              int N, int C) {
+    VCALL(embedding_shard_backward, dtok_shard, dout, tokens, vocab_lo, vocab_n, N, C);
+}
+void position_forward_add(real *out, const real *pos, int row0, int N, int T, int C) {
+    VCALL(position_forward_add, out, pos, row0, N, T, C);
+}
+void position_backward(real *dpos, const real *dout, int row0, int N, int T, int C) {
+    VCALL(position_backward, dpos, dout, row0, N, T, C);
+}
+void bias_add(real *out, const real *bias, int N, int C) { VCALL(bias_add, out, bias, N, C); }
+void bias_backward(real *dbias, const real *dout, int N, int C) { VCALL(bias_backward, dbias, dout, N, C); }
+void vocab_shard_row_max(const act *logits, int N, int V, double *max) { VCALL(vocab_shard_row_max, logits, N, V, max); }
+void vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
+    VCALL(vocab_shard_row_sumexp, logits, N, V, max, sum);
+}
+void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
+    VCALL(vocab_shard_target_logit, logits, targets, vocab_lo, N, V, out);
+}
+void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+                      const double *sum, double scale) {
+    VCALL(vocab_shard_grad, logits, targets, vocab_lo, N, V, max, sum, scale);
+}
+double vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N) {
+    OPEN();
+    double r = kb->vocab_shard_losses(losses, max, sum, target, N);
+    CLOSE();
+    return r;
+}
+void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
+    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, theta);
+}
+void rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
+                int stride, int inverse) {
+    VCALL(rope_apply, qkv, cos_t, sin_t, N, T, heads, kv_heads, hd, stride, inverse);
+}
+size_t attention_saved_count(int B, int T, int H) { return kb->attention_saved_count(B, T, H); }
+void attention_forward(act *out, real *saved, const act *qkv, int B, int T, int H, int KV, int hd) {
+    VCALL(attention_forward, out, saved, qkv, B, T, H, KV, hd);
+}
+void attention_backward(act *dqkv, const act *dout, const act *qkv, const act *out, const real *saved, int B, int T,
+                        int H, int KV, int hd) {
+    VCALL(attention_backward, dqkv, dout, qkv, out, saved, B, T, H, KV, hd);
+}
+double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
+                                      double grad_scale) {
+    OPEN();
+    double r = kb->cross_entropy_forward_backward(logits, losses, targets, N, V, want_grad, grad_scale);
+    CLOSE();
+    return r;
+}
+void moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k) {
+    VCALL(moe_router_topk, probs, topk, gates, N, E, k);
+}
+void moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
+                         const real *daux, int N, int T, int E, int k) {
+    VCALL(moe_router_backward, dlogits, probs, topk, gates, dgates, daux, N, T, E, k);
+}
+void moe_gather_rows(act *out, const act *x, const int32_t *idx, const real *scale, int R, int C) {
+    VCALL(moe_gather_rows, out, x, idx, scale, R, C);
+}
+void moe_scatter_rows(act *out, const act *x, const int32_t *idx, int R, int C) {
+    VCALL(moe_scatter_rows, out, x, idx, R, C);
+}
+void moe_combine(real *out, const act *x, const int32_t *idx, const real *w, int R, int C) {
+    VCALL(moe_combine, out, x, idx, w, R, C);
+}
+void moe_row_dot(real *out, const act *a, const int32_t *idx, const act *b, int R, int C) {
+    VCALL(moe_row_dot, out, a, idx, b, R, C);
+}
+void moe_scatter_scalars(real *dst, const real *src, const int32_t *slot, int A) {
+    VCALL(moe_scatter_scalars, dst, src, slot, A);
+}
+void adamw_update(real *p, const real *g, real *m, real *v, size_t n, const AdamWScalars *s) {
+    VCALL(adamw_update, p, g, m, v, n, s);
+}
+double sum_squares(const real *x, size_t n) {
+    OPEN();
+    double r = kb->sum_squares(x, n);
+    CLOSE();
+    return r;
+}
+void scale_inplace(real *x, real s, size_t n) { VCALL(scale_inplace, x, s, n); }
