@@ -33,8 +33,8 @@ int hosts_load(const char *path, Host **out, int *n) {
             *out = realloc(*out, (size_t)cap * sizeof **out);
         }
         Host *h = &(*out)[(*n)++];
-        snprintf(h->name, sizeof h->name, "%s", name);
         *h = (Host){.slots = slots};
+        snprintf(h->name, sizeof h->name, "%s", name);
     }
     fclose(f);
     if (*n == 0) return myr_error("run: hosts file %s lists no hosts", path);
