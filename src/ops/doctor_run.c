@@ -193,7 +193,7 @@ static void buffers(Run *x) {
     size_t gn = (size_t)p->gemm_n;
     x->ga = dev_alloc(gn * gn), x->gb = dev_alloc(gn * gn), x->gc = dev_alloc(gn * gn);
     for (size_t i = 0; i < gn * gn; i++) x->ga[i] = (real)((i % 7) * 0.01), x->gb[i] = (real)((i % 5) * 0.02);
-    x->tn = p->triad_bytes / 24;
+    x->tn = p->skip[CHK_TRIAD] ? 1 : p->triad_bytes / 24; /* skipped: no 48 MiB to allocate and touch */
     x->ta = malloc(x->tn * sizeof(double)), x->tb = malloc(x->tn * sizeof(double)), x->tc = malloc(x->tn * sizeof(double));
     x->msg = calloc((p->msg_bytes / sizeof(float) + 2) * DOCTOR_P2P_WINDOW, sizeof(float)); /* p2p: a window */
     if (!x->ta || !x->tb || !x->tc || !x->msg)
