@@ -16,14 +16,8 @@
 #include <stdio.h>
 
 #include "launch/heartbeat.h"
+#include "launch/hostfile.h"
 #include "launch/supervise.h"
-
-typedef struct {
-    char name[64];
-    int slots;
-    int lost;                /* lost (host@, a Slurm node) or evicted (a straggler): replaced by a spare */
-    int settled;             /* lost, and Slurm flagged it (or we gave it back): see settle_lost_nodes */
-} Host;
 
 typedef struct {
     int connected, done, closed;

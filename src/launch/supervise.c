@@ -36,6 +36,7 @@
 #include "launch/slurm.h"
 #include "util/error.h"
 #include "util/hostlist.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
 static volatile sig_atomic_t stop_signal, child_pgid;
@@ -50,39 +51,6 @@ static void on_signal(int sig) {
     }
     stop_signal = sig; /* SIGINT, SIGHUP: stop now */
     if (child_pgid > 0) kill(-child_pgid, sig);
-}
-
-/* ---------- hosts ---------- */
-
-static int load_hosts(const char *path, Host **out, int *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return myr_error("run: cannot open hosts file %s: %s", path, strerror(errno));
-    char line[512];
-    int cap = 0, lineno = 0;
-    *n = 0, *out = NULL;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64], rest[64] = "";
-        int k = sscanf(line, "%63s %63s", name, rest);
-        if (k <= 0) continue;
-        int slots = 1;
-        if (k == 2 && (sscanf(rest, "slots=%d", &slots) != 1 || slots < 1)) {
-            fclose(f);
-            return myr_error("run: %s:%d: expected 'HOST [slots=N]', got '%s'", path, lineno, rest);
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 8;
-            *out = realloc(*out, (size_t)cap * sizeof **out);
-        }
-        Host *h = &(*out)[(*n)++];
-        snprintf(h->name, sizeof h->name, "%s", name);
-        h->slots = slots, h->lost = 0;
-    }
-    fclose(f);
-    if (*n == 0) return myr_error("run: hosts file %s lists no hosts", path);
-    return 0;
 }
 
 /* ---------- command line of one attempt ---------- */
@@ -237,35 +205,6 @@ static void report_leftover_copies(void) {
     closedir(d);
 }
 
-static void free_argv(char **a) {
-    for (int i = 0; a && a[i]; i++) free(a[i]);
-    free(a);
-}
-
-static char *join_argv(char **a) {
-    size_t len = 1;
-    for (int i = 0; a[i]; i++) len += strlen(a[i]) + 1;
-    char *s = malloc(len);
-    s[0] = 0;
-    for (int i = 0; a[i]; i++) strcat(s, a[i]), strcat(s, a[i + 1] ? " " : "");
-    return s;
-}
-
-static char *find_on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) return NULL;
-    char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? p : ".", name);
-        if (access(buf, X_OK) == 0) return strdup(buf);
-        if (!end) break;
-        p = end + 1;
-    }
-    return NULL;
-}
-
 void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->failed) return;
     s->failed = 1;
@@ -328,17 +267,16 @@ static int teardown(Sup *s, pid_t child, int *status) {
 }
 
 static int write_hostfile(Sup *s, char *path) {
+    if (!s->use_srun) return hosts_write_temp(path, s->hosts, s->active, s->nactive);
     strcpy(path, "/tmp/myriad-hosts-XXXXXX");
     int fd = mkstemp(path);
     if (fd < 0) return myr_error("run: cannot create a hostfile: %s", strerror(errno));
     FILE *f = fdopen(fd, "w");
-    if (s->use_srun) { /* SLURM_HOSTFILE for --distribution=arbitrary: line r = node of rank r */
-        int *hr = malloc((size_t)s->o->nranks * sizeof *hr);
-        rank_hosts(s->hosts, s->active, s->nactive, s->o->nranks, hr);
-        for (int r = 0; r < s->o->nranks; r++) fprintf(f, "%s\n", s->hosts[hr[r]].name);
-        free(hr);
-    } else
-        for (int i = 0; i < s->nactive; i++) fprintf(f, "%s slots=%d\n", s->hosts[s->active[i]].name, s->hosts[s->active[i]].slots);
+    /* SLURM_HOSTFILE for --distribution=arbitrary: line r = node of rank r */
+    int *hr = malloc((size_t)s->o->nranks * sizeof *hr);
+    rank_hosts(s->hosts, s->active, s->nactive, s->o->nranks, hr);
+    for (int r = 0; r < s->o->nranks; r++) fprintf(f, "%s\n", s->hosts[hr[r]].name);
+    free(hr);
     fclose(f);
     return 0;
 }
@@ -509,7 +447,7 @@ static int slurm_hosts(Sup *s, const SuperviseOpts *o) {
 }
 
 int supervise(SuperviseOpts *o) {
-    sup_t_start = sup_now();
+    sup_t_start = o->t_start > 0 ? o->t_start : sup_now(); /* a pre-flight check counts as launcher time */
     Sup sup = {.o = o}, *s = &sup;
     s->corrupt_state = o->plan.seed ^ 0x5eedull;
     if (o->events_path) {
@@ -521,7 +459,7 @@ int supervise(SuperviseOpts *o) {
     s->use_srun = use_srun;
     self_host_name(s->self_host, sizeof s->self_host);
     if (o->hosts_file) {
-        if (load_hosts(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
+        if (hosts_load(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
         if (o->spares >= s->nhosts)
             myr_die("run: --spares %d leaves no working host in %s (%d hosts)", o->spares, o->hosts_file, s->nhosts);
         s->active = malloc((size_t)s->nhosts * sizeof *s->active);
@@ -548,7 +486,7 @@ int supervise(SuperviseOpts *o) {
         }
 
     const char *launcher_name = direct ? "direct" : use_srun ? "srun" : "mpirun";
-    char *tool = direct ? NULL : find_on_path(use_srun ? "srun" : "mpirun");
+    char *tool = direct ? NULL : path_find_program(use_srun ? "srun" : "mpirun");
     if (!tool && !direct)
         myr_die("run: %s not found on PATH; install it or pass --launcher %s", use_srun ? "srun" : "mpirun",
                 use_srun ? "mpirun" : "srun");
@@ -626,7 +564,7 @@ int supervise(SuperviseOpts *o) {
         char **argv = direct ? direct_argv(o, s->attempt)
                              : build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->nhosts,
                                           s->active, s->nactive, s->attempt);
-        char *line = join_argv(argv);
+        char *line = argv_join(argv);
         if (o->dry_run) {
             if (use_srun && s->nactive) { /* what SLURM_HOSTFILE holds: the node of each rank */
                 int *hr = malloc((size_t)o->nranks * sizeof *hr);
@@ -637,7 +575,7 @@ int supervise(SuperviseOpts *o) {
                 free(hr);
             }
             printf("%s\n", line);
-            free(line), free_argv(argv);
+            free(line), argv_free(argv);
             if (hostfile[0]) unlink(hostfile);
             return 0;
         }
@@ -668,7 +606,7 @@ int supervise(SuperviseOpts *o) {
         setpgid(child, child);
         child_pgid = child;
         if (sup_graceful_signal) kill(child, SIGUSR1); /* it came while this attempt was starting */
-        free_argv(argv);
+        argv_free(argv);
 
         int status = 0;
         WatchEnd end = sup_watch(s, child, &status, &stop_signal);

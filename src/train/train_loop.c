@@ -197,7 +197,10 @@ void train_job_run(TrainJob *j) {
     int rows = j->rows;
     Trainer *t = &j->t;
     Progress progress;
-    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every);
+    /* a relaunch by `myriad run` (attempt > 0) continues the same run: its log keeps the earlier
+     * attempts' steps, so one log (and `myriad report`) holds the whole run */
+    const char *attempt = getenv("MYRIAD_HB_ATTEMPT");
+    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every, attempt && atoi(attempt) > 0);
     if (!j->rank0) progress.quiet = 1;
     size_t n = (size_t)rows * o->seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
