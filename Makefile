@@ -5,7 +5,7 @@
 CC       := mpicc
 OPT      ?= -O3 -march=native
 CFLAGS   ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fopenmp -Isrc
-LDLIBS   := -lopenblas -lcjson -lpcre2-8 -lz -lm -lpthread
+LDLIBS   := -lopenblas -lcjson -lmicrohttpd -lpcre2-8 -lz -lm -lpthread
 LDFLAGS  ?= -fopenmp
 
 LIB_SRCS := $(wildcard src/*/*.c)

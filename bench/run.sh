@@ -13,3 +13,7 @@ echo "== simulator speed (issue 6)"
 bash bench/sim_speed.sh
 echo "== checkpoints (issue 5): save / async / verified load vs plain I/O"
 bash bench/ckpt_bench.sh
+echo "== operations (issue 14): straggler false positives, heartbeat timing overhead, supervisor at 10,000 ranks"
+bash bench/straggler_fp.sh 3 200
+bash bench/hb_overhead.sh 4
+bash bench/supervisor_scale.sh 10000 1 30

@@ -22,6 +22,8 @@ static const Command commands[] = {
     {"mesh", cmd_mesh, "print the process mesh of a layout: rank order and every group's members"},
     {"run", cmd_run, "launch N ranks through mpirun or srun; with --max-restarts etc. supervise, detect failures, restart"},
     {"sched", cmd_sched, "cluster scheduler: simulate policies on traces, place jobs (sched simulate|place)"},
+    {"doctor", cmd_doctor, "pre-flight health check of a job's hosts: GEMM, memory, p2p, all-reduce (run under myriad run)"},
+    {"report", cmd_report, "one self-contained HTML report of a run: loss, throughput, ranks, failures, goodput"},
 };
 
 static void usage(FILE *out) {

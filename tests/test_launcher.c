@@ -128,6 +128,37 @@ static void test_heartbeat_parse(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
 }
 
+static void test_heartbeat_step_info(void) {
+    HbMsg m;
+    CHECK(hb_parse("STEP 5 100 3.25 123 data=12,fwd=3400,bwd=6800,comm=50,opt=900,ckpt=7,tps=1234.5,mfu=0.25,mem=99", &m) == 0 &&
+              m.has_info, "step with info");
+    CHECK(m.info.section_s[HB_SEC_DATA] == 12e-6 && m.info.section_s[HB_SEC_FORWARD] == 3400e-6 &&
+              m.info.section_s[HB_SEC_BACKWARD] == 6800e-6 && m.info.section_s[HB_SEC_COMM] == 50e-6 &&
+              m.info.section_s[HB_SEC_OPTIMIZER] == 900e-6 && m.info.section_s[HB_SEC_CHECKPOINT] == 7e-6,
+          "sections in microseconds on the wire, seconds parsed");
+    CHECK(m.info.tokens_per_s == 1234.5 && m.info.mfu == 0.25 && m.info.mem_step == 99, "throughput and copy step");
+    CHECK(hb_parse("STEP 5 100 - 123 fwd=10,future=3", &m) == 0 && m.info.section_s[HB_SEC_FORWARD] == 10e-6 &&
+              m.info.section_s[HB_SEC_DATA] < 0 && isnan(m.info.mfu) && m.info.mem_step == -1,
+          "unknown keys skipped, absent ones unmeasured");
+    CHECK(hb_parse("STEP 5 100 - 123", &m) == 0 && !m.has_info, "no info field");
+    const char *bad[] = {"STEP 1 2 - 5 fwd=", "STEP 1 2 - 5 fwd=-1", "STEP 1 2 - 5 fwd=abc", "STEP 1 2 - 5 =5",
+                         "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
+    HbStepInfo in;
+    hb_step_info_init(&in);
+    in.section_s[HB_SEC_FORWARD] = 0.0123456, in.section_s[HB_SEC_COMM] = 0.5, in.tokens_per_s = 98765.4321,
+    in.mfu = 0.4375, in.mem_step = 41;
+    char line[HB_LINE_MAX];
+    hb_format_step(line, sizeof line, 7, 42, 3.14159265, 1700000000000001, &in);
+    CHECK(hb_parse(line, &m) == 0 && m.has_info && m.step == 42 && m.seq == 7 && m.loss == 3.14159265 &&
+              m.info.section_s[HB_SEC_FORWARD] == 12346e-6 && m.info.section_s[HB_SEC_COMM] == 0.5 &&
+              m.info.section_s[HB_SEC_DATA] < 0 && fabs(m.info.tokens_per_s - 98765.4321) < 0.1 && m.info.mfu == 0.4375 &&
+              m.info.mem_step == 41,
+          "format -> parse round trip (microseconds on the wire): %s", line);
+    CHECK(!strcmp(hb_section_name(HB_SEC_COMM), "comm") && !strcmp(hb_section_name(HB_SEC_CHECKPOINT), "checkpoint"),
+          "section names");
+}
+
 static void test_inject_parse(void) {
     FaultPlan p = {0};
     CHECK(inject_parse(&p, "kill@3:1,hang@5:0", 4) == 0 && p.n == 2, "two specs");
@@ -139,6 +170,20 @@ static void test_inject_parse(void) {
     inject_free(&p);
     const char *bad[] = {"kill@0:1", "kill@3:4", "kill@3", "hang@x:1", "host@3", "corrupt@3:1", "boom@1:1",
                          "random:1:0", "random:1", "random:x:3", "random:1:3:0", "kill3:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FaultPlan q = {0};
+        CHECK(inject_parse(&q, bad[i], 4) != 0, "accepted '%s'", bad[i]);
+        inject_free(&q);
+    }
+}
+
+static void test_inject_slow_parse(void) {
+    FaultPlan p = {0};
+    CHECK(inject_parse(&p, "slow@20:2:1.5", 4) == 0 && p.n == 1 && p.faults[0].kind == FAULT_SLOW &&
+              p.faults[0].step == 20 && p.faults[0].rank == 2 && p.faults[0].factor == 1.5, "slow");
+    inject_free(&p);
+    const char *bad[] = {"slow@20:2", "slow@20:4:1.5", "slow@20:2:1", "slow@20:2:0.5", "slow@20:2:x", "slow@0:1:2",
+                         "slow@20:2:1.5:3", "slow@20:2:1001"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         FaultPlan q = {0};
         CHECK(inject_parse(&q, bad[i], 4) != 0, "accepted '%s'", bad[i]);
@@ -173,7 +218,9 @@ int main(void) {
     RUN(test_hmac_rfc4231);
     RUN(test_heartbeat_mac);
     RUN(test_heartbeat_parse);
+    RUN(test_heartbeat_step_info);
     RUN(test_inject_parse);
+    RUN(test_inject_slow_parse);
     RUN(test_inject_random_is_deterministic);
     return TEST_SUMMARY();
 }

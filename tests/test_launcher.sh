@@ -17,15 +17,8 @@ STUB=$(pwd)/build/hb_stub
 SOAK_FAULTS=${SOAK_FAULTS:-10}
 out=$(mktemp -d /tmp/myriad-launcher-XXXXXX)
 NS_PREFIX="myl$$"
-cleanup_ns() {
-    for i in 1 2 3; do ip link del "${NS_PREFIX}v$i" 2>/dev/null; done
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${NS_PREFIX}h"); do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-    ip link del "${NS_PREFIX}br" 2>/dev/null
-}
-trap 'cleanup_ns; rm -rf "$out"' EXIT
+. tests/lib.sh
+trap 'ns_down "$NS_PREFIX" 3; rm -rf "$out"' EXIT
 
 if ! command -v mpirun >/dev/null; then
     echo "skip test_launcher (mpirun is not installed)"
@@ -241,35 +234,11 @@ fi
 # Open MPI over TCP between them through an rsh agent that runs `ip netns exec`. Only addresses
 # on this bridge are used. Losing host 2 (its processes killed, its link cut) must move the job
 # to the spare and finish with the failure-free final state.
-sub=$(( $$ % 200 + 20 ))
-net="10.200.$sub"
-if ! ip netns add "${NS_PREFIX}h1" 2>/dev/null; then
-    echo "skip launcher_multihost_namespaces (cannot create network namespaces here: needs root and ip netns)"
+if ! ns_up "$NS_PREFIX" 3 "$out"; then
+    echo "skip launcher_multihost_namespaces ($NS_WHY)"
     exit 0
 fi
-setup_ok=1
-{
-    ip link add "${NS_PREFIX}br" type bridge && ip addr add "$net.1/24" dev "${NS_PREFIX}br" && ip link set "${NS_PREFIX}br" up
-    for i in 1 2 3; do
-        [ $i -gt 1 ] && ip netns add "${NS_PREFIX}h$i"
-        ip link add "${NS_PREFIX}v$i" type veth peer name eth0 netns "${NS_PREFIX}h$i" &&
-            ip link set "${NS_PREFIX}v$i" master "${NS_PREFIX}br" up &&
-            ip -n "${NS_PREFIX}h$i" addr add "$net.1$i/24" dev eth0 &&
-            ip -n "${NS_PREFIX}h$i" link set eth0 up && ip -n "${NS_PREFIX}h$i" link set lo up
-    done
-} 2>"$out/ns.err" || setup_ok=0
-if [ $setup_ok -ne 1 ]; then
-    echo "skip launcher_multihost_namespaces (namespace network setup failed: $(head -1 "$out/ns.err"))"
-    exit 0
-fi
-cat >"$out/agent.sh" <<EOF
-#!/bin/sh
-# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace
-host=\$1; shift
-case "\$host" in $net.1[1-3]) ns=${NS_PREFIX}h\${host#$net.1};; *) echo "agent: unknown host \$host" >&2; exit 1;; esac
-exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" sh -c "\$*"
-EOF
-chmod +x "$out/agent.sh"
+net=$NS_NET
 # host loss = every process in its namespace killed (its daemon included) and its link down
 cat >"$out/cut.sh" <<EOF
 #!/bin/sh
@@ -279,11 +248,6 @@ ip link set ${NS_PREFIX}v\$i down
 EOF
 chmod +x "$out/cut.sh"
 printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$out/ns_hosts"
-MPI_NS=()
-for kv in "plm_rsh_agent $out/agent.sh" "plm_rsh_no_tree_spawn 1" "btl tcp,self" "btl_tcp_if_include $net.0/24" \
-    "oob_tcp_if_include $net.0/24"; do
-    MPI_NS+=(--mpirun-arg --mca --mpirun-arg "${kv%% *}" --mpirun-arg "${kv#* }")
-done
 # (--max-restarts on the reference too: see the note below; a launch that never starts is relaunched)
 STEPS=15 STEP_MS=40 stub_run nsref -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 2 --hb-addr "$net.1" "${MPI_NS[@]}"
 rc_ref=$?

@@ -40,7 +40,7 @@ typedef struct {
 static void report_steps(void *ctx) {
     Run *r = ctx;
     Progress p;
-    progress_open(&p, r->log, r->steps, 1);
+    progress_open(&p, r->log, r->steps, 1, 0);
     p.tty = 0; /* as when stderr is a file */
     for (long s = r->first; s < r->steps; s++) {
         StepReport rep = {.step = s, .steps = r->steps, .loss = 2.5, .lr = 1e-3, .grad_norm = 0.5, .ms = r->step_ms,

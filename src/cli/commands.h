@@ -15,5 +15,7 @@ int cmd_bench(int argc, char **argv); /* src/bench/bench_cmd.c */
 int cmd_run(int argc, char **argv);   /* src/launch/run_cmd.c */
 int cmd_mesh(int argc, char **argv);  /* src/parallel/mesh_cmd.c */
 int cmd_sched(int argc, char **argv); /* src/sched/sched_cmd.c */
+int cmd_doctor(int argc, char **argv); /* src/ops/doctor_cmd.c */
+int cmd_report(int argc, char **argv); /* src/ops/report_cmd.c */
 
 #endif

@@ -135,6 +135,13 @@ int comm_test(CommRequest **req, int *done);
 int comm_progress(void);
 /* Number of requests in flight (started, not yet waited for). */
 int comm_pending(void);
+/* Seconds the calling thread has spent blocked in comm_wait, i.e. in every blocking operation
+ * and every wait for a nonblocking one: the exposed (not overlapped) communication. Differences
+ * of it split a step's wall time into compute and communication wait (heartbeat sections). */
+double comm_wait_seconds(void);
+/* The calling thread's CPU time spent in those waits (spinning on progress): subtracted from a
+ * section's CPU time so that waiting is never counted as computing. */
+double comm_wait_cpu_seconds(void);
 
 /* Algorithm all-reduce would use for this size on this group (resolves COMM_ALGO_AUTO). */
 CommAlgo comm_allreduce_algo(const Comm *c, size_t count, CommDtype dt);

@@ -20,6 +20,7 @@
 
 #include "util/bf16.h"
 #include "comm/comm_mpi.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 static CommRequest *active_head;
@@ -517,9 +518,17 @@ int comm_test(CommRequest **rp, int *done) {
     return finish(rp);
 }
 
+/* wall and CPU seconds this thread has spent waiting in comm_wait: the exposed communication of
+ * step timings (a request already complete at its first poll costs no clock reads) */
+static _Thread_local double waited_s, waited_cpu_s;
+
+double comm_wait_seconds(void) { return waited_s; }
+double comm_wait_cpu_seconds(void) { return waited_cpu_s; }
+
 int comm_wait(CommRequest **rp) {
     CommRequest *r = *rp;
     if (!r) return 0;
+    double t0 = 0, c0 = 0;
     for (unsigned spins = 1;; spins++) {
         /* poll everything in flight, oldest first: other requests' next stages are posted only
          * when polled, and an older request of the group may be holding r's turn to post */
@@ -527,6 +536,7 @@ int comm_wait(CommRequest **rp) {
             if (q != r && !q->failed) top_poll(q);
         int s = r->failed ? -1 : top_poll(r);
         if (s != 0) break;
+        if (spins == 1) t0 = clock_wall_s(), c0 = clock_thread_cpu_s(); /* it has to wait */
         if ((spins & 63) == 0) {
             comm_watch_serve();
             if (check_deadline(r, MPI_Wtime()) < 0) break;
@@ -534,6 +544,7 @@ int comm_wait(CommRequest **rp) {
         /* ranks often outnumber cores (tests, oversubscribed nodes): let the others run */
         if (spins > 32) sched_yield();
     }
+    if (t0 > 0) waited_s += clock_wall_s() - t0, waited_cpu_s += clock_thread_cpu_s() - c0;
     return finish(rp);
 }
 

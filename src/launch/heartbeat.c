@@ -20,10 +20,13 @@
 static struct {
     int fd;
     uint8_t secret[HB_SECRET_BYTES];
+    HmacKey key; /* the secret's HMAC pads, absorbed once */
     char nonce[2 * HB_NONCE_BYTES + 1];
     long long seq;
     long long *hold; /* steps after which the rank waits for the launcher's GO (MYRIAD_HB_HOLD) */
     int nhold;
+    long long slow_step; /* --inject slow@ on this rank: from this step on (MYRIAD_INJECT_SLOW) */
+    double slow_factor;
 } hb = {.fd = -1};
 
 static long long now_us(void) {
@@ -32,28 +35,40 @@ static long long now_us(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+static int sign_key(char *buf, size_t cap, const HmacKey *key, const char *nonce_hex) {
     size_t len = strlen(buf);
     if (len + 1 + 64 + 1 > cap) return myr_error("heartbeat: message too long");
     char prefix[2 * HB_NONCE_BYTES + 2];
     snprintf(prefix, sizeof prefix, "%s ", nonce_hex);
     uint8_t mac[32];
-    hmac_sha256_2(secret, HB_SECRET_BYTES, prefix, strlen(prefix), buf, len, mac);
+    hmac_sha256_keyed(key, prefix, strlen(prefix), buf, len, mac);
     buf[len] = ' ';
     hex_encode(mac, 32, buf + len + 1);
     return 0;
 }
 
-int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+    HmacKey key;
+    hmac_sha256_key(&key, secret, HB_SECRET_BYTES);
+    return sign_key(buf, cap, &key, nonce_hex);
+}
+
+int hb_verify_key(char *line, const HmacKey *key, const char *nonce_hex) {
     char *sp = strrchr(line, ' ');
     uint8_t got[32], want[32];
     if (!sp || hex_decode(sp + 1, got, 32) != 0) return myr_error("heartbeat: message without a MAC");
     char prefix[2 * HB_NONCE_BYTES + 2];
     snprintf(prefix, sizeof prefix, "%s ", nonce_hex);
-    hmac_sha256_2(secret, HB_SECRET_BYTES, prefix, strlen(prefix), line, (size_t)(sp - line), want);
+    hmac_sha256_keyed(key, prefix, strlen(prefix), line, (size_t)(sp - line), want);
     if (!equal_const_time(got, want, 32)) return myr_error("heartbeat: bad MAC (wrong job secret?)");
     *sp = 0;
     return 0;
+}
+
+int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex) {
+    HmacKey key;
+    hmac_sha256_key(&key, secret, HB_SECRET_BYTES);
+    return hb_verify_key(line, &key, nonce_hex);
 }
 
 /* Strict integer field: the whole token must be a number. */
@@ -65,6 +80,59 @@ static int field_ll(const char *tok, long long *out) {
     if (*end || errno) return -1;
     *out = v;
     return 0;
+}
+
+static const char *const section_names[HB_NSECTIONS] = {"data", "forward", "backward", "comm", "optimizer", "checkpoint"};
+/* the wire keys of the STEP line's info field, sections first (in HbSection order) */
+static const char *const info_keys[HB_NSECTIONS + 3] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem"};
+
+const char *hb_section_name(int section) { return section >= 0 && section < HB_NSECTIONS ? section_names[section] : "?"; }
+
+void hb_step_info_init(HbStepInfo *info) {
+    for (int i = 0; i < HB_NSECTIONS; i++) info->section_s[i] = -1;
+    info->tokens_per_s = info->mfu = NAN;
+    info->mem_step = -1;
+}
+
+/* "data=12,fwd=3400,...": sections in integer microseconds, tps and mfu as numbers, mem a step.
+ * Unknown keys are skipped (a newer trainer may send more); a malformed pair is an error. */
+static int parse_info(char *tok, HbStepInfo *info) {
+    hb_step_info_init(info);
+    char *save;
+    for (char *kv = strtok_r(tok, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end;
+        if (!eq || eq == kv || !eq[1]) return -1;
+        *eq = 0;
+        errno = 0;
+        double v = strtod(eq + 1, &end);
+        if (*end || errno || !isfinite(v) || v < 0) return -1;
+        int k = 0;
+        while (k < HB_NSECTIONS + 3 && strcmp(kv, info_keys[k])) k++;
+        if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
+        else if (k == HB_NSECTIONS) info->tokens_per_s = v;
+        else if (k == HB_NSECTIONS + 1) info->mfu = v;
+        else if (k == HB_NSECTIONS + 2) {
+            if (v != floor(v) || v > 1e15) return -1;
+            info->mem_step = (long long)v;
+        }
+    }
+    return 0;
+}
+
+/* Append the info field (with its leading space) to line; nothing when nothing was measured. */
+static void format_info(char *line, size_t cap, const HbStepInfo *info) {
+    size_t len = strlen(line);
+    char sep = ' ';
+    for (int k = 0; k < HB_NSECTIONS + 3 && len < cap; k++) {
+        char val[40] = "";
+        if (k < HB_NSECTIONS && info->section_s[k] >= 0) snprintf(val, sizeof val, "%.0f", info->section_s[k] * 1e6);
+        else if (k == HB_NSECTIONS && isfinite(info->tokens_per_s)) snprintf(val, sizeof val, "%.6g", info->tokens_per_s);
+        else if (k == HB_NSECTIONS + 1 && isfinite(info->mfu)) snprintf(val, sizeof val, "%.6g", info->mfu);
+        else if (k == HB_NSECTIONS + 2 && info->mem_step >= 0) snprintf(val, sizeof val, "%lld", info->mem_step);
+        if (!val[0]) continue;
+        len += (size_t)snprintf(line + len, cap - len, "%c%s=%s", sep, info_keys[k], val);
+        sep = ',';
+    }
 }
 
 int hb_parse(const char *line, HbMsg *m) {
@@ -90,10 +158,13 @@ int hb_parse(const char *line, HbMsg *m) {
         strcpy(m->host, tok[4]);
         return 0;
     }
-    if (n == 5 && !strcmp(tok[0], "STEP")) {
+    if ((n == 5 || n == 6) && !strcmp(tok[0], "STEP")) {
         m->type = HB_STEP;
         if (field_ll(tok[1], &m->seq) || field_ll(tok[2], &m->step) || field_ll(tok[4], &m->t_us) || m->step < 0)
             return myr_error("heartbeat: bad STEP fields");
+        hb_step_info_init(&m->info);
+        if (n == 6 && parse_info(tok[5], &m->info) != 0) return myr_error("heartbeat: bad STEP info field");
+        m->has_info = n == 6;
         if (strcmp(tok[3], "-")) {
             char *end;
             m->loss = strtod(tok[3], &end);
@@ -146,7 +217,7 @@ static int send_all(const char *buf, size_t len) {
 }
 
 static int send_signed(char *line, size_t cap) {
-    if (hb_sign(line, cap, hb.secret, hb.nonce) != 0) return -1;
+    if (sign_key(line, cap, &hb.key, hb.nonce) != 0) return -1;
     size_t len = strlen(line);
     line[len] = '\n';
     return send_all(line, len + 1);
@@ -182,6 +253,7 @@ int hb_connect(const char *addr, const uint8_t secret[HB_SECRET_BYTES], int atte
     }
     hb.fd = fd;
     memcpy(hb.secret, secret, HB_SECRET_BYTES);
+    hmac_sha256_key(&hb.key, secret, HB_SECRET_BYTES);
     strcpy(hb.nonce, line + 7);
     hb.seq = 0;
     char me[HB_HOST_MAX] = "";
@@ -237,10 +309,31 @@ static void wait_go(long long step) {
         if (!strcmp(line, want)) return;
 }
 
+/* "20:2:1.5,40:0:2": slow@STEP:RANK:FACTOR faults of this attempt; keep the first for my rank */
+static void parse_slow(const char *list, int rank) {
+    hb.slow_factor = 1, hb.slow_step = 0;
+    for (const char *p = list; p && *p;) {
+        long long step, r;
+        double f;
+        int used = 0;
+        if (sscanf(p, "%lld:%lld:%lf%n", &step, &r, &f, &used) != 3) break;
+        if (r == rank && f > 1) {
+            hb.slow_step = step, hb.slow_factor = f;
+            return;
+        }
+        p += used;
+        if (*p != ',') break;
+        p++;
+    }
+}
+
+double hb_slow_factor(long long step) { return hb.slow_factor > 1 && step >= hb.slow_step ? hb.slow_factor : 1; }
+
 int hb_connect_from_env(void) {
     const char *addr = getenv("MYRIAD_HB_ADDR");
     if (!addr || !*addr) return 0;
     parse_holds(getenv("MYRIAD_HB_HOLD"));
+    parse_slow(getenv("MYRIAD_INJECT_SLOW"), env_rank());
     const char *hex = getenv("MYRIAD_HB_SECRET");
     uint8_t secret[HB_SECRET_BYTES];
     if (!hex || hex_decode(hex, secret, HB_SECRET_BYTES) != 0)
@@ -251,11 +344,20 @@ int hb_connect_from_env(void) {
 
 int hb_active(void) { return hb.fd >= 0; }
 
-int hb_step(long long step, double loss) {
-    if (hb.fd < 0) return 0;
-    char line[HB_LINE_MAX], lossbuf[32] = "-";
+void hb_format_step(char *line, size_t cap, long long seq, long long step, double loss, long long t_us,
+                    const HbStepInfo *info) {
+    char lossbuf[32] = "-";
     if (isfinite(loss)) snprintf(lossbuf, sizeof lossbuf, "%.9g", loss);
-    snprintf(line, sizeof line, "STEP %lld %lld %s %lld", ++hb.seq, step, lossbuf, now_us());
+    snprintf(line, cap, "STEP %lld %lld %s %lld", seq, step, lossbuf, t_us);
+    if (info && cap > 80) format_info(line, cap - 80, info); /* room left for the MAC */
+}
+
+int hb_step(long long step, double loss) { return hb_step_info(step, loss, NULL); }
+
+int hb_step_info(long long step, double loss, const HbStepInfo *info) {
+    if (hb.fd < 0) return 0;
+    char line[HB_LINE_MAX];
+    hb_format_step(line, sizeof line, ++hb.seq, step, loss, now_us(), info);
     int rc = send_signed(line, sizeof line);
     for (int i = 0; i < hb.nhold && rc == 0; i++)
         if (hb.hold[i] == step) {
@@ -269,7 +371,17 @@ int hb_start(long long step) {
     if (hb.fd < 0) return 0;
     char line[HB_LINE_MAX];
     snprintf(line, sizeof line, "FROM %lld %lld %lld", ++hb.seq, step, now_us());
-    return send_signed(line, sizeof line);
+    int rc = send_signed(line, sizeof line);
+    /* A fault step at or before where this rank resumed is still due (the rank ran ahead of the
+     * others, or the attempt ended before that fault fired): it fires once the job step reaches
+     * it. Wait for GO of the latest such step, as at a hold step, so the fault finds this rank
+     * here, not after it ran on (a rank with no step left could finish first and the fault
+     * would land on a finished job). The launcher mirrors this rule (hb_server.c). */
+    long long due = -1;
+    for (int i = 0; i < hb.nhold; i++)
+        if (hb.hold[i] <= step && hb.hold[i] > due) due = hb.hold[i];
+    if (rc == 0 && due >= 0) wait_go(due);
+    return rc;
 }
 
 int hb_event(const char *name) {

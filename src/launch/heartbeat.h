@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/sha256.h"
+
 #define HB_SECRET_BYTES 32
 #define HB_NONCE_BYTES 16
 #define HB_LINE_MAX 512
@@ -29,8 +31,31 @@ int hb_active(void);
  * (where `myriad run --inject` fires a fault) it then waits for the launcher's "GO <step>", so
  * the fault lands exactly after that step, however short the steps are. */
 int hb_step(long long step, double loss);
+
+/* What a training step measured, reported with its STEP line (docs/OPERATIONS.md): the
+ * sections' seconds (for straggler detection and the run report; each excludes the time
+ * blocked in communication, which is the comm section), and rank 0's throughput figures. */
+typedef enum { HB_SEC_DATA, HB_SEC_FORWARD, HB_SEC_BACKWARD, HB_SEC_COMM, HB_SEC_OPTIMIZER, HB_SEC_CHECKPOINT, HB_NSECTIONS } HbSection;
+const char *hb_section_name(int section); /* "data", "forward", ... as in the event log */
+typedef struct {
+    double section_s[HB_NSECTIONS]; /* seconds; < 0: not measured */
+    double tokens_per_s, mfu;       /* NAN: unknown */
+    long long mem_step;             /* newest in-memory copy complete on every rank; -1: none */
+} HbStepInfo;
+void hb_step_info_init(HbStepInfo *info); /* nothing measured */
+/* hb_step with what the step measured (info may be NULL). */
+int hb_step_info(long long step, double loss, const HbStepInfo *info);
+/* The STEP line's body (no MAC) as hb_step_info sends it; what hb_parse reads back. */
+void hb_format_step(char *line, size_t cap, long long seq, long long step, double loss, long long t_us,
+                    const HbStepInfo *info);
+/* The factor by which `myriad run --inject slow@STEP:RANK:FACTOR` stretches this rank's compute
+ * when it computes `step` (from MYRIAD_INJECT_SLOW, read by hb_connect_from_env): 1 when none
+ * applies. The trainer computes (factor - 1) x each compute section more (a spin on its CPU
+ * clock, train/trainer.c). */
+double hb_slow_factor(long long step);
 /* Report the step this rank starts from after loading a checkpoint (0 = from scratch), so the
- * launcher knows a resumed rank's position before its first new step completes. */
+ * launcher knows a resumed rank's position before its first new step completes. When fault
+ * steps at or before it are still due (MYRIAD_HB_HOLD), waits for GO of the latest one. */
 int hb_start(long long step);
 /* A named event (a single word, e.g. "checkpoint-saved"). */
 int hb_event(const char *name);
@@ -49,12 +74,16 @@ typedef struct {
     double loss;              /* STEP (NAN when absent) */
     long long t_us;           /* STEP, EVENT: sender's CLOCK_REALTIME in microseconds */
     char name[32];            /* EVENT */
+    int has_info;             /* STEP: the optional sixth field was present */
+    HbStepInfo info;          /* STEP */
 } HbMsg;
 
 /* Append " <mac>" (HMAC-SHA256 of "<nonce_hex> <body>" in hex) to body in buf (size cap). */
 int hb_sign(char *buf, size_t cap, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
 /* Check the MAC of a received line (no newline) and strip it: 0 when authentic, -1 otherwise. */
 int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *nonce_hex);
+/* The same under the secret's prepared HMAC key (the launcher verifies every line under one). */
+int hb_verify_key(char *line, const HmacKey *key, const char *nonce_hex);
 /* Parse a verified line (MAC stripped) into m; -1 with myr_error() on malformed input. */
 int hb_parse(const char *line, HbMsg *m);
 

@@ -11,7 +11,7 @@
 #include "util/rng.h"
 
 const char *fault_kind_name(FaultKind k) {
-    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan", "cmd"};
+    static const char *names[] = {"kill", "hang", "host", "corrupt", "nan", "slow", "cmd"};
     return names[k];
 }
 
@@ -38,7 +38,7 @@ static int num(const char *s, long long lo, long long *out) {
     return 0;
 }
 
-#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, cmd@STEP or random:SEED:COUNT[:MAXSTEP]"
+#define FORMS "kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, slow@STEP:RANK:FACTOR, cmd@STEP or random:SEED:COUNT[:MAXSTEP]"
 
 static int parse_one(FaultPlan *p, char *spec, int nranks) {
     Fault f = {.rank = -1};
@@ -84,6 +84,17 @@ static int parse_one(FaultPlan *p, char *spec, int nranks) {
         if (!colon || !*colon || strlen(colon) >= sizeof f.host)
             return myr_error("inject: host@%lld:HOST needs a host name from the hosts file", step);
         strcpy(f.host, colon);
+    } else if (!strcmp(spec, "slow")) {
+        f.kind = FAULT_SLOW;
+        char *fac = colon ? strchr(colon, ':') : NULL, *end;
+        if (fac) *fac++ = 0;
+        if (!colon || num(colon, 0, &rank) || rank >= nranks || !fac)
+            return myr_error("inject: slow@%lld:RANK:FACTOR needs a RANK in 0..%d and a FACTOR > 1", step, nranks - 1);
+        f.rank = (int)rank;
+        errno = 0;
+        f.factor = strtod(fac, &end);
+        if (*end || errno || !(f.factor > 1 && f.factor <= 1000))
+            return myr_error("inject: slow@%lld:%lld:%s: FACTOR must be a number in (1, 1000], e.g. 1.5", step, rank, fac);
     } else if (!strcmp(spec, "corrupt") || !strcmp(spec, "cmd")) {
         f.kind = spec[1] == 'o' ? FAULT_CORRUPT : FAULT_CMD;
         f.job_level = f.kind == FAULT_CMD; /* every rank has reached the step (and waits there) */

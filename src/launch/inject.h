@@ -1,18 +1,21 @@
 /* inject.h: fault-injection specs for `myriad run --inject` (kill@STEP:RANK, hang@STEP:RANK,
- * host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, cmd@STEP, random:SEED:COUNT[:MAXSTEP]) parsed into a list of
- * faults that the supervisor fires when a rank reports the step. Semantics: docs/LAUNCHER.md. */
+ * host@STEP:HOST, corrupt@STEP, nan@STEP:RANK, slow@STEP:RANK:FACTOR, cmd@STEP,
+ * random:SEED:COUNT[:MAXSTEP]) parsed into a list of faults that the supervisor fires when a rank
+ * reports the step (nan@ and slow@ are carried out by the rank itself: --inject-nan,
+ * MYRIAD_INJECT_SLOW). Semantics: docs/LAUNCHER.md. */
 #ifndef MYRIAD_LAUNCH_INJECT_H
 #define MYRIAD_LAUNCH_INJECT_H
 
 #include <stdint.h>
 
-typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN, FAULT_CMD } FaultKind;
+typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN, FAULT_SLOW, FAULT_CMD } FaultKind;
 
 typedef struct {
     FaultKind kind;
     long long step;  /* fires when a rank (or `rank`) first reports this step */
-    int rank;        /* KILL, HANG, NAN; -1 otherwise */
-    char host[64];   /* HOST */
+    int rank;        /* KILL, HANG, NAN, SLOW; -1 otherwise */
+    char host[64];   /* HOST; SLOW: the host the slowed rank ran on when it took effect */
+    double factor;   /* SLOW: compute takes this many times longer (> 1) */
     int job_level;   /* random: fires when the job step (slowest rank) reaches `step` */
     int fired;
 } Fault;

@@ -15,13 +15,16 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "launch/preflight.h"
 #include "launch/slurm_script.h"
 #include "launch/supervise.h"
 #include "util/opts.h"
 #include "util/error.h"
+#include "util/path.h"
 
 static volatile sig_atomic_t child_pid;
 
@@ -30,23 +33,6 @@ static volatile sig_atomic_t child_pid;
 static void forward(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
     if (child_pid > 0 && !(info && info->si_code == SI_KERNEL)) kill(child_pid, sig);
-}
-
-/* Full path of `name` on PATH, or NULL. */
-static char *find_on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) return NULL;
-    static char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? p : ".", name);
-        struct stat st;
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0) return buf;
-        if (!end) break;
-        p = end + 1;
-    }
-    return NULL;
 }
 
 /* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
@@ -63,12 +49,10 @@ static void launch_env(int n) {
     }
 }
 
-static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int argc, char **argv, int first,
-                          const char **extra, int nextra) {
+static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int dry, int exec_mode, int argc,
+                          char **argv, int first, const char **extra, int nextra) {
     char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
-    self[len] = 0;
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
     char **cmd = calloc((size_t)(argc - first + 2), sizeof *cmd);
     int k = 0;
     if (!exec_mode) cmd[k++] = self;
@@ -79,7 +63,19 @@ static int run_supervised(SuperviseOpts *so, int n, int dry, int exec_mode, int 
     so->nextra = nextra;
     so->dry_run = dry;
     launch_env(n);
-    int rc = supervise(so);
+    char checked_hosts[64] = "";
+    int rc = 0;
+    if (pf->enabled) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        so->t_start = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+        if (preflight_run(so, pf, self, checked_hosts) != 0) {
+            fprintf(stderr, "myriad: %s\n", myr_last_error());
+            rc = 1;
+        }
+    }
+    if (!rc) rc = supervise(so);
+    if (checked_hosts[0]) unlink(checked_hosts);
     inject_free(&so->plan);
     free(cmd);
     return rc;
@@ -107,9 +103,7 @@ static char **script_run_opts(const Opt *rows, const SlurmScript *sc, int argc, 
 static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode, char **run_opts, int nrun_opts,
                               int argc, char **argv, int first) {
     char self[PATH_MAX], cwd[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
-    self[len] = 0;
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
     if (!getcwd(cwd, sizeof cwd)) myr_die("run: cannot read the current directory: %s", strerror(errno));
     sc->nranks = n, sc->spares = spares, sc->exec_mode = exec_mode;
     sc->myriad = self, sc->workdir = cwd;
@@ -137,8 +131,16 @@ static int add_extra(void *dst, const char *v) {
     return 0;
 }
 
+static int add_doctor_arg(void *dst, const char *v) {
+    PreflightOpts *pf = dst;
+    if (pf->ndoctor_args == PREFLIGHT_MAX_ARGS) return myr_error("at most %d --doctor-arg", PREFLIGHT_MAX_ARGS);
+    pf->doctor_args[pf->ndoctor_args++] = v;
+    return 0;
+}
+
 static int set_launcher(void *dst, const char *v) {
-    if (strcmp(v, "mpirun") && strcmp(v, "srun")) return myr_error("--launcher must be mpirun or srun, not '%s'", v);
+    if (strcmp(v, "mpirun") && strcmp(v, "srun") && strcmp(v, "direct"))
+        return myr_error("--launcher must be mpirun, srun or direct, not '%s'", v);
     *(const char **)dst = v;
     return 0;
 }
@@ -146,8 +148,13 @@ static int set_launcher(void *dst, const char *v) {
 int cmd_run(int argc, char **argv) {
     int n = 0, dry = 0, first = -1, supervised = 0, exec_mode = 0, script = 0;
     Extra extra = {{0}, 0};
-    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .probe_timeout = 30, .node_wait = -1, .stop_grace = 60};
+    SuperviseOpts so = {.max_restarts = 3, .start_timeout = -1, .metrics_port = -1, .probe_timeout = 30, .node_wait = -1,
+                        .stop_grace = 60};
+    straggler_options_default(&so.straggler);
+    static const char *const straggler_actions[] = {"warn", "evict", NULL};
     SlurmScript sc = {.signal_lead_s = 120};
+    PreflightOpts pf = {0};
+    int pf_given = 0;
     int *S = &supervised;
     const Opt rows[] = {
         OPT_ALIAS(OPT_INT("-np", "N", &so.nranks, 1, 1 << 24, "number of ranks (required)"), "-n"),
@@ -164,17 +171,40 @@ int cmd_run(int argc, char **argv) {
                                "(default 300 with --hang-timeout, else off)"), S),
         OPT_GIVEN(OPT_CALL("--inject", "SPEC", &so, add_inject,
                            "faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
-                           "nan@STEP:RANK, cmd@STEP, random:SEED:COUNT[:MAXSTEP] (comma-separated, repeatable)"), S),
+                           "nan@STEP:RANK, slow@STEP:RANK:FACTOR, cmd@STEP, random:SEED:COUNT[:MAXSTEP]\n"
+                           "(comma-separated, repeatable)"), S),
         OPT_GIVEN(OPT_STR("--events", "FILE", &so.events_path, "append every event as a JSON line to FILE"), S),
         OPT_GIVEN(OPT_STR("--ckpt-dir", "DIR", &so.ckpt_dir, "checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)"), S),
         OPT_GIVEN(OPT_STR("--hb-addr", "ADDR", &so.hb_host, "address the ranks reach the launcher at (default 127.0.0.1)"), S),
         OPT_GIVEN(OPT_STR("--cut-link-cmd", "CMD", &so.cut_link_cmd, "shell command run when host@ fires (MYRIAD_LOST_HOST names the host)"), S),
         OPT_GIVEN(OPT_STR("--fault-cmd", "CMD", &so.fault_cmd, "shell command run when cmd@STEP fires, the ranks waiting at STEP"), S),
-        OPT_GIVEN(OPT_CALL("--launcher", "mpirun|srun", &so.launcher, set_launcher, "default: srun when SLURM_JOB_ID is set"), S),
+        OPT_GIVEN(OPT_CALL("--launcher", "mpirun|srun|direct", &so.launcher, set_launcher,
+                           "default: srun when SLURM_JOB_ID is set; direct runs the command once\n"
+                           "(it starts the ranks itself, e.g. a load generator)"), S),
         OPT_GIVEN(OPT_SWITCH("--exec", &exec_mode, "the command after -- is a program, not a myriad subcommand"), S),
         OPT_SWITCH("--supervise", &supervised, "use the supervisor with all defaults"),
         OPT_GIVEN(OPT_DOUBLE("--stop-grace", "S", &so.stop_grace, 0, 1e9,
                              "after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)"), S),
+        OPT_SECTION("pre-flight (docs/OPERATIONS.md):"),
+        OPT_GIVEN(OPT_SWITCH("--preflight", &pf.enabled,
+                             "first run `myriad doctor` over every host and spare; launch on healthy\n"
+                             "hosts (flagged ones replaced by spares), or refuse with the reasons"), &pf_given),
+        OPT_CALL("--doctor-arg", "ARG", &pf, add_doctor_arg,
+                 "pass ARG to the doctor (repeatable), e.g. --doctor-arg --baseline --doctor-arg F"),
+        OPT_GIVEN(OPT_STR("--preflight-out", "F", &pf.out_path, "write the doctor's JSON verdict to F (implies --preflight)"), &pf_given),
+        OPT_POSITIVE("--preflight-timeout", "S", &pf.timeout_s, 1e9,
+                     "the doctor must finish within S seconds (default 300; relaunched once)"),
+        OPT_SECTION("operations (see docs/OPERATIONS.md):"),
+        OPT_GIVEN(OPT_CHOICE("--straggler-action", "A", &so.straggler_evict, straggler_actions,
+                             "warn (default) or evict: a straggler's host is replaced by a spare"), S),
+        OPT_GIVEN(OPT_BELOW(OPT_POSITIVE("--straggler-threshold", "X", &so.straggler.threshold, 1,
+                                         "relative and individual score below which a window counts (0.75)")), S),
+        OPT_GIVEN(OPT_INT("--straggler-window", "W", &so.straggler.window, 1, 32, "steps per window (5)"), S),
+        OPT_GIVEN(OPT_INT("--straggler-windows", "K", &so.straggler.consecutive, 1, 1000,
+                          "windows below the threshold in a row that make a straggler (3)"), S),
+        OPT_GIVEN(OPT_INT("--metrics-port", "P", &so.metrics_port, 0, 65535,
+                          "serve Prometheus metrics on http://ADDR:P/metrics (0: any free port)"), S),
+        OPT_GIVEN(OPT_STR("--metrics-addr", "ADDR", &so.metrics_addr, "address for --metrics-port (default: every interface)"), S),
         OPT_SECTION("under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):"),
         OPT_GIVEN(OPT_DOUBLE("--probe-timeout", "S", &so.probe_timeout, 0, 1e9,
                              "after a failure, a probe step on each node must end within S s (default 30; 0 = off)"), S),
@@ -230,17 +260,17 @@ int cmd_run(int argc, char **argv) {
             myr_die("run: --inject nan@STEP:RANK turns a gradient of `myriad train` to NaN: the command is not train");
     /* a program that never connects (no heartbeats) is only a hang when hangs are watched */
     if (so.start_timeout == -1) so.start_timeout = so.hang_timeout > 0 ? 300 : 0;
+    if (pf_given) pf.enabled = 1, supervised = 1;
+    if ((pf.ndoctor_args || pf.timeout_s) && !pf.enabled) myr_die("run: --doctor-arg and --preflight-timeout need --preflight");
     /* inside a Slurm allocation the job goes through srun, supervised (heartbeats, lost nodes, restarts) */
     if (getenv("SLURM_JOB_ID") && !(so.launcher && !strcmp(so.launcher, "mpirun"))) supervised = 1;
-    if (supervised) return run_supervised(&so, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
-    char *mpirun = find_on_path("mpirun");
+    if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
+    char *mpirun = path_find_program("mpirun");
     if (!mpirun)
         myr_die("run: mpirun not found on PATH; install Open MPI (apt-get install openmpi-bin) or start "
                 "bin/myriad with your cluster's launcher");
     char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) myr_die("run: cannot find this binary's path (/proc/self/exe): %s", strerror(errno));
-    self[len] = 0;
+    if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
 
     char np[16];
     snprintf(np, sizeof np, "%d", n);

@@ -1,160 +1,56 @@
 /* supervise.c: the supervising launcher behind `myriad run` when any fault-tolerance option is
- * given. One process, one poll() loop: a TCP listener for the ranks' heartbeats, the launched
- * mpirun/srun as a child in its own process group, and timers for hang detection. Each attempt
- * launches the job, watches it, and on a failure kills it, replaces lost hosts with spares and
- * relaunches with `--resume auto`, until it finishes or --max-restarts is spent.
- * Formats, rules and the goodput definition: docs/LAUNCHER.md. */
+ * given. Each attempt launches the job (mpirun, srun or the command itself, as a child in its own
+ * process group), watches it (sup_loop.c: epoll over the heartbeat listener and connections,
+ * timers for hang detection), and on a failure kills it, replaces lost hosts with spares and
+ * relaunches with `--resume auto`, until it finishes or --max-restarts is spent. Under Slurm the
+ * hosts are the allocation's nodes: lost nodes are found and settled with Slurm, and a job with no
+ * spare left exits 75 for a requeue; SIGTERM/SIGUSR1 make the ranks checkpoint and stop. This file
+ * owns the attempts, the hosts, the command lines and the summary; the rest of the supervisor is
+ * split by job (sup_state.h lists the files). Formats, rules and the goodput definition:
+ * docs/LAUNCHER.md and docs/SLURM.md. */
 #define _GNU_SOURCE
-#include "launch/supervise.h"
+#include "launch/sup_state.h"
+#include "launch/sup_loop.h"
+#include "launch/metrics.h"
 
 #include <arpa/inet.h>
-#include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "launch/heartbeat.h"
 #include "launch/slurm.h"
 #include "util/error.h"
 #include "util/hostlist.h"
+#include "util/path.h"
 #include "util/sha256.h"
 
-typedef struct {
-    char name[64];
-    int slots;
-    int lost;
-    int settled;             /* lost, and Slurm flagged it (or we gave it back): see settle_lost_nodes */
-} Host;
-
-typedef struct {
-    int connected, done, closed;
-    long long pid;
-    char host[HB_HOST_MAX];
-    long long step;          /* last step reported in this attempt; -1 none */
-    long long first_step;    /* first step reported in this attempt; -1 none */
-    long long best_step;     /* highest step ever reported (all attempts) */
-    long long best_step_before; /* best_step when this attempt began */
-    double last_progress;    /* monotonic seconds of the last HELLO or new step */
-    long long held;          /* waiting for GO after reporting this hold step; -1 none */
-    int fd;                  /* its heartbeat connection */
-    int stopped;             /* it checkpointed and stopped on a signal (event "stopped-on-signal") */
-} RankState;
-
-typedef struct {
-    int fd;
-    int rank;                /* -1 until authenticated */
-    char nonce[2 * HB_NONCE_BYTES + 1];
-    long long last_seq;
-    char buf[HB_LINE_MAX];
-    size_t len;
-} Conn;
-
-/* Per-attempt job-step timeline for goodput: t[i] = when every rank had reported step s0 + i,
- * t0 = when every rank had connected (the attempt's first computed step starts there). */
-typedef struct {
-    long long s0;            /* first step computed in the attempt; -1 none */
-    double t0;
-    double *t;
-    long long n, cap;
-} Timeline;
-
-static double t_start;
-static FILE *events_file;
 static volatile sig_atomic_t stop_signal, child_pgid;
-/* SIGTERM or SIGUSR1: the ranks are asked (SIGUSR1, which mpirun and srun forward) to checkpoint
- * and stop; the run ends when they have, or after --stop-grace */
-static volatile sig_atomic_t graceful_signal;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Log one event: a JSON line to the events file and to stderr. Takes ownership of obj. */
-static void emit(cJSON *obj) {
-    cJSON *ordered = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ordered, "t", round((now_s() - t_start) * 1000) / 1000);
-    for (cJSON *it = obj->child; it;) {
-        cJSON *next = it->next;
-        cJSON_AddItemToObject(ordered, it->string, cJSON_DetachItemViaPointer(obj, it));
-        it = next;
-    }
-    cJSON_Delete(obj);
-    char *s = cJSON_PrintUnformatted(ordered);
-    if (s) {
-        fprintf(stderr, "myriad run: %s\n", s);
-        if (events_file) fprintf(events_file, "%s\n", s), fflush(events_file);
-        free(s);
-    }
-    cJSON_Delete(ordered);
-}
-
-static cJSON *ev(const char *name) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", name);
-    return o;
-}
+volatile sig_atomic_t sup_graceful_signal;
 
 static void on_signal(int sig) {
     if (sig == SIGTERM || sig == SIGUSR1) {
-        if (graceful_signal) return; /* already stopping (Slurm may signal both the script and us) */
-        graceful_signal = sig;
+        if (sup_graceful_signal) return; /* already stopping (Slurm may signal both the script and us) */
+        sup_graceful_signal = sig;
         if (child_pgid > 0) kill(child_pgid, SIGUSR1);
         return;
     }
     stop_signal = sig; /* SIGINT, SIGHUP: stop now */
     if (child_pgid > 0) kill(-child_pgid, sig);
-}
-
-/* ---------- hosts ---------- */
-
-static int load_hosts(const char *path, Host **out, int *n) {
-    FILE *f = fopen(path, "r");
-    if (!f) return myr_error("run: cannot open hosts file %s: %s", path, strerror(errno));
-    char line[512];
-    int cap = 0, lineno = 0;
-    *n = 0, *out = NULL;
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64], rest[64] = "";
-        int k = sscanf(line, "%63s %63s", name, rest);
-        if (k <= 0) continue;
-        int slots = 1;
-        if (k == 2 && (sscanf(rest, "slots=%d", &slots) != 1 || slots < 1)) {
-            fclose(f);
-            return myr_error("run: %s:%d: expected 'HOST [slots=N]', got '%s'", path, lineno, rest);
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 8;
-            *out = realloc(*out, (size_t)cap * sizeof **out);
-        }
-        Host *h = &(*out)[(*n)++];
-        snprintf(h->name, sizeof h->name, "%s", name);
-        h->slots = slots, h->lost = 0;
-    }
-    fclose(f);
-    if (*n == 0) return myr_error("run: hosts file %s lists no hosts", path);
-    return 0;
 }
 
 /* ---------- command line of one attempt ---------- */
@@ -246,6 +142,16 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     return a;
 }
 
+/* --launcher direct: the command itself, once; it starts (or simulates) every rank. */
+static char **direct_argv(const SuperviseOpts *o, int attempt) {
+    int ncmd = 0;
+    while (o->cmd[ncmd]) ncmd++;
+    char **a = calloc((size_t)ncmd + 3, sizeof *a);
+    for (int i = 0; i < ncmd; i++) a[i] = strdup(o->cmd[i]);
+    if (attempt > 0 && !has_resume(o->cmd)) a[ncmd++] = strdup("--resume"), a[ncmd++] = strdup("auto");
+    return a;
+}
+
 /* Bytes under dir (files of one level of subdirectories: the layout of in-memory copies), and
  * the newest modification time seen (*newest). */
 static double dir_bytes(const char *dir, int depth, time_t *newest) {
@@ -278,7 +184,7 @@ static void report_leftover_copies(void) {
     if (!root || !*root) root = "/dev/shm";
     DIR *d = opendir(root);
     if (!d) return;
-    time_t since = time(NULL) - (time_t)(now_s() - t_start) - 1;
+    time_t since = time(NULL) - (time_t)(sup_now() - sup_t_start) - 1;
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, "myriad-", 7)) continue;
         char path[PATH_MAX];
@@ -291,652 +197,66 @@ static void report_leftover_copies(void) {
         fprintf(stderr, "myriad: run: the job's in-memory copies remain in %s (%.1f MiB here, likewise on the other "
                 "hosts): `--resume auto` of the same job restores from them; `rm -rf %s` frees them\n", path, mib,
                 path);
-        cJSON *x = ev("copies-left");
+        cJSON *x = sup_event("copies-left");
         cJSON_AddStringToObject(x, "dir", path);
         cJSON_AddNumberToObject(x, "mib", round(mib * 10) / 10);
-        emit(x);
+        sup_emit(x);
     }
     closedir(d);
 }
 
-static void free_argv(char **a) {
-    for (int i = 0; a && a[i]; i++) free(a[i]);
-    free(a);
-}
-
-static char *join_argv(char **a) {
-    size_t len = 1;
-    for (int i = 0; a[i]; i++) len += strlen(a[i]) + 1;
-    char *s = malloc(len);
-    s[0] = 0;
-    for (int i = 0; a[i]; i++) strcat(s, a[i]), strcat(s, a[i + 1] ? " " : "");
-    return s;
-}
-
-static char *find_on_path(const char *name) {
-    const char *path = getenv("PATH");
-    if (!path) return NULL;
-    char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, len ? p : ".", name);
-        if (access(buf, X_OK) == 0) return strdup(buf);
-        if (!end) break;
-        p = end + 1;
-    }
-    return NULL;
-}
-
-/* ---------- heartbeat server ---------- */
-
-static int listen_on(const char *host, int *port_out) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return myr_error("run: socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        struct addrinfo hints = {.ai_family = AF_INET}, *res;
-        if (getaddrinfo(host, NULL, &hints, &res) != 0) {
-            close(fd);
-            return myr_error("run: --hb-addr '%s' is not an IPv4 address or resolvable name", host);
-        }
-        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-        freeaddrinfo(res);
-    }
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0) {
-        int e = errno;
-        close(fd);
-        return myr_error("run: cannot listen on %s: %s", host, strerror(e));
-    }
-    socklen_t len = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    *port_out = ntohs(sa.sin_port);
-    fcntl(fd, F_SETFL, O_NONBLOCK);
-    return fd;
-}
-
-static int random_bytes(uint8_t *out, size_t n) {
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(fd, out + got, n - got);
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    return got == n ? 0 : -1;
-}
-
-static void send_line(int fd, const char *s) {
-    size_t len = strlen(s);
-    (void)!send(fd, s, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* ---------- the supervisor state ---------- */
-
-typedef struct {
-    SuperviseOpts *o;
-    uint8_t secret[HB_SECRET_BYTES];
-    int attempt;
-    RankState *ranks;
-    Conn *conns;
-    int nconns, cap_conns;
-    double launch_time;
-    int all_connected;
-    long long job_step;      /* min step over ranks in this attempt */
-    Timeline *tl;            /* per attempt */
-    int fault_fired_this_attempt;
-    long long *holds; /* steps every rank waits at for GO this attempt (fault steps) */
-    int nholds;
-    int lost_host_this_attempt; /* index into hosts, -1 */
-    Host *hosts;
-    int nhosts;
-    int *active;
-    int nactive;
-    /* failure of this attempt */
-    int failed;
-    char why[256];
-    double *stop_time;       /* per rank: when hang@ stopped it (for the event log) */
-    uint64_t corrupt_state;
-    long long refused;
-    char source[32];         /* this attempt's restore source, from rank 0's event */
-    int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
-    int use_srun;
-    int slurm_nodes;         /* hosts are the nodes of this Slurm allocation: ask Slurm about lost ones */
-    char self_host[HB_HOST_MAX]; /* where this launcher runs (ranks here may be signalled by pid) */
-} Sup;
-
-static void fail(Sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(Sup *s, const char *fmt, ...) {
+void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->failed) return;
     s->failed = 1;
+    /* ranks that die with a lost host are counted as the host's loss */
+    if (s->lost_host_this_attempt >= 0 && kind != FAIL_STRAGGLER) kind = FAIL_HOST_LOST;
+    s->fail_kind = kind;
+    s->m.failures[kind]++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->why, sizeof s->why, fmt, ap);
     va_end(ap);
 }
 
-static void close_conn(Sup *s, int i) {
-    close(s->conns[i].fd);
-    s->conns[i] = s->conns[--s->nconns];
-}
-
-static void timeline_add(Timeline *tl, long long step, double t) {
-    if (tl->s0 < 0) tl->s0 = step;
-    long long idx = step - tl->s0;
-    if (idx < 0) return;
-    while (tl->n <= idx) {
-        if (tl->n == tl->cap) {
-            tl->cap = tl->cap ? 2 * tl->cap : 64;
-            tl->t = realloc(tl->t, (size_t)tl->cap * sizeof *tl->t);
-        }
-        tl->t[tl->n++] = t;
-    }
-}
-
-/* Flip one pseudo-random bit of one pseudo-random non-empty file under dir. */
-static void collect_files(const char *dir, char ***list, int *n, int *cap, int depth) {
-    DIR *d = opendir(dir);
-    if (!d || depth > 8) {
-        if (d) closedir(d);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) collect_files(path, list, n, cap, depth + 1);
-        else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-            if (*n == *cap) *cap = *cap ? 2 * *cap : 16, *list = realloc(*list, (size_t)*cap * sizeof **list);
-            (*list)[(*n)++] = strdup(path);
-        }
-    }
-    closedir(d);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void corrupt_one(Sup *s, long long step) {
-    cJSON *e = ev("inject");
-    cJSON_AddStringToObject(e, "fault", "corrupt");
-    cJSON_AddNumberToObject(e, "step", (double)step);
-    char **files = NULL;
-    int n = 0, cap = 0;
-    if (s->o->ckpt_dir) collect_files(s->o->ckpt_dir, &files, &n, &cap, 0);
-    if (n == 0) {
-        cJSON_AddStringToObject(e, "error", s->o->ckpt_dir ? "no file under the checkpoint dir" : "no --ckpt-dir given");
-        emit(e);
-        return;
-    }
-    qsort(files, (size_t)n, sizeof *files, cmp_str); /* directory order is not deterministic */
-    /* a shard (*.bin) of the newest directory that holds shards (step-NNNNNNNN sorts by step), so
-     * the flip lands in the checkpoint a resume would load; any file when there are no shards */
-    const char *newest = NULL;
-    size_t newest_len = 0;
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(files[i]);
-        const char *slash = strrchr(files[i], '/');
-        if (len < 4 || strcmp(files[i] + len - 4, ".bin") || !slash) continue;
-        size_t dl = (size_t)(slash - files[i]);
-        if (!newest || strncmp(files[i], newest, dl > newest_len ? dl : newest_len) > 0) newest = files[i], newest_len = dl;
-    }
-    int m = 0;
-    char **pick = malloc((size_t)n * sizeof *pick);
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(files[i]);
-        if (!newest || (len > newest_len + 4 && !strncmp(files[i], newest, newest_len) && files[i][newest_len] == '/' &&
-                        !strchr(files[i] + newest_len + 1, '/') && !strcmp(files[i] + len - 4, ".bin")))
-            pick[m++] = files[i];
-    }
-    const char *path = pick[inject_next(&s->corrupt_state) % (uint64_t)m];
-    free(pick);
-    int fd = open(path, O_RDWR);
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
-        off_t off = (off_t)(inject_next(&s->corrupt_state) % (uint64_t)st.st_size);
-        int bit = (int)(inject_next(&s->corrupt_state) % 8);
-        unsigned char byte;
-        if (pread(fd, &byte, 1, off) == 1) {
-            byte ^= (unsigned char)(1u << bit);
-            if (pwrite(fd, &byte, 1, off) == 1) fsync(fd);
-        }
-        cJSON_AddStringToObject(e, "file", path);
-        cJSON_AddNumberToObject(e, "offset", (double)off);
-        cJSON_AddNumberToObject(e, "bit", bit);
-    } else cJSON_AddStringToObject(e, "error", strerror(errno));
-    if (fd >= 0) close(fd);
-    emit(e);
-    for (int i = 0; i < n; i++) free(files[i]);
-    free(files);
-}
-
-/* cmd@STEP: the --fault-cmd shell command, run to its end while the ranks wait at STEP (tests make
- * a node die, mark it down in Slurm or send Slurm's warning signal exactly there). */
-static void run_fault_cmd(Sup *s, long long step) {
-    cJSON *e = ev("inject");
-    cJSON_AddStringToObject(e, "fault", "cmd");
-    cJSON_AddNumberToObject(e, "step", (double)step);
-    char st[24];
-    snprintf(st, sizeof st, "%lld", step);
-    setenv("MYRIAD_FAULT_STEP", st, 1);
-    fflush(stdout), fflush(stderr);
-    int rc = system(s->o->fault_cmd);
-    cJSON_AddNumberToObject(e, "status", WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc));
-    emit(e);
-}
-
-/* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
- * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
-static void maybe_inject(Sup *s, int r, long long step) {
-    FaultPlan *p = &s->o->plan;
-    for (int i = 0; i < p->n; i++) {
-        Fault *f = &p->faults[i];
-        if (f->fired || step < f->step) continue;
-        if (f->kind == FAULT_NAN) { /* the rank did it itself; reported for the record */
-            f->fired = 1;
-            cJSON *e = ev("inject");
-            cJSON_AddStringToObject(e, "fault", "nan");
-            cJSON_AddNumberToObject(e, "step", (double)f->step);
-            cJSON_AddNumberToObject(e, "rank", f->rank);
-            emit(e);
-            continue;
-        }
-        if (f->kind == FAULT_CORRUPT) {
-            f->fired = 1;
-            corrupt_one(s, step);
-            continue;
-        }
-        if (f->kind == FAULT_CMD) { /* once every rank is at the step, waiting there for GO */
-            if (s->job_step < f->step || s->failed) continue;
-            f->fired = 1;
-            run_fault_cmd(s, f->step);
-            continue;
-        }
-        if (s->fault_fired_this_attempt || s->failed) continue;
-        if (f->job_level) { /* random: due once the slowest rank reached the step */
-            if (s->job_step < f->step) continue;
-            r = f->rank; /* its drawn rank, or the slowest one still running if that one is done */
-            if (s->ranks[r].done || s->ranks[r].closed)
-                for (int q = 0; q < s->o->nranks; q++)
-                    if (!s->ranks[q].done && !s->ranks[q].closed && (r == f->rank || s->ranks[q].step < s->ranks[r].step)) r = q;
-            if (s->ranks[r].done || s->ranks[r].closed) continue;
-        } else if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && f->rank != r) continue;
-        cJSON *e = ev("inject");
-        cJSON_AddStringToObject(e, "fault", fault_kind_name(f->kind));
-        cJSON_AddNumberToObject(e, "step", (double)step);
-        f->fired = 1;
-        s->fault_fired_this_attempt = 1;
-        if (f->kind == FAULT_HOST) {
-            int h = -1;
-            for (int j = 0; j < s->nactive; j++)
-                if (!strcmp(s->hosts[s->active[j]].name, f->host)) h = s->active[j];
-            cJSON_AddStringToObject(e, "host", f->host);
-            if (h < 0) {
-                cJSON_AddStringToObject(e, "error", "host is not in use");
-                emit(e);
-                s->fault_fired_this_attempt = 0;
-                continue;
-            }
-            cJSON *pids = cJSON_AddArrayToObject(e, "pids");
-            for (int q = 0; q < s->o->nranks; q++)
-                if (s->ranks[q].connected && !strcmp(s->ranks[q].host, f->host)) {
-                    kill((pid_t)s->ranks[q].pid, SIGKILL);
-                    cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[q].pid));
-                }
-            s->lost_host_this_attempt = h;
-            s->hosts[h].lost = 1;
-            emit(e);
-            if (s->o->cut_link_cmd) {
-                setenv("MYRIAD_LOST_HOST", f->host, 1);
-                int rc = system(s->o->cut_link_cmd);
-                cJSON *c = ev("link-cut");
-                cJSON_AddStringToObject(c, "host", f->host);
-                cJSON_AddNumberToObject(c, "status", rc);
-                emit(c);
-            }
-            continue;
-        }
-        RankState *rs = &s->ranks[r];
-        cJSON_AddNumberToObject(e, "rank", r);
-        cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
-        cJSON_AddStringToObject(e, "host", rs->host);
-        kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
-        if (f->kind == FAULT_HANG) s->stop_time[r] = now_s();
-        emit(e);
-    }
-}
-
-/* Job step = the slowest rank's step, once every rank has reported; extends the timeline. */
-static void update_job_step(Sup *s) {
-    long long mn = LLONG_MAX;
-    for (int r = 0; r < s->o->nranks; r++) mn = s->ranks[r].step < mn ? s->ranks[r].step : mn;
-    if (mn < 0 || mn <= s->job_step) return;
-    Timeline *tl = &s->tl[s->attempt];
-    if (s->job_step < 0) {
-        long long lo = LLONG_MAX, recomputed = 0;
-        for (int r = 0; r < s->o->nranks; r++) {
-            RankState *rs = &s->ranks[r];
-            lo = rs->first_step < lo ? rs->first_step : lo;
-            /* steps this rank had reported in earlier attempts that it computes again */
-            long long again = rs->best_step_before - rs->first_step + 1;
-            if (again > recomputed) recomputed = again;
-        }
-        if (s->attempt > 0 || lo > 1) { /* a relaunch, or a run (a requeued job) resuming a checkpoint */
-            cJSON *e = ev("resumed");
-            cJSON_AddNumberToObject(e, "attempt", s->attempt);
-            cJSON_AddNumberToObject(e, "first_step", (double)lo);
-            cJSON_AddNumberToObject(e, "recomputed_steps", (double)recomputed);
-            if (s->source[0]) cJSON_AddStringToObject(e, "source", s->source);
-            if (s->copy_rejected) cJSON_AddBoolToObject(e, "corrupt_copy_skipped", 1);
-            emit(e);
-        }
-        tl->s0 = lo;
-    }
-    for (long long st = s->job_step < 0 ? tl->s0 : s->job_step + 1; st <= mn; st++) timeline_add(tl, st, now_s());
-    s->job_step = mn;
-    maybe_inject(s, -1, mn); /* job-level (random) faults */
-}
-
-/* Fault steps of this attempt: every rank waits after reporting one until the launcher says GO,
- * which it does once every rank still running has reported it and the faults due have fired;
- * so kill@6:1 finds rank 1 right after step 6 and corrupt@7 finds the checkpoints of step 7. */
-static int cmp_ll(const void *a, const void *b) {
+static int cmp_pid(const void *a, const void *b) {
     long long x = *(const long long *)a, y = *(const long long *)b;
     return (x > y) - (x < y);
-}
-
-static int is_hold_step(const Sup *s, long long step) { /* holds: ascending */
-    return s->nholds && bsearch(&step, s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll) != NULL;
-}
-
-/* The hold steps of a new attempt: those of the faults not fired yet (MYRIAD_HB_HOLD), distinct,
- * ascending, at most HOLD_MAX (the earliest: faults fire in step order, and the next attempt lists
- * the rest), so the variable stays far below the kernel's limit on one environment string. */
-enum { HOLD_MAX = 4096 };
-static void set_holds(Sup *s) {
-    const FaultPlan *p = &s->o->plan;
-    s->holds = realloc(s->holds, ((size_t)p->n + 1) * sizeof *s->holds);
-    s->nholds = 0;
-    for (int i = 0; i < p->n; i++) /* nan@ needs no hold: the rank acts inside the step */
-        if (!p->faults[i].fired && p->faults[i].kind != FAULT_NAN) s->holds[s->nholds++] = p->faults[i].step;
-    qsort(s->holds, (size_t)s->nholds, sizeof *s->holds, cmp_ll);
-    int n = 0;
-    for (int i = 0; i < s->nholds && n < HOLD_MAX; i++)
-        if (!n || s->holds[i] != s->holds[n - 1]) s->holds[n++] = s->holds[i];
-    s->nholds = n;
-    char *env = malloc((size_t)n * 21 + 1);
-    size_t len = 0;
-    env[0] = 0;
-    for (int i = 0; i < n; i++) len += (size_t)sprintf(env + len, "%s%lld", i ? "," : "", s->holds[i]);
-    setenv("MYRIAD_HB_HOLD", env, 1);
-    free(env);
-}
-
-static void release_holds(Sup *s) {
-    long long h = -1;
-    for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].held >= 0) h = s->ranks[r].held;
-    if (h < 0) return;
-    for (int r = 0; r < s->o->nranks; r++) {
-        const RankState *rs = &s->ranks[r];
-        int running = rs->connected && !rs->done && !rs->closed && s->stop_time[r] == 0;
-        if (running && rs->step < h) return; /* someone has yet to get there */
-    }
-    char go[40];
-    snprintf(go, sizeof go, "GO %lld\n", h);
-    for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].held == h) {
-            if (!s->ranks[r].closed) send_line(s->ranks[r].fd, go);
-            /* released now: a rank that waited for the others is not the one that went silent */
-            if (s->stop_time[r] == 0) s->ranks[r].last_progress = now_s();
-            s->ranks[r].held = -1;
-        }
-}
-
-static void handle_line(Sup *s, int ci, char *line) {
-    Conn *c = &s->conns[ci];
-    struct sockaddr_in peer;
-    socklen_t plen = sizeof peer;
-    char peerbuf[64] = "?";
-    if (getpeername(c->fd, (struct sockaddr *)&peer, &plen) == 0)
-        snprintf(peerbuf, sizeof peerbuf, "%s:%d", inet_ntoa(peer.sin_addr), ntohs(peer.sin_port));
-    HbMsg m;
-    if (hb_verify(line, s->secret, c->nonce) != 0 || hb_parse(line, &m) != 0) {
-        cJSON *e = ev("auth-refused");
-        cJSON_AddStringToObject(e, "peer", peerbuf);
-        cJSON_AddStringToObject(e, "reason", myr_last_error());
-        if (c->rank >= 0) cJSON_AddNumberToObject(e, "rank", c->rank);
-        emit(e);
-        s->refused++;
-        send_line(c->fd, "NO authentication failed\n");
-        c->len = (size_t)-1; /* mark for closing */
-        return;
-    }
-    if (c->rank < 0) {
-        const char *no = NULL;
-        if (m.type != HB_HELLO) no = "expected HELLO";
-        else if (m.attempt != s->attempt) no = "stale attempt";
-        else if (m.rank >= s->o->nranks) no = "rank out of range";
-        else if (s->ranks[m.rank].connected) no = "rank already connected";
-        if (no) {
-            cJSON *e = ev("auth-refused");
-            cJSON_AddStringToObject(e, "peer", peerbuf);
-            cJSON_AddStringToObject(e, "reason", no);
-            emit(e);
-            char msg[64];
-            snprintf(msg, sizeof msg, "NO %s\n", no);
-            send_line(c->fd, msg);
-            c->len = (size_t)-1;
-            return;
-        }
-        RankState *rs = &s->ranks[m.rank];
-        c->rank = m.rank;
-        rs->connected = 1;
-        rs->fd = c->fd;
-        rs->pid = m.pid;
-        snprintf(rs->host, sizeof rs->host, "%s", m.host);
-        rs->last_progress = now_s();
-        send_line(c->fd, "OK\n");
-        int all = 1;
-        for (int r = 0; r < s->o->nranks; r++) all &= s->ranks[r].connected;
-        if (all && !s->all_connected) {
-            s->all_connected = 1;
-            s->tl[s->attempt].t0 = now_s();
-            cJSON *e = ev("connected");
-            cJSON_AddNumberToObject(e, "attempt", s->attempt);
-            cJSON_AddNumberToObject(e, "ranks", s->o->nranks);
-            emit(e);
-        }
-        return;
-    }
-    if (m.seq <= c->last_seq) { /* a replayed or reordered line */
-        cJSON *e = ev("auth-refused");
-        cJSON_AddStringToObject(e, "peer", peerbuf);
-        cJSON_AddStringToObject(e, "reason", "sequence number went backwards (replay)");
-        cJSON_AddNumberToObject(e, "rank", c->rank);
-        emit(e);
-        c->len = (size_t)-1;
-        return;
-    }
-    c->last_seq = m.seq;
-    RankState *rs = &s->ranks[c->rank];
-    if (m.type == HB_EVENT) {
-        if (!strcmp(m.name, "done")) rs->done = 1;
-        else {
-            if (!strcmp(m.name, "stopped-on-signal")) rs->stopped = 1;
-            /* where the trainer restored from: memory, replica, disk, disk-fallback, scratch */
-            if (c->rank == 0 && (!strncmp(m.name, "restored-from-", 14) || !strcmp(m.name, "disk-fallback") ||
-                                 !strcmp(m.name, "started-from-scratch")))
-                snprintf(s->source, sizeof s->source, "%s",
-                         !strncmp(m.name, "restored-from-", 14) ? m.name + 14 : m.name);
-            if (c->rank == 0 && !strcmp(m.name, "mem-copy-rejected")) s->copy_rejected = 1;
-            cJSON *e = ev("rank-event");
-            cJSON_AddNumberToObject(e, "rank", c->rank);
-            cJSON_AddStringToObject(e, "name", m.name);
-            emit(e);
-        }
-        return;
-    }
-    if (m.type == HB_FROM) { /* resumed position: the next step it computes is m.step + 1 */
-        if (rs->first_step < 0) rs->first_step = m.step + 1;
-        if (m.step > rs->step) rs->step = m.step;
-        rs->last_progress = now_s();
-        update_job_step(s);
-        return;
-    }
-    if (m.type != HB_STEP) return;
-    if (rs->first_step < 0) rs->first_step = m.step;
-    if (m.step > rs->step) {
-        rs->step = m.step;
-        rs->last_progress = now_s();
-    }
-    if (m.step > rs->best_step) rs->best_step = m.step;
-    if (is_hold_step(s, m.step)) rs->held = m.step;
-    update_job_step(s);
-    maybe_inject(s, c->rank, m.step);
-    release_holds(s);
-}
-
-static void read_conn(Sup *s, int ci) {
-    Conn *c = &s->conns[ci];
-    char tmp[4096];
-    ssize_t r = recv(c->fd, tmp, sizeof tmp, MSG_DONTWAIT);
-    if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (r <= 0) { /* EOF: the rank's process is gone (or closed after "done") */
-        if (c->rank >= 0) {
-            RankState *rs = &s->ranks[c->rank];
-            rs->closed = 1;
-            if (!rs->done && !rs->stopped && !graceful_signal && !s->failed) {
-                cJSON *e = ev("exit");
-                cJSON_AddNumberToObject(e, "rank", c->rank);
-                cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
-                cJSON_AddStringToObject(e, "host", rs->host);
-                cJSON_AddNumberToObject(e, "step", (double)rs->step);
-                cJSON_AddStringToObject(e, "why", "heartbeat connection closed before the rank finished");
-                emit(e);
-                fail(s, "rank %d (pid %lld on %s) exited at step %lld", c->rank, rs->pid, rs->host, rs->step);
-            }
-        }
-        close_conn(s, ci);
-        release_holds(s);
-        return;
-    }
-    for (ssize_t i = 0; i < r; i++) {
-        if (tmp[i] == '\n') {
-            c->buf[c->len] = 0;
-            c->len = 0;
-            handle_line(s, ci, c->buf);
-            c = &s->conns[ci];
-            if (c->len == (size_t)-1) {
-                close_conn(s, ci);
-                return;
-            }
-        } else if (c->len + 1 >= sizeof c->buf) {
-            cJSON *e = ev("auth-refused");
-            cJSON_AddStringToObject(e, "reason", "line too long");
-            emit(e);
-            close_conn(s, ci);
-            return;
-        } else c->buf[c->len++] = tmp[i];
-    }
-}
-
-static void accept_conns(Sup *s, int lfd) {
-    for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) return;
-        if (s->nconns == s->cap_conns) {
-            s->cap_conns = s->cap_conns ? 2 * s->cap_conns : 64;
-            s->conns = realloc(s->conns, (size_t)s->cap_conns * sizeof *s->conns);
-        }
-        Conn *c = &s->conns[s->nconns++];
-        memset(c, 0, sizeof *c);
-        c->fd = fd;
-        c->rank = -1;
-        uint8_t nonce[HB_NONCE_BYTES];
-        if (random_bytes(nonce, sizeof nonce) != 0) memset(nonce, 0, sizeof nonce);
-        hex_encode(nonce, sizeof nonce, c->nonce);
-        char greet[64];
-        snprintf(greet, sizeof greet, "MYRHB1 %s\n", c->nonce);
-        send_line(fd, greet);
-    }
-}
-
-/* Detect hung ranks: silent for --hang-timeout, or not connected --start-timeout after launch.
- * With collectives a stuck rank stalls everyone; the rank that went silent first is blamed. */
-static void check_timeouts(Sup *s) {
-    double t = now_s();
-    int worst = -1;
-    for (int r = 0; r < s->o->nranks; r++) {
-        RankState *rs = &s->ranks[r];
-        if (rs->done || !rs->connected || rs->closed) continue;
-        if (s->o->hang_timeout > 0 && t - rs->last_progress > s->o->hang_timeout &&
-            (worst < 0 || rs->last_progress < s->ranks[worst].last_progress))
-            worst = r;
-    }
-    if (worst >= 0) {
-        RankState *rs = &s->ranks[worst];
-        cJSON *e = ev("heartbeat-timeout");
-        cJSON_AddNumberToObject(e, "rank", worst);
-        cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
-        cJSON_AddStringToObject(e, "host", rs->host);
-        cJSON_AddNumberToObject(e, "step", (double)rs->step);
-        cJSON_AddNumberToObject(e, "silent_s", round((t - rs->last_progress) * 1000) / 1000);
-        cJSON_AddNumberToObject(e, "timeout_s", s->o->hang_timeout);
-        if (s->stop_time[worst] > 0)
-            cJSON_AddNumberToObject(e, "since_stop_s", round((t - s->stop_time[worst]) * 1000) / 1000);
-        emit(e);
-        fail(s, "rank %d (pid %lld on %s) made no progress for %.1f s after step %lld", worst, rs->pid, rs->host,
-             t - rs->last_progress, rs->step);
-        return;
-    }
-    if (s->o->start_timeout > 0 && t - s->launch_time > s->o->start_timeout) {
-        for (int r = 0; r < s->o->nranks; r++)
-            if (!s->ranks[r].connected) {
-                cJSON *e = ev("heartbeat-timeout");
-                cJSON_AddNumberToObject(e, "rank", r);
-                cJSON_AddStringToObject(e, "why", "never connected");
-                cJSON_AddNumberToObject(e, "timeout_s", s->o->start_timeout);
-                emit(e);
-                fail(s, "rank %d never connected within %.0f s of the launch", r, s->o->start_timeout);
-                return;
-            }
-    }
 }
 
 /* Kill the attempt: every rank pid we know (SIGKILL also ends SIGSTOPped ones), then the
  * launcher's process group (mpirun, its rsh agents, local ranks) with SIGTERM, SIGKILL after 3 s. */
 static int teardown(Sup *s, pid_t child, int *status) {
-    cJSON *e = ev("kill");
+    cJSON *e = sup_event("kill");
     cJSON_AddNumberToObject(e, "attempt", s->attempt);
     cJSON *pids = cJSON_AddArrayToObject(e, "pids");
+    long long *list = malloc((size_t)s->o->nranks * sizeof *list);
+    int n = 0;
     for (int r = 0; r < s->o->nranks; r++)
         if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0 &&
-            (!s->use_srun || !strcmp(s->ranks[r].host, s->self_host))) { /* srun: a pid elsewhere is not ours */
-            kill((pid_t)s->ranks[r].pid, SIGKILL);
-            cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[r].pid));
+            (!s->use_srun || !strcmp(s->ranks[r].host, s->self_host))) /* srun: a pid elsewhere is not ours */
+            list[n++] = s->ranks[r].pid;
+    qsort(list, (size_t)n, sizeof *list, cmp_pid); /* each process once (simulated ranks share one) */
+    for (int i = 0; i < n; i++)
+        if (i == 0 || list[i] != list[i - 1]) {
+            kill((pid_t)list[i], SIGKILL);
+            cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)list[i]));
         }
+    free(list);
     cJSON_AddNumberToObject(e, "launcher_pid", child);
-    emit(e);
+    sup_emit(e);
     /* srun --quit-on-interrupt: one SIGINT makes srun kill the step's tasks on every node */
     if (s->use_srun) kill(child, SIGINT);
     /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
      * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL. srun has
      * had its SIGINT; it may wait for a dead node's answer: SIGKILL after 2 s (the step's tasks on
      * the live nodes were killed by their slurmstepd) */
-    double t0 = now_s(), term_at = s->use_srun ? 2 : 5, kill_at = s->use_srun ? 2 : 7;
+    double t0 = sup_now(), term_at = s->use_srun ? 2 : 5, kill_at = s->use_srun ? 2 : 7;
     int reaped = 0, termed = 0;
     while (!reaped) {
         pid_t w = waitpid(child, status, WNOHANG);
         if (w == child) reaped = 1;
-        else if (!termed && now_s() > t0 + term_at && term_at < kill_at) kill(-child, SIGTERM), termed = 1;
-        else if (now_s() > t0 + kill_at) {
+        else if (!termed && sup_now() > t0 + term_at && term_at < kill_at) kill(-child, SIGTERM), termed = 1;
+        else if (sup_now() > t0 + kill_at) {
             kill(-child, SIGKILL);
             waitpid(child, status, 0);
             reaped = 1;
@@ -947,17 +267,16 @@ static int teardown(Sup *s, pid_t child, int *status) {
 }
 
 static int write_hostfile(Sup *s, char *path) {
+    if (!s->use_srun) return hosts_write_temp(path, s->hosts, s->active, s->nactive);
     strcpy(path, "/tmp/myriad-hosts-XXXXXX");
     int fd = mkstemp(path);
     if (fd < 0) return myr_error("run: cannot create a hostfile: %s", strerror(errno));
     FILE *f = fdopen(fd, "w");
-    if (s->use_srun) { /* SLURM_HOSTFILE for --distribution=arbitrary: line r = node of rank r */
-        int *hr = malloc((size_t)s->o->nranks * sizeof *hr);
-        rank_hosts(s->hosts, s->active, s->nactive, s->o->nranks, hr);
-        for (int r = 0; r < s->o->nranks; r++) fprintf(f, "%s\n", s->hosts[hr[r]].name);
-        free(hr);
-    } else
-        for (int i = 0; i < s->nactive; i++) fprintf(f, "%s slots=%d\n", s->hosts[s->active[i]].name, s->hosts[s->active[i]].slots);
+    /* SLURM_HOSTFILE for --distribution=arbitrary: line r = node of rank r */
+    int *hr = malloc((size_t)s->o->nranks * sizeof *hr);
+    rank_hosts(s->hosts, s->active, s->nactive, s->o->nranks, hr);
+    for (int r = 0; r < s->o->nranks; r++) fprintf(f, "%s\n", s->hosts[hr[r]].name);
+    free(hr);
     fclose(f);
     return 0;
 }
@@ -972,18 +291,18 @@ static void find_lost_nodes(Sup *s) {
     SlurmLost *lost = calloc((size_t)n + 1, sizeof *lost);
     int nlost = n ? slurm_find_lost(names, n, s->o->probe_timeout, lost) : 0;
     if (nlost < 0) {
-        cJSON *e = ev("node-check-failed");
+        cJSON *e = sup_event("node-check-failed");
         cJSON_AddStringToObject(e, "why", myr_last_error());
-        emit(e);
+        sup_emit(e);
     }
     for (int k = 0; k < nlost; k++)
         for (int i = 0; i < n; i++)
             if (!strcmp(names[i], lost[k].node)) {
                 s->hosts[idx[i]].lost = 1;
-                cJSON *e = ev("node-lost");
+                cJSON *e = sup_event("node-lost");
                 cJSON_AddStringToObject(e, "node", lost[k].node);
                 cJSON_AddStringToObject(e, "why", lost[k].why);
-                emit(e);
+                sup_emit(e);
             }
     free(lost), free(names), free(idx);
 }
@@ -1005,19 +324,19 @@ static int settle_lost_nodes(Sup *s) {
         return 1;
     }
     double wait = s->o->node_wait >= 0 ? s->o->node_wait : slurm_slurmd_timeout() + 30;
-    double t0 = now_s();
+    double t0 = sup_now();
     int flagged = slurm_wait_flagged(names, n, wait);
-    cJSON *e = ev("nodes-settled");
+    cJSON *e = sup_event("nodes-settled");
     cJSON *arr = cJSON_AddArrayToObject(e, "nodes");
     for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(names[i])), s->hosts[idx[i]].settled = 1;
     cJSON_AddBoolToObject(e, "slurm_flagged", flagged);
-    cJSON_AddNumberToObject(e, "waited_s", round((now_s() - t0) * 1000) / 1000);
+    cJSON_AddNumberToObject(e, "waited_s", round((sup_now() - t0) * 1000) / 1000);
     if (!flagged) {
         int rc = slurm_release_nodes(names, n);
         cJSON_AddNumberToObject(e, "released", rc > 0 ? rc : 0);
         if (rc < 0) cJSON_AddStringToObject(e, "release_failed", myr_last_error());
     }
-    emit(e);
+    sup_emit(e);
     free(names), free(idx);
     return flagged;
 }
@@ -1026,10 +345,10 @@ static int settle_lost_nodes(Sup *s) {
  * nodes (the lost ones settled first, above). */
 static int requeue_exit(Sup *s, const char *why) {
     settle_lost_nodes(s);
-    cJSON *e = ev("requeue");
+    cJSON *e = sup_event("requeue");
     cJSON_AddStringToObject(e, "why", why);
     cJSON_AddNumberToObject(e, "exit_code", SLURM_EXIT_REQUEUE);
-    emit(e);
+    sup_emit(e);
     return SLURM_EXIT_REQUEUE;
 }
 
@@ -1047,35 +366,13 @@ static int replace_lost_hosts(Sup *s) {
         if (spare < 0)
             return myr_error("run: %s %s is lost and no spare %s is left (--spares %d)", s->slurm_nodes ? "node" : "host", h->name,
                              s->slurm_nodes ? "node of this allocation" : "host", s->o->spares);
-        cJSON *e = ev("spare-used");
+        cJSON *e = sup_event("spare-used");
         cJSON_AddStringToObject(e, "lost", h->name);
         cJSON_AddStringToObject(e, "spare", s->hosts[spare].name);
-        emit(e);
+        sup_emit(e);
         s->active[i] = spare;
     }
     return 0;
-}
-
-/* Productive time: for every step of the final trajectory, its duration in the last attempt that
- * computed it (earlier computations of it were lost). docs/LAUNCHER.md defines it precisely. */
-static double productive_time(Sup *s, int nattempts, long long *steps_out) {
-    long long maxstep = -1;
-    for (int a = 0; a < nattempts; a++)
-        if (s->tl[a].s0 >= 0 && s->tl[a].s0 + s->tl[a].n - 1 > maxstep) maxstep = s->tl[a].s0 + s->tl[a].n - 1;
-    double total = 0;
-    long long steps = 0;
-    for (long long st = 0; st <= maxstep; st++) {
-        for (int a = nattempts - 1; a >= 0; a--) {
-            Timeline *tl = &s->tl[a];
-            if (tl->s0 < 0 || st < tl->s0 || st >= tl->s0 + tl->n) continue;
-            double prev = st == tl->s0 ? tl->t0 : tl->t[st - 1 - tl->s0];
-            total += tl->t[st - tl->s0] - prev;
-            steps++;
-            break;
-        }
-    }
-    *steps_out = steps;
-    return total;
 }
 
 /* This launcher's host as ranks name theirs (MYRIAD_HOST, SLURMD_NODENAME, the kernel's name). */
@@ -1150,18 +447,19 @@ static int slurm_hosts(Sup *s, const SuperviseOpts *o) {
 }
 
 int supervise(SuperviseOpts *o) {
-    t_start = now_s();
+    sup_t_start = o->t_start > 0 ? o->t_start : sup_now(); /* a pre-flight check counts as launcher time */
     Sup sup = {.o = o}, *s = &sup;
     s->corrupt_state = o->plan.seed ^ 0x5eedull;
     if (o->events_path) {
-        events_file = fopen(o->events_path, "a");
-        if (!events_file) myr_die("run: cannot open --events %s: %s", o->events_path, strerror(errno));
+        sup_events_file = fopen(o->events_path, "a");
+        if (!sup_events_file) myr_die("run: cannot open --events %s: %s", o->events_path, strerror(errno));
     }
-    int use_srun = o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL;
+    int direct = o->launcher && !strcmp(o->launcher, "direct");
+    int use_srun = !direct && (o->launcher ? !strcmp(o->launcher, "srun") : getenv("SLURM_JOB_ID") != NULL);
     s->use_srun = use_srun;
     self_host_name(s->self_host, sizeof s->self_host);
     if (o->hosts_file) {
-        if (load_hosts(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
+        if (hosts_load(o->hosts_file, &s->hosts, &s->nhosts) != 0) myr_die_last();
         if (o->spares >= s->nhosts)
             myr_die("run: --spares %d leaves no working host in %s (%d hosts)", o->spares, o->hosts_file, s->nhosts);
         s->active = malloc((size_t)s->nhosts * sizeof *s->active);
@@ -1187,21 +485,34 @@ int supervise(SuperviseOpts *o) {
                                 o->plan.faults[i].host);
         }
 
-    char *tool = find_on_path(use_srun ? "srun" : "mpirun");
-    if (!tool)
+    const char *launcher_name = direct ? "direct" : use_srun ? "srun" : "mpirun";
+    char *tool = direct ? NULL : path_find_program(use_srun ? "srun" : "mpirun");
+    if (!tool && !direct)
         myr_die("run: %s not found on PATH; install it or pass --launcher %s", use_srun ? "srun" : "mpirun",
                 use_srun ? "mpirun" : "srun");
 
-    if (random_bytes(s->secret, sizeof s->secret) != 0) myr_die("run: cannot read /dev/urandom for the job secret");
+    if (sup_random_bytes(s->secret, sizeof s->secret) != 0) myr_die("run: cannot read /dev/urandom for the job secret");
+    hmac_sha256_key(&s->key, s->secret, sizeof s->secret);
     char hex[2 * HB_SECRET_BYTES + 1];
     hex_encode(s->secret, sizeof s->secret, hex);
     char reachable[INET_ADDRSTRLEN] = "127.0.0.1";
     if (!o->hb_host && use_srun) reachable_address(reachable);
     const char *hb_host = o->hb_host ? o->hb_host : reachable;
-    int port = 0, lfd = -1;
+    int port = 0;
+    s->lfd = s->epfd = -1;
     if (!o->dry_run) {
-        lfd = listen_on(hb_host, &port);
-        if (lfd < 0) myr_die_last();
+        if (sup_loop_fd_limit(o->nranks) != 0) myr_die_last();
+        s->lfd = hb_listen(hb_host, o->nranks, &port);
+        if (s->lfd < 0) myr_die_last();
+        if (o->metrics_port >= 0) {
+            if (!(s->metrics = metrics_start(s, o->metrics_addr, o->metrics_port))) myr_die_last();
+            cJSON *e = sup_event("metrics");
+            cJSON_AddStringToObject(e, "addr", o->metrics_addr ? o->metrics_addr : "0.0.0.0");
+            cJSON_AddNumberToObject(e, "port", metrics_port(s->metrics));
+            cJSON_AddStringToObject(e, "path", "/metrics");
+            sup_emit(e);
+        }
+        if (sup_loop_open(s) != 0) myr_die_last();
     }
     char addr[300];
     snprintf(addr, sizeof addr, "%s:%d", hb_host, port);
@@ -1221,10 +532,13 @@ int supervise(SuperviseOpts *o) {
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
     s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
+    s->straggler = straggler_create(o->nranks, &o->straggler);
+    s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
+    s->m.mem_step = -1;
     int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0, nonfinite = 0;
     char hostfile[64] = "";
 
-    for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal && !graceful_signal; s->attempt++) {
+    for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal && !sup_graceful_signal; s->attempt++) {
         s->tl[s->attempt].s0 = -1;
         for (int r = 0; r < o->nranks; r++) {
             RankState *rs = &s->ranks[r];
@@ -1237,7 +551,9 @@ int supervise(SuperviseOpts *o) {
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
         s->source[0] = 0, s->copy_rejected = 0;
-        set_holds(s);
+        progress_begin_attempt(s);
+        if (s->straggler) straggler_restart(s->straggler);
+        faults_begin_attempt(s);
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
@@ -1245,9 +561,10 @@ int supervise(SuperviseOpts *o) {
             if (hostfile[0]) unlink(hostfile);
             if (write_hostfile(s, hostfile) != 0) myr_die_last();
         }
-        char **argv = build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->nhosts,
-                                 s->active, s->nactive, s->attempt);
-        char *line = join_argv(argv);
+        char **argv = direct ? direct_argv(o, s->attempt)
+                             : build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->nhosts,
+                                          s->active, s->nactive, s->attempt);
+        char *line = argv_join(argv);
         if (o->dry_run) {
             if (use_srun && s->nactive) { /* what SLURM_HOSTFILE holds: the node of each rank */
                 int *hr = malloc((size_t)o->nranks * sizeof *hr);
@@ -1258,142 +575,97 @@ int supervise(SuperviseOpts *o) {
                 free(hr);
             }
             printf("%s\n", line);
-            free(line), free_argv(argv);
+            free(line), argv_free(argv);
             if (hostfile[0]) unlink(hostfile);
             return 0;
         }
-        cJSON *e = ev("launch");
+        cJSON *e = sup_event("launch");
         cJSON_AddNumberToObject(e, "attempt", s->attempt);
-        cJSON_AddStringToObject(e, "launcher", use_srun ? "srun" : "mpirun");
+        cJSON_AddStringToObject(e, "launcher", launcher_name);
         if (s->nactive) {
             cJSON *hs = cJSON_AddArrayToObject(e, "hosts");
             for (int i = 0; i < s->nactive; i++) cJSON_AddItemToArray(hs, cJSON_CreateString(s->hosts[s->active[i]].name));
         }
         cJSON_AddStringToObject(e, "cmd", line);
-        emit(e);
+        sup_emit(e);
         free(line);
         fflush(stdout);
         fflush(stderr);
-        s->launch_time = now_s();
+        s->launch_time = sup_now();
         pid_t child = fork();
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
         if (child == 0) {
             setpgid(0, 0); /* its own group: teardown kills mpirun and everything it started */
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL), signal(SIGUSR1, SIG_DFL);
             if (use_srun && s->nactive) setenv("SLURM_HOSTFILE", hostfile, 1);
-            execv(argv[0], argv);
+            if (direct) execvp(argv[0], argv);
+            else execv(argv[0], argv);
             fprintf(stderr, "myriad: run: cannot execute %s: %s\n", argv[0], strerror(errno));
             _exit(127);
         }
         setpgid(child, child);
         child_pgid = child;
-        if (graceful_signal) kill(child, SIGUSR1); /* it came while this attempt was starting */
-        free_argv(argv);
+        if (sup_graceful_signal) kill(child, SIGUSR1); /* it came while this attempt was starting */
+        argv_free(argv);
 
-        int status = 0, exited = 0, stuck = 0;
-        double all_done_since = 0, grace_until = 0;
-        while (!exited && !s->failed && !stop_signal && !stuck) {
-            if (graceful_signal && !grace_until) {
-                grace_until = now_s() + o->stop_grace;
-                cJSON *x = ev("stopping");
-                cJSON_AddNumberToObject(x, "signal", graceful_signal);
-                cJSON_AddNumberToObject(x, "grace_s", o->stop_grace);
-                emit(x);
-            } else if (grace_until && now_s() > grace_until) {
-                cJSON *x = ev("stop-grace-expired");
-                cJSON_AddNumberToObject(x, "grace_s", o->stop_grace);
-                emit(x);
-                break;
-            }
-            struct pollfd *pfd = malloc((size_t)(s->nconns + 1) * sizeof *pfd);
-            pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-            for (int i = 0; i < s->nconns; i++) pfd[i + 1] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
-            int nfds = s->nconns + 1;
-            poll(pfd, (nfds_t)nfds, 20);
-            int *fds = malloc((size_t)nfds * sizeof *fds);
-            for (int i = 0; i < nfds; i++) fds[i] = pfd[i].revents ? pfd[i].fd : -1;
-            free(pfd);
-            if (fds[0] >= 0) accept_conns(s, lfd);
-            for (int i = 1; i < nfds; i++) {
-                if (fds[i] < 0) continue;
-                for (int ci = 0; ci < s->nconns; ci++)
-                    if (s->conns[ci].fd == fds[i]) {
-                        read_conn(s, ci);
-                        break;
-                    }
-            }
-            free(fds);
-            if (waitpid(child, &status, WNOHANG) == child) exited = 1;
-            else if (!s->failed && !graceful_signal) check_timeouts(s);
-            /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
-             * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
-            int all_done = !exited;
-            for (int r = 0; r < o->nranks && all_done; r++) all_done = s->ranks[r].done;
-            double grace = o->hang_timeout > 0 ? o->hang_timeout : 30;
-            if (!all_done) all_done_since = 0;
-            else if (!all_done_since) all_done_since = now_s();
-            else if (now_s() - all_done_since > grace) {
-                cJSON *x = ev("exit-stuck");
-                cJSON_AddNumberToObject(x, "after_done_s", round((now_s() - all_done_since) * 1000) / 1000);
-                emit(x);
-                stuck = 1;
-            }
-        }
+        int status = 0;
+        WatchEnd end = sup_watch(s, child, &status, &stop_signal);
+        int exited = end == WATCH_EXITED, stuck = end == WATCH_STUCK;
         if (stuck) finished = 1, exit_code = 0;
         if (stop_signal) {
-            cJSON *k = ev("interrupted");
+            cJSON *k = sup_event("interrupted");
             cJSON_AddNumberToObject(k, "signal", stop_signal);
-            emit(k);
+            sup_emit(k);
         }
         if (exited) {
             /* drain what the ranks sent just before exiting (their "done" or last steps) */
             for (int pass = 0; pass < 5; pass++) {
-                for (int ci = s->nconns - 1; ci >= 0; ci--) read_conn(s, ci);
+                hb_drain(s);
                 usleep(2000);
             }
             int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            cJSON *x = ev("exit");
-            cJSON_AddStringToObject(x, "what", use_srun ? "srun" : "mpirun");
+            cJSON *x = sup_event("exit");
+            cJSON_AddStringToObject(x, "what", launcher_name);
             cJSON_AddNumberToObject(x, "code", code);
-            emit(x);
+            sup_emit(x);
             int nstopped = 0;
             for (int r = 0; r < o->nranks; r++) nstopped += s->ranks[r].stopped;
-            if ((code != 0 || nstopped) && (graceful_signal || nstopped == o->nranks)) {
+            if ((code != 0 || nstopped) && (sup_graceful_signal || nstopped == o->nranks)) {
                 /* the ranks checkpointed and stopped on a signal (ours, forwarded, or Slurm's --signal
                  * sent to them directly): a requeued job resumes from there */
                 stopped = 1;
-                exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
-                cJSON *y = ev("stopped");
-                cJSON_AddNumberToObject(y, "signal", graceful_signal ? graceful_signal : SIGUSR1);
+                exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+                cJSON *y = sup_event("stopped");
+                cJSON_AddNumberToObject(y, "signal", sup_graceful_signal ? sup_graceful_signal : SIGUSR1);
                 cJSON_AddNumberToObject(y, "ranks_checkpointed", nstopped);
                 cJSON_AddNumberToObject(y, "step", (double)s->job_step);
                 cJSON_AddNumberToObject(y, "exit_code", exit_code);
-                emit(y);
+                sup_emit(y);
             } else if (code == 0 && !s->failed) {
                 finished = 1;
                 exit_code = 0;
             } else if (code == MYRIAD_EXIT_NONFINITE) { /* a restart would compute the same step again */
                 exit_code = code;
-                fail(s, "the job stopped itself on a non-finite loss or gradient (exit code %d; see its message)", code);
+                sup_fail(s, FAIL_LAUNCHER_EXIT, "the job stopped itself on a non-finite loss or gradient (exit code %d; see its message)", code);
                 nonfinite = 1;
             } else {
                 exit_code = code ? code : 1;
-                fail(s, "%s exited with code %d", use_srun ? "srun" : "mpirun", code);
+                sup_fail(s, FAIL_LAUNCHER_EXIT, "%s exited with code %d", direct ? o->cmd[0] : launcher_name, code);
             }
         }
         if (!exited) teardown(s, child, &status);
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
-        for (int ci = s->nconns - 1; ci >= 0; ci--) close_conn(s, ci);
-        if (!exited && graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
+        hb_close_all(s);
+        if (!exited && sup_graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
             stopped = 1;
-            exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+            exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
         }
         if (finished || stop_signal || stopped) break;
         if (nonfinite) {
-            cJSON *g = ev("giving-up");
+            cJSON *g = sup_event("giving-up");
             cJSON_AddStringToObject(g, "why", s->why);
-            emit(g);
+            sup_emit(g);
             fprintf(stderr, "myriad: run: not restarting: %s; a restart would replay the same step (resume by hand "
                     "with a lower --lr or --on-nan skip)\n", s->why);
             s->attempt++;
@@ -1413,32 +685,33 @@ int supervise(SuperviseOpts *o) {
                 goto done;
             }
             fprintf(stderr, "myriad: %s\n", myr_last_error());
-            cJSON *g = ev("giving-up");
+            cJSON *g = sup_event("giving-up");
             cJSON_AddStringToObject(g, "why", myr_last_error());
-            emit(g);
+            sup_emit(g);
             exit_code = 1;
             s->attempt++;
             goto done;
         }
         if (s->slurm_nodes) settle_lost_nodes(s);
         restarts++;
-        cJSON *r = ev("restart");
+        s->m.restarts++;
+        cJSON *r = sup_event("restart");
         cJSON_AddNumberToObject(r, "attempt", s->attempt + 1);
         cJSON_AddStringToObject(r, "after", s->why);
         cJSON_AddStringToObject(r, "resume", "auto");
-        emit(r);
+        sup_emit(r);
     }
     if (s->attempt > o->max_restarts) s->attempt = o->max_restarts;
     s->attempt++; /* number of attempts with timelines */
-    if (graceful_signal && !finished && !stop_signal && !stopped) { /* it came between two attempts */
+    if (sup_graceful_signal && !finished && !stop_signal && !stopped) { /* it came between two attempts */
         stopped = 1;
-        exit_code = graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+        exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
     }
     if (!finished && !stop_signal && !stopped) {
-        cJSON *g = ev("giving-up");
+        cJSON *g = sup_event("giving-up");
         cJSON_AddNumberToObject(g, "restarts", restarts);
         cJSON_AddStringToObject(g, "why", s->why);
-        emit(g);
+        sup_emit(g);
         fprintf(stderr, "myriad: run: giving up after %d restart%s (--max-restarts %d); last failure: %s\n", restarts,
                 restarts == 1 ? "" : "s", o->max_restarts, s->why);
         if (exit_code == 0) exit_code = 1;
@@ -1447,9 +720,9 @@ done:;
     if (!finished) report_leftover_copies();
     if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
-    double wall = now_s() - t_start;
-    double productive = productive_time(s, s->attempt, &steps);
-    cJSON *f = ev("finished");
+    double wall = sup_now() - sup_t_start;
+    double productive = progress_productive_time(s, s->attempt, &steps);
+    cJSON *f = sup_event("finished");
     cJSON_AddStringToObject(f, "status", finished       ? "ok"
                                          : stop_signal  ? "interrupted"
                                          : stopped      ? "stopped"
@@ -1462,14 +735,19 @@ done:;
     cJSON_AddNumberToObject(f, "goodput", wall > 0 ? round(productive / wall * 10000) / 10000 : 0);
     cJSON_AddNumberToObject(f, "refused", (double)s->refused);
     cJSON_AddNumberToObject(f, "exit_code", exit_code);
-    emit(f);
+    sup_emit(f);
     fprintf(stderr, "myriad run: %s after %d restart%s; goodput %.1f%% (%.2f s productive of %.2f s wall, %lld steps)\n",
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
             productive, wall, steps);
     if (hostfile[0]) unlink(hostfile);
-    if (events_file) fclose(events_file);
+    if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
     free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
-    if (lfd >= 0) close(lfd);
+    free(s->free_conns), free(s->held_ranks);
+    straggler_free(s->straggler);
+    metrics_stop(s->metrics);
+    if (s->lfd >= 0) close(s->lfd);
+    if (s->epfd >= 0) close(s->epfd);
     return exit_code;
 }
+

@@ -6,6 +6,7 @@
 #define MYRIAD_LAUNCH_SUPERVISE_H
 
 #include "launch/inject.h"
+#include "launch/straggler.h"
 
 typedef struct {
     int nranks;
@@ -25,6 +26,11 @@ typedef struct {
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
     int dry_run;
+    StragglerOptions straggler;
+    int straggler_evict;       /* --straggler-action evict: a straggler's host is replaced by a spare */
+    int metrics_port;          /* --metrics-port: -1 none, 0 any free port (logged) */
+    const char *metrics_addr;  /* --metrics-addr: NULL = every interface */
+    double t_start;            /* CLOCK_MONOTONIC seconds the launcher started (0: now) */
     /* under Slurm (docs/SLURM.md) */
     double probe_timeout;      /* seconds for a probe step on each node after a failure; 0 = no probe */
     double node_wait;          /* at most this long for Slurm to flag lost nodes before the relaunch or exit 75;

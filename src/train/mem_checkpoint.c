@@ -57,6 +57,8 @@ struct MemCkpt {
     CommRequest **reqs;
     int nreqs;
     CommRequest *committed; /* a barrier entered once this rank's copy is committed */
+    long synced_step;       /* the copy that barrier is about */
+    long complete_step;     /* newest copy known committed on every rank; -1 none */
     double seconds;
 };
 
@@ -108,6 +110,7 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
     m->rank = st->world ? comm_rank(st->world) : 0;
     m->xstep = -1;
     m->buddy = -1;
+    m->complete_step = -1;
     for (int k = 0; k < KEEP; k++) m->own[k].f.fd = -1;
     m->layout = memckpt_hash(layout_meta, (uint64_t)m->size * 0x9E3779B97F4A7C15ull);
     note[0] = 0;
@@ -297,7 +300,9 @@ int mem_ckpt_sync(MemCkpt *m) {
         return -1;
     }
     memckpt_prune(m->dir, m->rank, KEEP);
-    if (m->g && comm_ibarrier(m->g, &m->committed)) return -1;
+    m->synced_step = m->pstep;
+    if (!m->g) m->complete_step = m->pstep;
+    else if (comm_ibarrier(m->g, &m->committed)) return -1;
     if (m->buddy >= 0 || m->nfrom > 0) { /* replicas travel during the rest of this step */
         m->xstep = m->pstep;
         if (m->buddy >= 0 && post(m, f->map, f->bytes, m->buddy, 1)) return -1;
@@ -314,9 +319,12 @@ int mem_ckpt_confirm(MemCkpt *m) {
     if (!m || !m->committed) return 0;
     double t0 = now_s();
     int rc = comm_wait(&m->committed);
+    if (!rc) m->complete_step = m->synced_step;
     m->seconds += now_s() - t0;
     return rc;
 }
+
+long mem_ckpt_complete_step(const MemCkpt *m) { return m ? m->complete_step : -1; }
 
 void mem_ckpt_before_update(void *ctx) {
     if (mem_ckpt_sync(ctx)) myr_die_last();
@@ -423,6 +431,7 @@ int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, i
             }
             if (all_ok) {
                 *step = cand;
+                m->complete_step = cand;
                 *used_replica = replicas > 0;
                 snprintf(desc, n, "memory (%d of %d ranks from their own copy, %d from a replica on another host; %d "
                          "damaged copies rejected)", size - replicas, size, replicas, *rejected);

@@ -47,6 +47,9 @@ int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, i
 int mem_ckpt_adopt(MemCkpt *m, long step);
 /* Finish the exchange in flight; job_done: the run completed, delete this job's copies. Frees m. */
 int mem_ckpt_finish(MemCkpt *m, int job_done);
+/* The newest step whose copy is known committed on every rank (restored, or confirmed), -1 when
+ * none yet; reported to the launcher (the age of the newest in-memory copy). m may be NULL. */
+long mem_ckpt_complete_step(const MemCkpt *m);
 /* Seconds spent in mem_ckpt_save (packing, checksums, commits, waiting for replicas). */
 double mem_ckpt_seconds(const MemCkpt *m);
 

@@ -10,12 +10,12 @@
 
 #define GIB 1073741824.0
 
-void progress_open(Progress *p, const char *log_path, long steps, int print_every) {
+void progress_open(Progress *p, const char *log_path, long steps, int print_every, int append) {
     memset(p, 0, sizeof *p);
     p->tty = isatty(STDERR_FILENO);
     p->print_every = print_every > 0 ? print_every : (steps <= 100 ? 1 : steps / 50);
     if (log_path) {
-        p->log = fopen(log_path, "w");
+        p->log = fopen(log_path, append ? "a" : "w");
         if (!p->log) myr_die("--log %s: cannot create (%s)", log_path, strerror(errno));
     }
 }

@@ -34,8 +34,10 @@ typedef struct {
     long timed;       /* steps this run has reported (fewer than the step number after a resume) */
 } Progress;
 
-/* Opens the log (truncating it); dies with the reason if it cannot be created. */
-void progress_open(Progress *p, const char *log_path, long steps, int print_every);
+/* Opens the log, truncating it, or appending to it when `append` (a supervised job's relaunch:
+ * one log then holds the whole run across restarts, recomputed steps twice); dies with the reason
+ * if it cannot be opened. */
+void progress_open(Progress *p, const char *log_path, long steps, int print_every, int append);
 void progress_step(Progress *p, const StepReport *r);
 void progress_close(Progress *p);
 /* Ends the terminal's live line so that a message printed next starts on its own line. */

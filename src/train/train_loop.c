@@ -16,6 +16,7 @@
 #include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "trace/trace.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
@@ -196,7 +197,10 @@ void train_job_run(TrainJob *j) {
     int rows = j->rows;
     Trainer *t = &j->t;
     Progress progress;
-    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every);
+    /* a relaunch by `myriad run` (attempt > 0) continues the same run: its log keeps the earlier
+     * attempts' steps, so one log (and `myriad report`) holds the whole run */
+    const char *attempt = getenv("MYRIAD_HB_ATTEMPT");
+    progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every, attempt && atoi(attempt) > 0);
     if (!j->rank0) progress.quiet = 1;
     size_t n = (size_t)rows * o->seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
@@ -213,9 +217,12 @@ void train_job_run(TrainJob *j) {
     train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
+        double td = clock_thread_cpu_s(); /* sections are CPU time: see trainer.h */
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
             myr_die_last();
+        double data_s = clock_thread_cpu_s() - td;
+        t->slow_factor = hb_slow_factor(s + 1); /* myriad run --inject slow@STEP:RANK:FACTOR */
         if (j->pl && o->trace_path && s == trace_step) {
             trace_init(&trace, j->rank);
             trace_sync_origin(&trace, comm_world());
@@ -255,6 +262,7 @@ void train_job_run(TrainJob *j) {
         } else
             skips_in_a_row = 0;
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
+        double cpu_c = clock_thread_cpu_s(), comm_c = comm_wait_seconds(), comm_cpu_c = comm_wait_cpu_seconds();
         j->stop_signal = train_stop_agreed(j->state.world);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
@@ -262,6 +270,19 @@ void train_job_run(TrainJob *j) {
             progress_step(&progress, &rep);
             stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
         }
+        /* what the step spent where, for the launcher's straggler detection (docs/OPERATIONS.md) */
+        HbStepInfo info;
+        hb_step_info_init(&info);
+        info.section_s[HB_SEC_DATA] = data_s;
+        info.section_s[HB_SEC_FORWARD] = t->sections.forward;
+        info.section_s[HB_SEC_BACKWARD] = t->sections.backward;
+        info.section_s[HB_SEC_COMM] = t->sections.comm + comm_wait_seconds() - comm_c;
+        info.section_s[HB_SEC_OPTIMIZER] = t->sections.optimizer;
+        info.section_s[HB_SEC_CHECKPOINT] =
+            t->sections.checkpoint + clock_thread_cpu_s() - cpu_c - (comm_wait_cpu_seconds() - comm_cpu_c);
+        info.tokens_per_s = rep.tokens_per_s;
+        info.mfu = rep.mfu;
+        info.mem_step = mem_ckpt_complete_step(j->mem);
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
             j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
             j->step_total_s += dt;
@@ -273,7 +294,7 @@ void train_job_run(TrainJob *j) {
             rep.val_loss = j->last_val;
         }
         progress_step(&progress, &rep);
-        hb_step(s + 1, r.loss);
+        hb_step_info(s + 1, r.loss, &info);
         if (j->stop_signal) {
             j->last_step = s + 1;
             break;

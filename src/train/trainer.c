@@ -4,8 +4,36 @@
 #include <math.h>
 #include <string.h>
 
+#include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "optim/clip.h"
+#include "util/clock.h"
+
+/* A point in the step: this thread's CPU time and the part of it spent waiting for communication.
+ * A section is the CPU time since its mark less the waits (those are the comm section's): the
+ * computing the rank did, which the OS giving the core to other processes does not inflate. */
+typedef struct {
+    double cpu, comm_cpu;
+} Mark;
+
+static Mark mark(void) { return (Mark){clock_thread_cpu_s(), comm_wait_cpu_seconds()}; }
+
+static double compute_since(Mark m) { return clock_thread_cpu_s() - m.cpu - (comm_wait_cpu_seconds() - m.comm_cpu); }
+
+/* The compute since m, added to *section; with an injected slow factor first stretched to factor
+ * times itself by computing more (a slower device does the same work in more time: spinning, not
+ * sleeping, so CPU-time timings see it as they would a slow chip). */
+static void section_end(const Trainer *t, Mark m, double *section) {
+    double compute = compute_since(m);
+    if (t->slow_factor > 1 && compute > 0) {
+        double until = clock_thread_cpu_s() + (t->slow_factor - 1) * compute;
+        volatile double x = 1;
+        while (clock_thread_cpu_s() < until)
+            for (int i = 0; i < 2000; i++) x = x * 1.0000001 + 1e-9;
+        compute = compute_since(m);
+    }
+    *section += compute;
+}
 
 void optim_options_default(OptimOptions *o) {
     o->adam.beta1 = 0.9;
@@ -67,7 +95,10 @@ static void skip_update(Trainer *t, DataParallel *dps, int n) {
 static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) {
     Pipeline *pl = t->pipeline;
     StepResult r;
+    Mark m = mark();
     double loss = pipeline_forward_backward(pl, x, y);
+    section_end(t, m, &t->sections.backward);
+    m = mark();
     poison_gradient(t, &pl->dp[0], &pl->chunk[0]); /* the gradients are reduced by now */
     r.loss = dp_mean(&pl->dp[0], loss);
     double sum_sq = 0, exposed = 0;
@@ -82,7 +113,11 @@ static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) 
     r.grad_norm = sqrt(sum_sq);
     r.lr = lr_at(&t->o.schedule, t->step);
     r.nonfinite = step_nonfinite(t, r.loss, r.grad_norm);
+    section_end(t, m, &t->sections.optimizer);
+    m = mark();
     if (t->before_update) t->before_update(t->before_update_ctx);
+    section_end(t, m, &t->sections.checkpoint);
+    m = mark();
     if (r.nonfinite) {
         skip_update(t, pl->dp, pl->vpp);
         return r;
@@ -92,17 +127,28 @@ static StepResult pipeline_step(Trainer *t, const int32_t *x, const int32_t *y) 
         if (coef < 1.0) dp_scale_grads(&pl->dp[c], (real)coef);
         dp_optimizer_step(&pl->dp[c], &t->o.adam, r.lr);
     }
+    section_end(t, m, &t->sections.optimizer);
     t->step++;
     return r;
 }
 
+static StepResult step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T);
+
 StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T) {
-    if (t->pipeline) return pipeline_step(t, x, y);
+    memset(&t->sections, 0, sizeof t->sections);
+    double comm0 = comm_wait_seconds();
+    StepResult r = t->pipeline ? pipeline_step(t, x, y) : step(t, x, y, rows, T);
+    t->sections.comm = comm_wait_seconds() - comm0;
+    return r;
+}
+
+static StepResult step(Trainer *t, const int32_t *x, const int32_t *y, int rows, int T) {
     Model *m = t->model;
     DataParallel *dp = t->dp;
     StepResult r;
     int micro = t->micro_rows > 0 && t->micro_rows < rows ? t->micro_rows : rows;
     int chunks = rows / micro;
+    Mark mk = mark();
     if (dp) dp_begin_step(dp);
     else model_zero_grad(m);
     double loss = 0;
@@ -110,7 +156,11 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
         if (dp) dp_set_last_micro(dp, c == chunks - 1);
         size_t off = (size_t)c * micro * T;
         loss += model_forward(m, x + off, y + off, micro, T, 1.0 / chunks);
+        section_end(t, mk, &t->sections.forward);
+        mk = mark();
         model_backward(m);
+        section_end(t, mk, &t->sections.backward);
+        mk = mark();
     }
     loss /= chunks;
     double sum_sq;
@@ -129,7 +179,11 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
     r.grad_norm = sqrt(sum_sq);
     r.lr = lr_at(&t->o.schedule, t->step);
     r.nonfinite = step_nonfinite(t, r.loss, r.grad_norm);
+    section_end(t, mk, &t->sections.optimizer);
+    mk = mark();
     if (t->before_update) t->before_update(t->before_update_ctx);
+    section_end(t, mk, &t->sections.checkpoint);
+    mk = mark();
     if (r.nonfinite) {
         skip_update(t, dp, 1);
         return r;
@@ -142,6 +196,7 @@ StepResult trainer_step(Trainer *t, const int32_t *x, const int32_t *y, int rows
         if (coef < 1.0) scale_inplace(m->grads, (real)coef, m->table.total);
         adamw_step(&t->opt, &t->o.adam, r.lr, m->params, m->grads, &m->table);
     }
+    section_end(t, mk, &t->sections.optimizer);
     t->step++;
     return r;
 }

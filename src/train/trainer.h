@@ -27,6 +27,12 @@ typedef struct {
     OptimOptions o;
     long step;            /* steps completed */
     double last_exposed_comm_s;
+    /* where the last step's time went (seconds): the sections are this thread's CPU time without
+     * its communication waits; comm is the wall time blocked in communication; checkpoint = the
+     * before_update hook. With pipeline parallelism forward and backward interleave: both are
+     * counted as backward. */
+    struct { double forward, backward, optimizer, checkpoint, comm; } sections;
+    double slow_factor;   /* > 1: every compute section is stretched by it (fault injection) */
     /* called after forward and backward, before the optimizer changes any state (an in-memory
      * checkpoint copying the previous step's state meanwhile finishes there); may be NULL */
     void (*before_update)(void *ctx);

@@ -78,23 +78,34 @@ void sha256(const void *data, size_t len, uint8_t out[32]) {
     sha256_final(&s, out);
 }
 
-void hmac_sha256_2(const void *key, size_t keylen, const void *a, size_t alen, const void *b, size_t blen,
-                   uint8_t out[32]) {
-    uint8_t k[64] = {0}, pad[64], inner[32];
-    if (keylen > 64) sha256(key, keylen, k);
-    else memcpy(k, key, keylen);
-    Sha256 s;
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
-    sha256_init(&s);
-    sha256_update(&s, pad, 64);
+void hmac_sha256_key(HmacKey *k, const void *key, size_t keylen) {
+    uint8_t kb[64] = {0}, pad[64];
+    if (keylen > 64) sha256(key, keylen, kb);
+    else memcpy(kb, key, keylen);
+    for (int i = 0; i < 64; i++) pad[i] = kb[i] ^ 0x36;
+    sha256_init(&k->inner);
+    sha256_update(&k->inner, pad, 64);
+    for (int i = 0; i < 64; i++) pad[i] = kb[i] ^ 0x5c;
+    sha256_init(&k->outer);
+    sha256_update(&k->outer, pad, 64);
+}
+
+void hmac_sha256_keyed(const HmacKey *k, const void *a, size_t alen, const void *b, size_t blen, uint8_t out[32]) {
+    uint8_t inner[32];
+    Sha256 s = k->inner;
     sha256_update(&s, a, alen);
     if (blen) sha256_update(&s, b, blen);
     sha256_final(&s, inner);
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
-    sha256_init(&s);
-    sha256_update(&s, pad, 64);
+    s = k->outer;
     sha256_update(&s, inner, 32);
     sha256_final(&s, out);
+}
+
+void hmac_sha256_2(const void *key, size_t keylen, const void *a, size_t alen, const void *b, size_t blen,
+                   uint8_t out[32]) {
+    HmacKey k;
+    hmac_sha256_key(&k, key, keylen);
+    hmac_sha256_keyed(&k, a, alen, b, blen, out);
 }
 
 void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t msglen, uint8_t out[32]) {

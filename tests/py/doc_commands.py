@@ -61,7 +61,7 @@ def flags_of(words):
 
 
 SUBS = {"data": {"prepare", "info"}, "sim": {"validate"}, "bench": {"comm", "sgemm", "calibrate"}, "sched": {"simulate", "place"}}
-COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "tokenize", "detokenize"}
+COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "tokenize", "detokenize", "doctor", "report"}
 
 
 def check_flags(tokens, where):

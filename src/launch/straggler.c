@@ -1,0 +1,174 @@
+/* straggler.c: windows of section times per rank, their medians, the relative and individual
+ * scores, the K-windows rule and the culprit section (see straggler.h). */
+#include "launch/straggler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    long long step; /* -1: empty */
+    float s[STRAGGLER_SECTIONS];
+    float wall;     /* the step's wall time; NAN unknown */
+} Sample;
+
+struct StragglerDetector {
+    StragglerOptions o;
+    int nranks, ring;     /* ring: samples kept per rank (a median's span, 2W, and a window ahead) */
+    Sample *samples;      /* [nranks * ring], by step % ring */
+    double *best;         /* [nranks * STRAGGLER_SECTIONS]: best (lowest) window median so far */
+    long long next_end;   /* last step of the next window to evaluate; -1 until restarted */
+    StragglerWindow w;
+};
+
+void straggler_options_default(StragglerOptions *o) {
+    o->window = 5;
+    o->consecutive = 3;
+    o->threshold = 0.75;
+    o->min_share = 0.1;
+    o->warmup = 1;
+}
+
+const char *straggler_section_name(int section) {
+    return section == STRAGGLER_COMPUTE ? "compute" : hb_section_name(section);
+}
+
+StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
+    StragglerDetector *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->o = *o;
+    if (d->o.window < 1) d->o.window = 1;
+    if (d->o.window > 32) d->o.window = 32; /* a median's 2W samples fit rank_medians' stack arrays */
+    if (d->o.consecutive < 1) d->o.consecutive = 1;
+    d->nranks = nranks;
+    d->ring = 3 * d->o.window;
+    size_t n = (size_t)nranks, ns = n * STRAGGLER_SECTIONS;
+    d->samples = malloc(n * (size_t)d->ring * sizeof *d->samples);
+    d->best = malloc(ns * sizeof *d->best);
+    StragglerWindow *w = &d->w;
+    w->nranks = nranks;
+    w->step_s = malloc(n * sizeof(double)), w->relative = malloc(n * sizeof(double));
+    w->individual = malloc(n * sizeof(double)), w->sec_relative = malloc(n * sizeof(double));
+    w->sec_individual = malloc(n * sizeof(double)), w->fastest_s = malloc(n * sizeof(double));
+    w->best_s = malloc(n * sizeof(double)), w->section_s = malloc(ns * sizeof(double));
+    w->section = malloc(n * sizeof(int)), w->below = calloc(n, sizeof(int)), w->flagged = malloc(n * sizeof(int));
+    if (!d->samples || !d->best || !w->step_s || !w->relative || !w->individual || !w->sec_relative ||
+        !w->sec_individual || !w->fastest_s || !w->best_s || !w->section_s || !w->section || !w->below || !w->flagged) {
+        straggler_free(d);
+        return NULL;
+    }
+    straggler_restart(d);
+    return d;
+}
+
+void straggler_free(StragglerDetector *d) {
+    if (!d) return;
+    StragglerWindow *w = &d->w;
+    free(w->step_s), free(w->relative), free(w->individual), free(w->sec_relative), free(w->sec_individual);
+    free(w->fastest_s), free(w->best_s), free(w->section_s), free(w->section), free(w->below), free(w->flagged);
+    free(d->samples), free(d->best), free(d);
+}
+
+void straggler_restart(StragglerDetector *d) {
+    for (size_t i = 0; i < (size_t)d->nranks * d->ring; i++) d->samples[i].step = -1;
+    for (size_t i = 0; i < (size_t)d->nranks * STRAGGLER_SECTIONS; i++) d->best[i] = INFINITY;
+    memset(d->w.below, 0, (size_t)d->nranks * sizeof *d->w.below);
+    d->next_end = -1;
+}
+
+void straggler_begin(StragglerDetector *d, long long start_step) {
+    long long W = d->o.window, first = start_step < 0 ? 0 : start_step;
+    /* the first median spans the 2 windows after the first whole window past start_step and the
+     * warm-up windows: start-up and first steps never enter a median */
+    d->next_end = (first + W - 1) / W * W + W * (2 + d->o.warmup);
+}
+
+void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s) {
+    if (rank < 0 || rank >= d->nranks || step < 1) return;
+    Sample *sm = &d->samples[(size_t)rank * d->ring + (size_t)(step % d->ring)];
+    if (sm->step >= step) return;
+    double compute = 0;
+    int any = 0;
+    for (int k = 0; k < HB_NSECTIONS; k++) {
+        sm->s[k] = section_s[k] >= 0 ? (float)section_s[k] : NAN;
+        if (k != HB_SEC_COMM && k != HB_SEC_CHECKPOINT && section_s[k] >= 0) compute += section_s[k], any = 1;
+    }
+    sm->s[STRAGGLER_COMPUTE] = any ? (float)compute : NAN;
+    sm->wall = step_s > 0 ? (float)step_s : NAN;
+    sm->step = step;
+}
+
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: n is a window, a handful */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1], v[j - 1] = t;
+        }
+    return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Medians of rank r over steps [lo, hi] (sections and wall step time). 0 with too few samples. */
+static int rank_medians(StragglerDetector *d, int r, long long lo, long long hi, double *sec, double *step) {
+    double v[STRAGGLER_SECTIONS][64], wall[64];
+    int n = 0, nwall = 0, cnt[STRAGGLER_SECTIONS] = {0};
+    for (int i = 0; i < d->ring && n < 64; i++) {
+        const Sample *sm = &d->samples[(size_t)r * d->ring + i];
+        if (sm->step < lo || sm->step > hi) continue;
+        for (int k = 0; k < STRAGGLER_SECTIONS; k++)
+            if (!isnan(sm->s[k])) v[k][cnt[k]++] = sm->s[k];
+        if (!isnan(sm->wall)) wall[nwall++] = sm->wall;
+        n++;
+    }
+    if (2 * n < hi - lo + 1) return 0; /* fewer than half the window */
+    for (int k = 0; k < STRAGGLER_SECTIONS; k++) sec[k] = 2 * cnt[k] >= n ? median(v[k], cnt[k]) : NAN;
+    *step = 2 * nwall >= n ? median(wall, nwall) : NAN;
+    return 1;
+}
+
+const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_step) {
+    if (d->next_end < 0 || job_step < d->next_end) return NULL;
+    StragglerWindow *w = &d->w;
+    const StragglerOptions *o = &d->o;
+    w->last_step = d->next_end, w->first_step = d->next_end - 2 * o->window + 1; /* rolling: windows overlap by half */
+    d->next_end += o->window;
+    int n = d->nranks, S = STRAGGLER_SECTIONS;
+    double fastest[STRAGGLER_SECTIONS];
+    for (int k = 0; k < S; k++) fastest[k] = INFINITY;
+    for (int r = 0; r < n; r++) {
+        double *sec = &w->section_s[(size_t)r * S];
+        if (!rank_medians(d, r, w->first_step, w->last_step, sec, &w->step_s[r])) {
+            w->step_s[r] = NAN;
+            for (int k = 0; k < S; k++) sec[k] = NAN;
+        }
+        for (int k = 0; k < S; k++)
+            if (sec[k] > 0 && sec[k] < fastest[k]) fastest[k] = sec[k];
+    }
+    for (int r = 0; r < n; r++) {
+        const double *sec = &w->section_s[(size_t)r * S];
+        double *best = &d->best[(size_t)r * S];
+        w->relative[r] = w->individual[r] = w->sec_relative[r] = w->sec_individual[r] = NAN;
+        w->fastest_s[r] = w->best_s[r] = NAN;
+        w->section[r] = -1, w->flagged[r] = 0;
+        for (int k = 0; k < S; k++)
+            if (sec[k] > 0 && sec[k] < best[k]) best[k] = sec[k];
+        double c = sec[STRAGGLER_COMPUTE];
+        if (!(c > 0)) {
+            w->below[r] = 0;
+            continue;
+        }
+        /* the verdict: the compute as a whole (what slows the step) */
+        w->relative[r] = fastest[STRAGGLER_COMPUTE] / c, w->individual[r] = best[STRAGGLER_COMPUTE] / c;
+        w->fastest_s[r] = fastest[STRAGGLER_COMPUTE], w->best_s[r] = best[STRAGGLER_COMPUTE];
+        int below = w->relative[r] < o->threshold && w->individual[r] < o->threshold;
+        /* the culprit: the section that slowed the most, among those big enough to matter */
+        for (int k = 0; k < HB_NSECTIONS; k++) {
+            if (k == HB_SEC_COMM || k == HB_SEC_CHECKPOINT || !(sec[k] > 0) || sec[k] < o->min_share * c) continue;
+            double rel = fastest[k] / sec[k];
+            if (w->section[r] < 0 || rel < w->sec_relative[r])
+                w->section[r] = k, w->sec_relative[r] = rel, w->sec_individual[r] = best[k] / sec[k];
+        }
+        w->below[r] = below ? w->below[r] + 1 : 0;
+        w->flagged[r] = w->below[r] == o->consecutive;
+    }
+    return w;
+}

@@ -1,0 +1,75 @@
+/* straggler.h: slow-rank (straggler) detection from the per-step section times the ranks send in
+ * their heartbeats (HbStepInfo). Pure bookkeeping, no I/O: the supervisor feeds samples and job
+ * steps and logs what comes out (docs/OPERATIONS.md).
+ *
+ * Every W steps (at steps kW, once the job step, the slowest rank's, has passed them) each rank's
+ * rolling median over its last 2W steps is taken for every section and for its compute (the sum
+ * of data, forward, backward and optimizer): consecutive windows overlap by half, so a median has
+ * 2W samples while a verdict still comes every W steps. Two scores in (0, 1] are computed, as
+ * NVIDIA's straggler detection (nvidia-resiliency-ext) defines them:
+ *   relative   = the fastest rank's median / this rank's median      (1: as fast as the fastest)
+ *   individual = this rank's best window median so far / this one's  (1: as fast as it ever was)
+ * The verdict uses the compute: a rank is *below* in a window when both its compute scores are
+ * under the threshold, and after K consecutive windows below it is a straggler. The compute, not
+ * each section, because a straggler matters by how much it slows the step, and because a sum
+ * of sections is steadier than any one of them (measured: bench/straggler_results.md). Requiring
+ * both scores keeps out a rank that is slower by role (a pipeline stage holding the LM head:
+ * relative low, individual 1) and a slowdown of the whole machine (individual low, relative 1).
+ * The culprit reported with a straggler is the section with the lowest relative score among
+ * those that are at least min_share of the rank's compute. Not scored: comm (time waiting for
+ * others, long on the fast ranks) and checkpoint (the in-memory copy is shared between a
+ * background thread and the main thread by design, so the main thread's part varies).
+ * Cost per sample: a copy into a ring; per window: O(ranks x sections x W log W). */
+#ifndef MYRIAD_LAUNCH_STRAGGLER_H
+#define MYRIAD_LAUNCH_STRAGGLER_H
+
+#include "launch/heartbeat.h"
+
+#define STRAGGLER_COMPUTE HB_NSECTIONS  /* the pseudo-section: data + forward + backward + optimizer */
+#define STRAGGLER_SECTIONS (HB_NSECTIONS + 1)
+
+typedef struct {
+    int window;        /* steps per window (default 5) */
+    int consecutive;   /* K: windows below the threshold in a row (default 3) */
+    double threshold;  /* default 0.75 */
+    double min_share;  /* a section under this share of the rank's compute is never the culprit (0.1) */
+    int warmup;        /* windows ignored after each (re)start besides the first partial one (default 1) */
+} StragglerOptions;
+
+void straggler_options_default(StragglerOptions *o);
+
+/* One evaluated window. Arrays are per rank (section arrays: [rank * STRAGGLER_SECTIONS + s]);
+ * NAN where a rank had too few samples (fewer than half the window). */
+typedef struct {
+    long long first_step, last_step; /* the steps of the medians (2W) */
+    int nranks;
+    double *step_s;        /* median of the rank's step wall time (its own clock) */
+    double *section_s;     /* medians of the sections and of the compute */
+    double *relative;      /* the compute's relative score */
+    double *individual;    /* the compute's individual score */
+    double *fastest_s, *best_s; /* the fastest rank's compute median; this rank's best so far */
+    int *section;          /* the culprit section (-1: none big enough) */
+    double *sec_relative, *sec_individual; /* the culprit's scores */
+    int *below;            /* consecutive windows below the threshold, this one included */
+    int *flagged;          /* became a straggler in this window (below == K) */
+} StragglerWindow;
+
+typedef struct StragglerDetector StragglerDetector;
+
+StragglerDetector *straggler_create(int nranks, const StragglerOptions *o);
+void straggler_free(StragglerDetector *d);
+/* A new attempt: samples, histories and counts start over; nothing is evaluated until
+ * straggler_begin names the attempt's start. */
+void straggler_restart(StragglerDetector *d);
+/* The attempt computes from step start_step + 1: the first median spans the two whole windows
+ * after the first whole window past start_step and `warmup` more. */
+void straggler_begin(StragglerDetector *d, long long start_step);
+/* Rank `rank` completed `step`; section_s in seconds (< 0: not measured); step_s: the step's wall
+ * time by the rank's clock (NAN: unknown), only reported (rank-times), never scored. */
+void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s);
+/* The job step is now job_step: evaluates the oldest window it has passed, if any, and returns
+ * it (valid until the next call), else NULL. Call until NULL to catch up after a jump. */
+const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_step);
+const char *straggler_section_name(int section); /* heartbeat names, and "compute" */
+
+#endif

@@ -1,0 +1,178 @@
+/* sup_state.h: the supervisor's state, shared by the files of `myriad run`'s supervisor (internal
+ * to src/launch): supervise.c (attempts: launch, teardown, spares, the summary), sup_loop.c (the
+ * event loop of one attempt: epoll over the listener, the connections, the launched child and
+ * the metrics server), hb_server.c (heartbeat connections and their messages), rank_progress.c
+ * (job step, goodput timeline, hang and start timeouts), fault_fire.c (injected faults and the
+ * hold steps, cmd@), sup_straggler.c (straggler verdicts, evictions), metrics.c (/metrics) and
+ * event_log.c (the JSON-lines event log). Behaviour and formats: docs/LAUNCHER.md and
+ * docs/OPERATIONS.md. */
+#ifndef MYRIAD_LAUNCH_SUP_STATE_H
+#define MYRIAD_LAUNCH_SUP_STATE_H
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "launch/heartbeat.h"
+#include "launch/hostfile.h"
+#include "launch/supervise.h"
+
+typedef struct {
+    int connected, done, closed;
+    long long pid;
+    char host[HB_HOST_MAX];
+    long long step;          /* last step reported in this attempt; -1 none */
+    long long first_step;    /* first step reported in this attempt; -1 none */
+    long long best_step;     /* highest step ever reported (all attempts) */
+    long long best_step_before; /* best_step when this attempt began */
+    double last_progress;    /* monotonic seconds of the last HELLO or new step */
+    long long held;          /* waiting for GO after reporting this hold step; -1 none */
+    int fd;                  /* its heartbeat connection */
+    int stopped;             /* it checkpointed and stopped on a signal (event "stopped-on-signal") */
+    int running;             /* connected, not done, not closed, not stopped by hang@ */
+    int watch_prev, watch_next, watched; /* the hang watch list (oldest progress first) */
+    long long last_t_us;     /* sender's clock at its last STEP, for its step duration */
+    double step_s;           /* duration of its last step (its own clock); NAN unknown */
+    double relative, individual; /* its straggler scores in the last window; NAN unknown */
+} RankState;
+
+typedef struct {
+    int fd;                  /* -1: a free slot */
+    unsigned gen;            /* bumped at every reuse: stale epoll events are recognised */
+    int rank;                /* -1 until authenticated */
+    char nonce[2 * HB_NONCE_BYTES + 1];
+    long long last_seq;
+    char buf[HB_LINE_MAX];
+    size_t len;
+} Conn;
+
+/* Per-attempt job-step timeline for goodput: t[i] = when every rank had reported step s0 + i,
+ * t0 = when every rank had connected (the attempt's first computed step starts there). */
+typedef struct {
+    long long s0;            /* first step computed in the attempt; -1 none */
+    double t0;
+    double *t;
+    long long n, cap;
+} Timeline;
+
+/* What /metrics reports beyond the ranks' state (metrics.c renders it). */
+enum { FAIL_RANK_EXIT, FAIL_HANG, FAIL_NEVER_CONNECTED, FAIL_LAUNCHER_EXIT, FAIL_HOST_LOST, FAIL_STRAGGLER, FAIL_KINDS };
+#define STEP_BUCKETS 14
+typedef struct {
+    long long restarts, failures[FAIL_KINDS], stragglers;
+    long long step_count, step_buckets[STEP_BUCKETS]; /* job step durations (histogram) */
+    double step_sum;
+    long long r0_step;       /* rank 0's last reported step, its loss, throughput and MFU */
+    double r0_loss, tokens_per_s, mfu;
+    double ckpt_s;           /* rank 0's checkpoint section, summed */
+    long long mem_step;      /* newest in-memory copy complete on every rank (rank 0 says); -1 */
+    double mem_seen;         /* when that copy was first reported */
+} SupMetrics;
+
+struct StragglerDetector;
+struct MetricsServer;
+
+typedef struct Sup {
+    SuperviseOpts *o;
+    uint8_t secret[HB_SECRET_BYTES];
+    HmacKey key;             /* the secret's HMAC pads, absorbed once */
+    int attempt;
+    RankState *ranks;
+    /* heartbeat connections: slots, reused; the event loop's epoll set holds them */
+    int epfd, lfd;
+    Conn *conns;
+    int nconns, cap_conns;   /* open, allocated */
+    int *free_conns, nfree;
+    double launch_time;
+    int all_connected, nconnected, ndone;
+    long long job_step;      /* min step over ranks in this attempt */
+    long long min_step;      /* min over all ranks of their step, and how many are at it */
+    int n_at_min;
+    long long run_min;       /* min over running ranks (holds are released up to it) */
+    int run_at_min, nrunning;
+    int watch_head, watch_tail; /* connected ranks not done, oldest progress first (-1: none) */
+    Timeline *tl;            /* per attempt */
+    int fault_fired_this_attempt;
+    long long next_fault_step; /* no unfired fault is due below this step */
+    long long *holds; /* steps every rank waits at for GO this attempt (fault steps) */
+    int nholds;
+    int *held_ranks, nheld;  /* ranks waiting for GO */
+    long long min_held;
+    int lost_host_this_attempt; /* index into hosts, -1 */
+    Host *hosts;
+    int nhosts;
+    int *active;
+    int nactive;
+    /* failure of this attempt */
+    int failed, fail_kind;
+    char why[256];
+    double *stop_time;       /* per rank: when hang@ stopped it (for the event log) */
+    uint64_t corrupt_state;
+    long long refused;
+    char source[32];         /* this attempt's restore source, from rank 0's event */
+    int copy_rejected;       /* rank 0 said a damaged in-memory copy was passed over */
+    int use_srun;
+    int slurm_nodes;         /* hosts are the nodes of this Slurm allocation: ask Slurm about lost ones */
+    char self_host[HB_HOST_MAX]; /* where this launcher runs (ranks here may be signalled by pid) */
+    struct StragglerDetector *straggler;
+    long long windows_logged; /* rank-times events: every window up to 1000 ranks, fewer above */
+    struct MetricsServer *metrics;
+    SupMetrics m;
+} Sup;
+
+/* epoll data in the event loop: a tag, or for a connection the top bit, its slot and generation */
+#define SUP_TAG_LISTEN 1ull
+#define SUP_TAG_CHILD 2ull
+#define SUP_TAG_METRICS 3ull
+#define SUP_TAG_CONN (1ull << 63)
+
+/* event_log.c: every event is a JSON line on stderr and in --events */
+extern double sup_t_start;       /* monotonic seconds when the supervisor started */
+extern FILE *sup_events_file;    /* --events, or NULL */
+double sup_now(void);            /* monotonic seconds */
+cJSON *sup_event(const char *name);
+void sup_emit(cJSON *obj);       /* adds "t", prints, appends to the file; takes ownership */
+
+/* supervise.c */
+/* SIGTERM or SIGUSR1 received: the ranks were asked (SIGUSR1, which mpirun and srun forward) to
+ * checkpoint and stop; the run ends when they have, or after --stop-grace. 0: none. */
+extern volatile sig_atomic_t sup_graceful_signal;
+/* The attempt failed (the first reason counts): kind is a FAIL_* for the metrics. */
+void sup_fail(Sup *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int sup_random_bytes(uint8_t *out, size_t n);
+
+/* hb_server.c */
+int hb_listen(const char *host, int nranks, int *port_out);
+void hb_send_line(int fd, const char *s);
+void hb_accept(Sup *s);                  /* every pending connection */
+void hb_read(Sup *s, int slot, unsigned gen); /* readable connection (epoll data) */
+void hb_close_conn(Sup *s, int slot);
+void hb_drain(Sup *s);                   /* read what every connection has buffered */
+void hb_close_all(Sup *s);
+
+/* rank_progress.c: the job step, timelines and timeouts, all O(1) per heartbeat */
+void progress_timeline_add(Timeline *tl, long long step, double t);
+void progress_begin_attempt(Sup *s);
+void progress_connected(Sup *s, int r);                  /* HELLO accepted */
+void progress_report(Sup *s, int r, long long step, int from); /* STEP (from 0) or FROM (1) */
+void progress_stop_running(Sup *s, int r);               /* done, closed or SIGSTOPped */
+void progress_unwatch(Sup *s, int r);                    /* done or closed: no hang watch */
+void progress_touch(Sup *s, int r);                      /* it progressed now */
+double progress_deadline(const Sup *s);                  /* when a timeout could next fire */
+void progress_check_timeouts(Sup *s);
+double progress_productive_time(Sup *s, int nattempts, long long *steps_out);
+
+/* fault_fire.c */
+void faults_fire(Sup *s, int r, long long step);
+void faults_begin_attempt(Sup *s);      /* hold steps (MYRIAD_HB_HOLD), slowed ranks (MYRIAD_INJECT_SLOW) */
+int holds_has(const Sup *s, long long step);
+void holds_add(Sup *s, int r, long long step); /* rank r waits for GO at step */
+void holds_release(Sup *s);            /* GO to every held rank whose step every running rank reached */
+
+/* sup_straggler.c: the detector's verdicts become events, evictions and metrics */
+void sup_straggler_sample(Sup *s, int r, const HbMsg *m);
+void sup_straggler_advance(Sup *s);
+
+#endif

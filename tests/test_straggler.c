@@ -1,0 +1,250 @@
+/* test_straggler.c: the straggler detector (src/launch/straggler.c) on synthetic section times
+ * whose answers are known by construction: a rank slowed 1.5x is flagged within the windows the
+ * rule allows (and its scores are 1/1.5), while noise, a whole-job slowdown, a rank slower by
+ * role from the start, a one-window spike and a slow but negligible section are not; the scores
+ * are checked against medians computed here by hand, and a slow section is named as the culprit. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch/straggler.h"
+#include "test.h"
+
+enum { RANKS = 4 };
+
+/* deterministic noise in [1 - a, 1 + a] */
+static double jitter(unsigned *state, double a) {
+    *state = *state * 1664525u + 1013904223u;
+    return 1 + a * (2.0 * (*state >> 8) / (double)(1u << 24) - 1);
+}
+
+/* The section times of one step: forward 30 ms, backward 60 ms, optimizer 8 ms, data 0.1 ms,
+ * checkpoint 1 ms, comm 5 ms, each scaled by `scale` (comm not: waiting is not compute). */
+static void sections(double *sec, double scale, double noise, unsigned *st) {
+    sec[HB_SEC_DATA] = 1e-4 * scale * jitter(st, noise);
+    sec[HB_SEC_FORWARD] = 0.030 * scale * jitter(st, noise);
+    sec[HB_SEC_BACKWARD] = 0.060 * scale * jitter(st, noise);
+    sec[HB_SEC_COMM] = 0.005 * jitter(st, noise);
+    sec[HB_SEC_OPTIMIZER] = 0.008 * scale * jitter(st, noise);
+    sec[HB_SEC_CHECKPOINT] = 0.001 * scale * jitter(st, noise);
+}
+
+typedef double (*ScaleFn)(int rank, long long step);
+
+/* Run `steps` steps of RANKS ranks; returns the job step at which `want_rank` was first flagged
+ * (-1: never) and counts every flag in *flags. */
+static long long run(const StragglerOptions *o, int steps, double noise, ScaleFn scale, int want_rank, int *flags,
+                     StragglerDetector **keep) {
+    StragglerDetector *d = straggler_create(RANKS, o);
+    straggler_begin(d, 0);
+    unsigned st = 12345;
+    long long first = -1;
+    *flags = 0;
+    for (long long s = 1; s <= steps; s++) {
+        for (int r = 0; r < RANKS; r++) {
+            double sec[HB_NSECTIONS];
+            sections(sec, scale(r, s), noise, &st);
+            straggler_sample(d, r, s, sec, 0.1 * (r + 1));
+        }
+        const StragglerWindow *w;
+        while ((w = straggler_advance(d, s)))
+            for (int r = 0; r < RANKS; r++)
+                if (w->flagged[r]) {
+                    (*flags)++;
+                    if (r == want_rank && first < 0) first = s;
+                }
+    }
+    if (keep) *keep = d;
+    else straggler_free(d);
+    return first;
+}
+
+static double healthy(int r, long long s) { return 1; }
+static double rank2_slow_from_20(int r, long long s) { return r == 2 && s >= 20 ? 1.5 : 1; }
+static double all_slow_from_30(int r, long long s) { return s >= 30 ? 2 : 1; }
+static double rank1_heavier(int r, long long s) { return r == 1 ? 1.5 : 1; }
+static double rank3_spike(int r, long long s) { return r == 3 && s >= 21 && s <= 25 ? 3 : 1; }
+
+static void test_slowed_rank_flagged_within_20_steps(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    StragglerDetector *d;
+    long long at = run(&o, 60, 0.05, rank2_slow_from_20, 2, &flags, &d);
+    /* medians over 10 steps every 5: at 25 (16..25, 6 of 10 slow), 30 and 35 -> step 35 */
+    CHECK(at == 35, "flagged at job step %lld (expected 35: three windows whose medians are slow)", at);
+    CHECK(at >= 20 && at - 20 <= 20, "within 20 steps of the slowdown (%lld)", at);
+    CHECK(flags == 1, "one flag, once (got %d)", flags);
+    straggler_free(d);
+}
+
+static long long slow_from;
+static double rank2_slow_from_var(int r, long long s) { return r == 2 && s >= slow_from ? 1.5 : 1; }
+
+static void test_latency_at_most_19_steps_wherever_it_starts(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    long long worst = 0;
+    for (slow_from = 16; slow_from <= 40; slow_from++) { /* every phase against the windows */
+        int flags;
+        long long at = run(&o, 80, 0.05, rank2_slow_from_var, 2, &flags, NULL);
+        CHECK(at >= slow_from && at - slow_from <= 19 && flags == 1, "slowed from %lld: flagged at %lld (%d flags)",
+              slow_from, at, flags);
+        if (at - slow_from > worst) worst = at - slow_from;
+    }
+    CHECK(worst == 19, "the worst case is K x W + W - 1 = 19 steps (%lld)", worst);
+}
+
+static void test_scores_equal_hand_computed_medians(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    StragglerDetector *d = straggler_create(RANKS, &o);
+    straggler_begin(d, 0);
+    /* noiseless: rank 2 is 1.5x slower in every compute section from step 11 on */
+    const StragglerWindow *last = NULL;
+    for (long long s = 1; s <= 20; s++) {
+        for (int r = 0; r < RANKS; r++) {
+            double sec[HB_NSECTIONS];
+            unsigned st = 1;
+            sections(sec, r == 2 && s >= 11 ? 1.5 : 1, 0, &st);
+            straggler_sample(d, r, s, sec, 0.1 * (r + 1));
+        }
+        const StragglerWindow *w;
+        while ((w = straggler_advance(d, s))) last = w;
+    }
+    CHECK(last && last->first_step == 11 && last->last_step == 20, "the last median is over steps 11..20");
+    /* the first median (at 15) was over 6..15, half slow: (1 + 1.5) / 2, so rank 2's best is 1.25x */
+    CHECK_CLOSE(last->relative[2], 1 / 1.5, 1e-6, 0, "relative score of the slowed rank");
+    CHECK_CLOSE(last->individual[2], 1.25 / 1.5, 1e-6, 0, "individual score of the slowed rank");
+    CHECK_CLOSE(last->relative[0], 1, 1e-6, 0, "a healthy rank's relative score");
+    CHECK_CLOSE(last->section_s[2 * STRAGGLER_SECTIONS + HB_SEC_BACKWARD], 0.090, 1e-6, 0, "median backward");
+    CHECK_CLOSE(last->section_s[2 * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE], 1.5 * (1e-4 + 0.030 + 0.060 + 0.008), 1e-6, 0,
+                "compute = data + forward + backward + optimizer");
+    CHECK_CLOSE(last->step_s[1], 0.2, 1e-6, 0, "step_s: the median wall time, as reported");
+    CHECK(last->below[2] == 0, "rank 2 not below: its individual score is 0.83 (%d)", last->below[2]);
+    CHECK(last->section[2] == HB_SEC_FORWARD || last->section[2] == HB_SEC_BACKWARD || last->section[2] == HB_SEC_OPTIMIZER,
+          "the culprit is a big compute section (%s)", straggler_section_name(last->section[2]));
+    CHECK_CLOSE(last->sec_relative[2], 1 / 1.5, 1e-6, 0, "the culprit's relative score");
+    straggler_free(d);
+}
+
+static void test_quiet_on_noise(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    run(&o, 400, 0.2, healthy, -1, &flags, NULL); /* +-20% per step, per section */
+    CHECK(flags == 0, "no straggler from noise (%d flags)", flags);
+}
+
+static void test_whole_job_slowdown_not_a_straggler(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    run(&o, 100, 0.05, all_slow_from_30, -1, &flags, NULL);
+    CHECK(flags == 0, "every rank 2x slower is not a straggler (%d flags)", flags);
+}
+
+static void test_slower_by_role_not_a_straggler(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    run(&o, 100, 0.05, rank1_heavier, -1, &flags, NULL);
+    CHECK(flags == 0, "a rank 1.5x slower from the start (its individual score stays 1) is not flagged (%d)", flags);
+}
+
+static void test_one_window_spike_not_a_straggler(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    run(&o, 100, 0.05, rank3_spike, -1, &flags, NULL);
+    CHECK(flags == 0, "3x slower for 5 steps: in 2 medians only, fewer than K (%d)", flags);
+    o.consecutive = 1;
+    long long at = run(&o, 100, 0.05, rank3_spike, 3, &flags, NULL);
+    CHECK(at == 25 && flags == 1, "with K = 1 the spike is flagged at its window's end (%lld, %d)", at, flags);
+}
+
+static void test_negligible_section_not_scored(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    StragglerDetector *d = straggler_create(RANKS, &o);
+    straggler_begin(d, 0);
+    int flags = 0;
+    for (long long s = 1; s <= 60; s++)
+        for (int r = 0; r < RANKS; r++) {
+            double sec[HB_NSECTIONS];
+            unsigned st = 7;
+            sections(sec, 1, 0, &st);
+            if (r == 0 && s > 10) sec[HB_SEC_DATA] *= 10; /* 1 ms of a ~104 ms step: under 10% */
+            straggler_sample(d, r, s, sec, 0.1 * (r + 1));
+            const StragglerWindow *w;
+            if (r == RANKS - 1)
+                while ((w = straggler_advance(d, s)))
+                    for (int q = 0; q < RANKS; q++) flags += w->flagged[q];
+        }
+    CHECK(flags == 0, "a 10x slower data section under min_share is not scored (%d)", flags);
+    straggler_free(d);
+}
+
+static void test_missing_samples_and_restart(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    StragglerDetector *d = straggler_create(RANKS, &o);
+    straggler_begin(d, 0);
+    const StragglerWindow *w = NULL;
+    for (long long s = 1; s <= 15; s++)
+        for (int r = 0; r < RANKS - 1; r++) { /* rank 3 never reports */
+            double sec[HB_NSECTIONS];
+            unsigned st = 3;
+            sections(sec, 1, 0, &st);
+            straggler_sample(d, r, s, sec, 0.1 * (r + 1));
+        }
+    w = straggler_advance(d, 15);
+    CHECK(w && isnan(w->relative[3]) && isnan(w->step_s[3]) && !w->flagged[3], "a rank without samples is not scored");
+    CHECK(w && fabs(w->relative[0] - 1) < 1e-9, "the others are");
+    CHECK(straggler_advance(d, 15) == NULL, "each window once");
+    straggler_restart(d);
+    CHECK(straggler_advance(d, 100) == NULL, "nothing evaluated after a restart until straggler_begin");
+    straggler_begin(d, 42); /* resumed at 42: 43..45 partial, 46..50 warm-up, then the median over 51..60 */
+    CHECK(straggler_advance(d, 59) == NULL, "warm-up and the window in progress");
+    w = straggler_advance(d, 60);
+    CHECK(w && w->first_step == 51 && w->last_step == 60, "first median after a resume at 42: 51..60 (%lld..%lld)",
+          w ? w->first_step : -1, w ? w->last_step : -1);
+    straggler_free(d);
+}
+
+static void test_culprit_section_named(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    StragglerDetector *d = straggler_create(RANKS, &o);
+    straggler_begin(d, 0);
+    int flagged = -1, culprit = -1;
+    for (long long s = 1; s <= 50 && flagged < 0; s++) {
+        for (int r = 0; r < RANKS; r++) {
+            double sec[HB_NSECTIONS];
+            unsigned st = 9;
+            sections(sec, 1, 0.02, &st);
+            if (r == 1 && s > 20) sec[HB_SEC_BACKWARD] *= 2; /* compute 98 -> 158 ms: 0.62 */
+            straggler_sample(d, r, s, sec, NAN);
+        }
+        const StragglerWindow *w;
+        while ((w = straggler_advance(d, s)))
+            if (w->flagged[1]) flagged = (int)s, culprit = w->section[1];
+    }
+    CHECK(flagged == 40 && culprit == HB_SEC_BACKWARD, "rank 1 flagged at %d with culprit %s", flagged,
+          culprit >= 0 ? straggler_section_name(culprit) : "none");
+    straggler_free(d);
+}
+
+int main(void) {
+    RUN(test_slowed_rank_flagged_within_20_steps);
+    RUN(test_latency_at_most_19_steps_wherever_it_starts);
+    RUN(test_scores_equal_hand_computed_medians);
+    RUN(test_quiet_on_noise);
+    RUN(test_whole_job_slowdown_not_a_straggler);
+    RUN(test_slower_by_role_not_a_straggler);
+    RUN(test_one_window_spike_not_a_straggler);
+    RUN(test_negligible_section_not_scored);
+    RUN(test_missing_samples_and_restart);
+    RUN(test_culprit_section_named);
+    return TEST_SUMMARY();
+}
