@@ -55,7 +55,13 @@ TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
 .PHONY: all test test-long tests bench clean fuzz demo FORCE
 all: bin/myriad $(TEST_BINS) $(EMU_TEST)
 
-build/obj/%.o: src/%.c $(wildcard src/*/*.h)
+# The C objects remember the flags they were built with: `make CUDA=0` then `make` changes
+# CUDA_DEFS, and without this the old objects (cuda_absent.o among them) would be linked as they are.
+build/obj/flags.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(CFLAGS) $(CUDA_DEFS)' >$@.tmp && if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+
+build/obj/%.o: src/%.c $(wildcard src/*/*.h) build/obj/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
 
