@@ -5,7 +5,9 @@
  * the rates include the contention of R ranks sharing the cores and memory.
  *   GEMM rates by shape: myriad's gemm() on the forward, input-gradient and weight-gradient
  *     products of every linear layer of the model (fused QKV, projection, MLP, lm_head) for each
- *     --tokens rows count and --tp sharding, stored in the simulator's (M, N, K) convention;
+ *     --tokens rows count and --tp sharding, timed inside a replayed step of --layers layers (the
+ *     trainer's order and buffers, so each product meets the cache as in training), stored in the
+ *     simulator's (M, N, K) convention;
  *   attention: myriad's attention forward + backward at the first shape, as a fraction of the
  *     peak GEMM rate (attn_eff);
  *   memory bandwidth: a STREAM triad over 3 x 64 MiB with the rank's threads;
@@ -124,29 +126,118 @@ static double lockstep_slowest(double per_call) {
         out = median(t_, n_);                                                    \
     } while (0)
 
-/* Median seconds of one gemm call. */
-static double time_gemm(int ta, int tb, int M, int N, int K, int reps, real *a, real *b, real *c) {
-    int lda = ta ? M : K, ldb = tb ? K : N;
-    double t;
-    TIMED(reps, gemm(ta, tb, M, N, K, a, lda, b, ldb, 0, c, N), t);
-    return t;
+/* The GEMMs of a training step, replayed in myriad train's order on buffers laid out as the
+ * trainer has them: per layer, the four linear layers (fused QKV, attention output, MLP up, MLP
+ * down), each with its own weight, weight gradient, input, output and their gradients; then the
+ * lm_head. Forward: out = in W^T, layer by layer; backward, last layer first: din = dout W, then
+ * dW += dout^T in (src/kernels/cpu_matmul.c). Each product then finds in the cache what it
+ * finds in a real step: its forward input just written, its weight last touched a step ago, its
+ * backward dout just written, its saved input cold. Timing each shape alone instead, with the
+ * same operands over and over, runs it from the cache and overstates its rate (by 15-25% on
+ * this development machine: docs/SIMULATOR.md, "Own runs"). */
+typedef struct {
+    int in, out;                    /* features in and out (the weight is out x in) */
+    real *w, *dw, *x, *y, *dy, *dx; /* this layer's own */
+} Linear;
+
+enum { LAYER_LINEARS = 4, ROLES = 5 }; /* QKV, attention output, MLP up, MLP down; lm_head */
+
+typedef struct {
+    double secs[ROLES][3]; /* forward, input gradient, weight gradient */
+    long calls[ROLES][3];
+} ReplayTimes;
+
+static void timed_gemm(int ta, int tb, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
+                       int accumulate, real *C, int ldc, double *secs, long *calls) {
+    double t0 = now_s();
+    gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+    *secs += now_s() - t0;
+    ++*calls;
 }
 
-/* Rates of the three products of a linear layer with IC inputs and OC outputs on N rows, in the
- * simulator's (M, N, K) convention: forward (N, OC, IC), input gradient (N, IC, OC), weight
- * gradient (IC, OC, N). */
-static int linear_rows(const Opts *o, int N, int IC, int OC, double rows[][4], int at, real *a, real *b, real *c) {
-    double f = 2.0 * N * IC * OC;
-    if (at + 3 > MAXROWS) return at;
-    rows[at][0] = N; rows[at][1] = OC; rows[at][2] = IC;
-    rows[at][3] = f / time_gemm(0, 1, N, OC, IC, o->reps, a, b, c) / 1e9;
-    at++;
-    rows[at][0] = N; rows[at][1] = IC; rows[at][2] = OC;
-    rows[at][3] = f / time_gemm(0, 0, N, IC, OC, o->reps, a, b, c) / 1e9;
-    at++;
-    rows[at][0] = IC; rows[at][1] = OC; rows[at][2] = N;
-    rows[at][3] = f / time_gemm(1, 0, OC, IC, N, o->reps, a, b, c) / 1e9;
-    return at + 1;
+static void linear_forward(Linear *q, int N, ReplayTimes *rt, int role) {
+    timed_gemm(0, 1, N, q->out, q->in, q->x, q->in, q->w, q->in, 0, q->y, q->out, &rt->secs[role][0],
+               &rt->calls[role][0]);
+}
+
+static void linear_backward(Linear *q, int N, ReplayTimes *rt, int role) {
+    timed_gemm(0, 0, N, q->in, q->out, q->dy, q->out, q->w, q->in, 0, q->dx, q->in, &rt->secs[role][1],
+               &rt->calls[role][1]);
+    timed_gemm(1, 0, q->out, q->in, N, q->dy, q->out, q->x, q->in, 1, q->dw, q->in, &rt->secs[role][2],
+               &rt->calls[role][2]);
+}
+
+/* One step's GEMMs: lin[l * LAYER_LINEARS + k] for layer l, lin[L * LAYER_LINEARS] the lm_head. */
+static void replay_step(Linear *lin, int L, int N, ReplayTimes *rt) {
+    Linear *head = &lin[L * LAYER_LINEARS];
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < LAYER_LINEARS; k++) linear_forward(&lin[l * LAYER_LINEARS + k], N, rt, k);
+    linear_forward(head, N, rt, ROLES - 1);
+    linear_backward(head, N, rt, ROLES - 1);
+    for (int l = L - 1; l >= 0; l--)
+        for (int k = LAYER_LINEARS - 1; k >= 0; k--) linear_backward(&lin[l * LAYER_LINEARS + k], N, rt, k);
+}
+
+static real *filled(size_t n, int salt) {
+    real *p = dev_alloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (real)((i * 7 + salt) % 101 * 0.01 - 0.5);
+    return p;
+}
+
+/* Rates (GFLOP/s) of the 15 products of a layer with N rows and tp-sharded widths, timed inside
+ * replayed steps of L layers: each window runs whole steps; a product's time is its share of the
+ * window, per call; with several ranks, the slowest rank's (lockstep). Rows in the simulator's
+ * (M, N, K) convention: forward (N, OC, IC), input gradient (N, IC, OC), weight gradient (IC, OC, N). */
+static int replay_rows(const Opts *o, int N, int tp, double rows[][4], int at) {
+    int C = o->hidden, F = o->ffn, V = o->vocab;
+    int shape[ROLES][2] = {{C, 3 * C / tp}, {C / tp, C}, {C, F / tp}, {F / tp, C}, {C, V / tp}};
+    /* as many layers as asked, but no more than 1 GiB of buffers with the lm_head's (a few layers
+     * already take the weights out of any cache) */
+    size_t per_layer = 0, head = 2 * ((size_t)C * (V / tp) + (size_t)N * (C + V / tp));
+    for (int k = 0; k < LAYER_LINEARS; k++)
+        per_layer += 2 * ((size_t)shape[k][0] * shape[k][1] + (size_t)N * (shape[k][0] + shape[k][1]));
+    int L = o->layers;
+    while (L > 1 && ((size_t)L * per_layer + head) * sizeof(real) > ((size_t)1 << 30)) L--;
+    int n = L * LAYER_LINEARS + 1;
+    Linear *lin = calloc((size_t)n, sizeof *lin);
+    for (int i = 0; i < n; i++) {
+        int k = i < L * LAYER_LINEARS ? i % LAYER_LINEARS : ROLES - 1;
+        Linear *q = &lin[i];
+        q->in = shape[k][0]; q->out = shape[k][1];
+        size_t wn = (size_t)q->in * q->out;
+        q->w = filled(wn, i); q->dw = filled(wn, i + 1); q->x = filled((size_t)N * q->in, i + 2);
+        q->y = filled((size_t)N * q->out, i + 3); q->dy = filled((size_t)N * q->out, i + 4);
+        q->dx = filled((size_t)N * q->in, i + 5);
+    }
+    static ReplayTimes warm;
+    replay_step(lin, L, N, &warm);
+    double per_call[ROLES][3][32];
+    int reps = o->reps < 32 ? o->reps : 32;
+    for (int r = 0; r < reps; r++) {
+        ReplayTimes rt;
+        memset(&rt, 0, sizeof rt);
+        lockstep_start();
+        double t0 = now_s();
+        do replay_step(lin, L, N, &rt);
+        while (now_s() - t0 < g_window);
+        for (int k = 0; k < ROLES; k++)
+            for (int j = 0; j < 3; j++) per_call[k][j][r] = lockstep_slowest(rt.secs[k][j] / rt.calls[k][j]);
+    }
+    for (int k = 0; k < ROLES && at + 3 <= MAXROWS; k++) {
+        int IC = shape[k][0], OC = shape[k][1];
+        double f = 2.0 * N * IC * OC;
+        double mnk[3][3] = {{N, OC, IC}, {N, IC, OC}, {IC, OC, N}};
+        for (int j = 0; j < 3; j++, at++) {
+            rows[at][0] = mnk[j][0]; rows[at][1] = mnk[j][1]; rows[at][2] = mnk[j][2];
+            rows[at][3] = f / median(per_call[k][j], reps) / 1e9;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        dev_free(lin[i].w); dev_free(lin[i].dw); dev_free(lin[i].x);
+        dev_free(lin[i].y); dev_free(lin[i].dy); dev_free(lin[i].dx);
+    }
+    free(lin);
+    return at;
 }
 
 static void triad(real *a, const real *b, const real *c, size_t n) {
@@ -265,11 +356,12 @@ static void write_files(const Opts *o, double rows[][4], int nrows, double peak,
 
 int bench_calibrate(int argc, char **argv) {
     Opts o = {0};
-    o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
+    o.layers = 4; o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
     o.tokens[0] = 1024; o.ntokens = 1; o.tps[0] = 1; o.ntps = 1;
     const Opt opt_rows[] = {
         OPT_CALL("--out", "PREFIX", &o.out, opt_out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
         OPT_STR("--name", "NAME", &o.name, "the GPU and cluster name in the files (default cpu)"),
+        OPT_INT("--layers", "L", &o.layers, 1, 1 << 12, "layers of the replayed step (default 4; fewer if over 1 GiB)"),
         OPT_INT("--hidden", "C", &o.hidden, 1, 1 << 16, "model width of the GEMM shapes (default 768)"),
         OPT_INT("--heads", "H", &o.heads, 1, 1 << 12, "attention heads (default 12)"),
         OPT_INT("--ffn", "F", &o.ffn, 1, 1 << 20, "MLP width (default 4 x hidden)"),
@@ -300,28 +392,15 @@ int bench_calibrate(int argc, char **argv) {
     int me = comm_rank(w), np = comm_size(w);
     if (np > 1) g_lockstep = w;
     kernels_set_threads(o.threads);
-    int C = o.hidden, F = o.ffn, V = o.vocab, maxn = 0;
-    for (int i = 0; i < o.ntokens; i++) maxn = o.tokens[i] > maxn ? o.tokens[i] : maxn;
-    size_t big = (size_t)(maxn > V ? maxn : V) * (size_t)(F > C ? F : C) + (size_t)maxn * 4 * C;
-    real *a = dev_alloc(big), *b = dev_alloc(big), *c = dev_alloc(big);
-    for (size_t i = 0; i < big; i++) { a[i] = (real)((i % 101) * 0.01); b[i] = (real)((i % 103) * 0.01); }
     static double rows[MAXROWS][4];
     int n = 0;
     for (int ti = 0; ti < o.ntps; ti++)
-        for (int ni = 0; ni < o.ntokens; ni++) {
-            int tp = o.tps[ti], N = o.tokens[ni];
-            n = linear_rows(&o, N, C, 3 * C / tp, rows, n, a, b, c); /* QKV */
-            n = linear_rows(&o, N, C / tp, C, rows, n, a, b, c);     /* attention output */
-            n = linear_rows(&o, N, C, F / tp, rows, n, a, b, c);     /* MLP up */
-            n = linear_rows(&o, N, F / tp, C, rows, n, a, b, c);     /* MLP down */
-            n = linear_rows(&o, N, C, V / tp, rows, n, a, b, c);     /* lm_head */
-        }
-    dev_free(a); dev_free(b); dev_free(c);
+        for (int ni = 0; ni < o.ntokens; ni++) n = replay_rows(&o, o.tokens[ni], o.tps[ti], rows, n);
     double peak = 0;
     for (int i = 0; i < n; i++) peak = fmax(peak, rows[i][3] * 1e9);
     /* attention at the first shape, as a fraction of the peak: causal forward 2 T^2 hd per head,
      * backward 2.5x (the simulator's convention) */
-    int hd = C / o.heads, bseq = o.tokens[0] / o.seq > 0 ? o.tokens[0] / o.seq : 1;
+    int hd = o.hidden / o.heads, bseq = o.tokens[0] / o.seq > 0 ? o.tokens[0] / o.seq : 1;
     double ta = time_attention(bseq, o.seq, o.heads, hd, o.reps);
     double attn_flops = 3.5 * 4.0 * o.seq * (double)o.seq * hd * bseq * o.heads * 0.5;
     double attn_eff = fmin(1.0, attn_flops / ta / peak);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_calibrate.sh: `myriad bench calibrate` writes a hardware and a cluster file that
+# `myriad sim` reads: one GEMM row per product of the replayed step (forward, input gradient,
+# weight gradient of QKV, projection, MLP up and down, lm_head) for every --tokens x --tp, in the
+# simulator's (M, N, K) convention; bad options are refused. Rates are not asserted (timing).
+set -u
+cd "$(dirname "$0")/.."
+B=./bin/myriad
+T=$(mktemp -d /tmp/myriad-calibrate.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ok() { echo "ok $1"; }
+fail() { echo "FAIL $1"; shift; echo "  $*" >&2; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name" "$*"; fi; }
+
+SHAPE="--hidden 64 --heads 2 --vocab 256 --seq 32 --reps 1 --window 0.01"
+if $B bench calibrate $SHAPE --layers 2 --tokens 64,32 --tp 1,2 --out "$T/cal" >"$T/out" 2>"$T/err"; then
+    check calibrate_gemm_rows python3 - "$T/cal.hw.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["gemm_table"]
+C, F, V = 64, 256, 256
+want = []
+for tp in (1, 2):
+    for n in (64, 32):
+        for ic, oc in ((C, 3 * C // tp), (C // tp, C), (C, F // tp), (F // tp, C), (C, V // tp)):
+            want += [[n, oc, ic], [n, ic, oc], [ic, oc, n]]
+got = [r[:3] for r in rows]
+assert got == want, (got, want)
+assert all(r[3] > 0 for r in rows), rows
+assert abs(d["peak_tflops"]["fp32"] * 1e3 - max(r[3] for r in rows)) < 1e-3 * max(r[3] for r in rows)
+assert 0 < d["attn_eff"] <= 1 and d["hbm_tbps"] > 0
+PY
+    check calibrate_feeds_sim bash -c "$B sim --gpu $T/cal.hw.json --cluster $T/cal.cluster.json --software myriad \
+        --arch gpt2 --layers 2 --hidden 64 --heads 2 --vocab 256 --seq 32 --dtype fp32 --global-batch 2 \
+        --micro-batch 2 --recompute none --gpus 1 --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"step_time_s\"] > 0'"
+else
+    fail calibrate_gemm_rows "$(cat "$T/err")"
+    fail calibrate_feeds_sim "calibrate failed"
+fi
+err=$($B bench calibrate $SHAPE --layers 0 --out "$T/bad" 2>&1); rc=$?
+check calibrate_rejects_layers_0 bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--layers' && [ ! -e $T/bad.hw.json ]"
+err=$($B bench calibrate $SHAPE --hidden 63 --out "$T/bad" 2>&1); rc=$?
+check calibrate_rejects_indivisible_heads bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'not a multiple of --heads'"
