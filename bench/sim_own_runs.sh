@@ -20,12 +20,13 @@ SHAPE="--arch gpt2 --layers 4 --hidden 384 --heads 6 --vocab 4096"
 CAL="--hidden 384 --heads 6 --vocab 4096 --seq 128 --reps 3"
 BATCH=8 SEQ=128
 /usr/bin/python3 bench/make_tokens.py "$W/tok.bin" $(( (steps + 2) * BATCH * SEQ + 1 )) 4096
-# name | ranks | threads | train flags | sim flags | calibrate rows (tokens) | calibrate tp | layers per rank
+# name | ranks | threads | train flags | sim flags | calibrate rows (tokens) | calibrate tp | layers per rank |
+# more calibrate flags (--group 2: the all-reduce within pairs, the tp and dp groups of tp 2 x dp 2)
 LAYOUTS="1rank|1|2||--micro-batch 8|1024|1|4
 dp2|2|1|--dp 2 --micro-batch 4|--dp 2 --micro-batch 4|512|1|4
 tp2|2|1|--tp 2 --micro-batch 8|--tp 2 --micro-batch 8|1024|2|4
 pp2|2|1|--pp 2 --micro-batch 1|--pp 2 --micro-batch 1|128|1|2
-tp2dp2|4|1|--tp 2 --dp 2 --micro-batch 4|--tp 2 --dp 2 --micro-batch 4|512|2|4"
+tp2dp2|4|1|--tp 2 --dp 2 --micro-batch 4|--tp 2 --dp 2 --micro-batch 4|512|2|4|--group 2"
 run() { # RANKS ARGS...: myriad under the launcher (one rank: directly)
     local n=$1; shift
     if [ "$n" = 1 ]; then $B "$@" </dev/null; else $B run -n "$n" -- "$@" </dev/null; fi
@@ -42,15 +43,15 @@ echo "model: $SHAPE, batch $BATCH x $SEQ tokens, fp32; $rounds rounds, steps 2..
 echo "waits: predicted exposed communication + pipeline bubble; measured: rank 0's exposed gradient reduction (dp only)"
 printf '%-8s %5s %10s %10s %8s %10s %10s  %s\n' layout round "measured" "predicted" "ratio" "wait meas" "wait pred" "load (1/5/15 min)"
 echo "$LAYOUTS" >"$W/layouts"
-while IFS='|' read -r name ranks threads tflags sflags tokens tps lpr; do
+while IFS='|' read -r name ranks threads tflags sflags tokens tps lpr cflags; do
     [ -n "$only" ] && [[ ",$only," != *",$name,"* ]] && continue
     for r in $(seq "$rounds"); do
-        run "$ranks" bench calibrate $CAL --layers "$lpr" --tokens "$tokens" --tp "$tps" --threads "$threads" --name "cpu-$name" \
+        run "$ranks" bench calibrate $CAL $cflags --layers "$lpr" --tokens "$tokens" --tp "$tps" --threads "$threads" --name "cpu-$name" \
             --out "$W/cal-a" >/dev/null 2>"$W/err" || { cat "$W/err"; exit 1; }
         run "$ranks" train $SHAPE --max-seq $SEQ --data "$W/tok.bin" --batch $BATCH --seq $SEQ --steps "$steps" \
             --threads "$threads" --no-shuffle --log "$W/log.jsonl" $tflags >/dev/null 2>"$W/err" || { cat "$W/err"; exit 1; }
         load=$(cut -d' ' -f1-3 /proc/loadavg)
-        run "$ranks" bench calibrate $CAL --layers "$lpr" --tokens "$tokens" --tp "$tps" --threads "$threads" --name "cpu-$name" \
+        run "$ranks" bench calibrate $CAL $cflags --layers "$lpr" --tokens "$tokens" --tp "$tps" --threads "$threads" --name "cpu-$name" \
             --out "$W/cal-b" >/dev/null 2>"$W/err" || { cat "$W/err"; exit 1; }
         read -r meas wmeas < <(/usr/bin/python3 -c "
 import json, statistics, sys

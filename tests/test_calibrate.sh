@@ -42,3 +42,13 @@ err=$($B bench calibrate $SHAPE --layers 0 --out "$T/bad" 2>&1); rc=$?
 check calibrate_rejects_layers_0 bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--layers' && [ ! -e $T/bad.hw.json ]"
 err=$($B bench calibrate $SHAPE --hidden 63 --out "$T/bad" 2>&1); rc=$?
 check calibrate_rejects_indivisible_heads bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'not a multiple of --heads'"
+# two ranks: MPI figures in the cluster file; --group must divide the rank count
+if $B run -n 2 -- bench calibrate $SHAPE --layers 1 --tokens 32 --group 2 --out "$T/two" >"$T/out2" 2>"$T/err2" </dev/null; then
+    check calibrate_two_ranks_mpi python3 -c "
+import json; c = json.load(open('$T/two.cluster.json'))
+assert c['gpus'] == 2 and c['scaleup_gbps'] > 0 and 'groups of 2 ranks' in c['sources'][0], c"
+else
+    fail calibrate_two_ranks_mpi "$(cat "$T/err2")"
+fi
+err=$($B run -n 2 -- bench calibrate $SHAPE --group 3 --out "$T/bad" 2>&1 </dev/null); rc=$?
+check calibrate_rejects_group bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--group 3 does not divide the 2 ranks'"

@@ -54,7 +54,7 @@ static double median(double *v, int n) {
 typedef struct {
     int layers, hidden, heads, ffn, vocab, seq, threads, reps;
     double window;
-    int tokens[8], ntokens, tps[4], ntps;
+    int tokens[8], ntokens, tps[4], ntps, group;
     const char *out, *name;
 } Opts;
 
@@ -289,8 +289,9 @@ static double time_attention(int b, int T, int H, int hd, int reps) {
     return t;
 }
 
-/* Median seconds of a collective over the world, the slowest rank's (max over ranks). */
-static double time_coll(Comm *w, int kind, size_t count, int reps, real *buf, real *out) {
+/* Median seconds of a collective, the slowest rank's (max over the world): kind 0 an all-reduce
+ * within `grp` (every group at once), kind 1 send/recv between world ranks (0,1), (2,3), ... */
+static double time_coll(Comm *w, Comm *grp, int kind, size_t count, int reps, real *buf, real *out) {
     int me = comm_rank(w), np = comm_size(w);
     double t[32];
     int k = 0;
@@ -298,7 +299,7 @@ static double time_coll(Comm *w, int kind, size_t count, int reps, real *buf, re
         comm_barrier(w);
         double t0 = now_s();
         if (kind == 0) {
-            if (comm_all_reduce(w, buf, out, count, COMM_F32, COMM_SUM)) myr_die_last();
+            if (comm_all_reduce(grp, buf, out, count, COMM_F32, COMM_SUM)) myr_die_last();
         } else { /* send/recv between pairs (0,1), (2,3), ... */
             int peer = me ^ 1;
             if (peer < np) {
@@ -349,8 +350,10 @@ static void write_files(const Opts *o, double rows[][4], int nrows, double peak,
                "  \"scaleup_domain\": %d,\n  \"scaleup_gbps\": %.6g,\n  \"scaleup_latency_us\": %.4g,\n"
                "  \"scaleup_eff\": 1.0,\n  \"fabric\": \"infiniband\",\n  \"tiers\": [{\"name\": \"none\", \"radix\": 64}],\n"
                "  \"sources\": [\"myriad bench calibrate: MPI among %d ranks on this machine; bandwidth from the all-reduce of "
-               "large messages (ring formula, 2 (n-1)/n S per rank), latency from small ones\"]\n}\n",
-            o->name, o->name, np, np, np, ar_bw > 0 ? ar_bw / 1e9 : 1.0, (ar_alpha > 0 ? ar_alpha : 1e-6) * 1e6, np);
+               "large messages within groups of %d ranks, all groups at once (ring formula, 2 (n-1)/n S per rank), "
+               "latency from small ones\"]\n}\n",
+            o->name, o->name, np, np, np, ar_bw > 0 ? ar_bw / 1e9 : 1.0, (ar_alpha > 0 ? ar_alpha : 1e-6) * 1e6, np,
+            o->group ? o->group : np);
     fclose(f);
 }
 
@@ -369,6 +372,7 @@ int bench_calibrate(int argc, char **argv) {
         OPT_INT("--seq", "T", &o.seq, 1, 1 << 20, "sequence length of the attention (default 256)"),
         OPT_CALL("--tokens", "N[,N..]", &o, opt_tokens_list, "rows of the layer's GEMMs, one or more (default 1024)"),
         OPT_CALL("--tp", "P[,P..]", &o, opt_tp_list, "tensor-parallel shardings of the shapes (default 1)"),
+        OPT_INT("--group", "G", &o.group, 2, 64, "ranks per all-reduce group, all groups at once (default all)"),
         OPT_INT("--threads", "t", &o.threads, 1, 1024, "compute threads per rank (default 1)"),
         OPT_INT("--reps", "R", &o.reps, 1, 31, "runs of each measurement; the median counts (default 5)"),
         OPT_POSITIVE("--window", "S", &o.window, 60, "seconds each timing repeats for (default 0.25)"),
@@ -391,6 +395,8 @@ int bench_calibrate(int argc, char **argv) {
     Comm *w = comm_world();
     int me = comm_rank(w), np = comm_size(w);
     if (np > 1) g_lockstep = w;
+    if (o.group && (o.group > np || np % o.group))
+        myr_die("--group %d does not divide the %d ranks: give a divisor of the rank count (or leave it out)", o.group, np);
     kernels_set_threads(o.threads);
     static double rows[MAXROWS][4];
     int n = 0;
@@ -424,11 +430,18 @@ int bench_calibrate(int argc, char **argv) {
         size_t small = 1024, large = (size_t)8 << 20; /* 4 KiB, 32 MiB of floats */
         real *buf = dev_alloc(large), *out = dev_alloc(large);
         for (size_t i = 0; i < large; i++) buf[i] = 1;
-        double ts = time_coll(w, 0, small, o.reps, buf, out), tl = time_coll(w, 0, large, o.reps, buf, out);
+        /* the all-reduce within groups of --group consecutive ranks, all groups at once: the tp or
+         * dp groups of the layout to predict (on a shared CPU, a 4-rank ring is not 2 pairs) */
+        int gs = o.group > 0 ? o.group : np, lo = me / gs * gs, ranks[64];
+        for (int i = 0; i < gs; i++) ranks[i] = lo + i;
+        Comm *grp = w;
+        if (gs < np && comm_group_from_ranks(w, ranks, gs, "calibrate", &grp)) myr_die_last();
+        double ts = time_coll(w, grp, 0, small, o.reps, buf, out), tl = time_coll(w, grp, 0, large, o.reps, buf, out);
+        if (grp != w) comm_group_free(grp);
         /* ring all-reduce: 2 (n-1) alpha + 2 (n-1)/n S / B */
-        ar_alpha = ts / (2.0 * (np - 1));
-        ar_bw = 2.0 * (np - 1) / np * large * sizeof(real) / fmax(tl - ts, 1e-9);
-        double ps = time_coll(w, 1, small, o.reps, buf, out), pl = time_coll(w, 1, large, o.reps, buf, out);
+        ar_alpha = ts / (2.0 * (gs - 1));
+        ar_bw = 2.0 * (gs - 1) / gs * large * sizeof(real) / fmax(tl - ts, 1e-9);
+        double ps = time_coll(w, w, 1, small, o.reps, buf, out), pl = time_coll(w, w, 1, large, o.reps, buf, out);
         p_alpha = ps;
         p_bw = large * sizeof(real) / fmax(pl - ps, 1e-9);
         dev_free(buf); dev_free(out);
