@@ -184,13 +184,30 @@ void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, con
         if (l->sp && l->sp_regather)
             o->tp_b += fmax(0, ag - gb[0] / 2) + fmax(0, ag - gb[fc1] / 2) + (l->tp_overlap ? 2 * ag / t : 0);
     }
-    /* context parallel: ring of cp - 1 K/V exchanges (backward: K/V and their gradients), each
-     * overlapped with the attention block of the step before it */
-    if (cp > 1) {
+    /* context parallel (Megatron-core/TE): ring of cp - 1 K/V exchanges (backward: K/V and their
+     * gradients), each overlapped with the attention block of the step before it */
+    if (cp > 1 && !l->cp_torch) {
         double kvbytes = 2.0 * T * kv_local * e;
         double step = sim_coll_time(net, COLL_P2P, ALG_AUTO, kvbytes, grp(2, l->tp));
         o->cp_f = (cp - 1) * fmax(0, step - o->attn_f / cp);
         o->cp_b = (cp - 1) * fmax(0, 2 * step - o->attn_b / cp);
+    } else if (cp > 1) {
+        /* PyTorch's experimental ring attention as torchtitan ran it in Dec 2024 (docs/SIMULATOR.md,
+         * "Context parallel in PyTorch"): K/V of every local query head (the model repeats the kv
+         * heads before SDPA); rotate method all-gather, issued after the first block's SDPA, so
+         * nothing hides it, in forward and again in backward; backward passes dK/dV around the
+         * ring in fp32, each hop behind the next block's backward, the last one waited for. Block
+         * outputs are merged in fp32 and the gradients accumulated in fp32 by separate kernels
+         * (bytes per element of Q (q) and of K or V (kvx), averaged over load-balanced steps). */
+        double q = T * heads_local * hd, kvx = q;
+        double ag = sim_coll_time(net, COLL_ALLGATHER, ALG_AUTO, cp * 2.0 * kvx * e, grp(l->cp, l->tp));
+        double hop = sim_coll_time(net, COLL_P2P, ALG_AUTO, 2.0 * kvx * 4.0, grp(2, l->tp));
+        o->cp_f = ag;
+        o->cp_b = ag + (cp - 1) * fmax(0, hop - o->attn_b / cp) + hop;
+        double merge_f = 12.0 * q + (cp - 1) * (32.5 * q + 8.0 * kvx);
+        double merge_b = 10.0 * q + 20.0 * kvx + (cp - 1) * (11.5 * q + 47.0 * kvx);
+        o->elem_f += sim_membound_time(g, merge_f, (int)(7 * (cp - 1) + 2));
+        o->elem_b += sim_membound_time(g, merge_b, (int)(8 * (cp - 1) + 6));
     }
     /* expert parallel: dispatch + combine all-to-all forward, the same backward */
     if (l->ep > 1) {

@@ -148,6 +148,8 @@ typedef struct {
     int optimizer_passes; /* 0 = Megatron's fused mixed-precision Adam; 1 = a plain fp32 AdamW (torch) */
     int fp8_cache;        /* fp8 weights (and transposes) cast once per step and kept (Transformer Engine) */
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
+    int cp_torch;         /* context parallel as PyTorch's experimental ring attention (torchtitan 2024): K/V
+                           * repeated to all heads, all-gathered after the first block, fp32 merges (layer.c) */
     double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */
     double bucket;        /* gradient-reduction bucket, elements (Megatron-LM 40 M) */
     int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */

@@ -24,8 +24,8 @@ typedef struct {
     const char *name, *summary, *sources;
     /* flash, fused_elementwise, fused_grad_accum, overlap_p2p, overlap_dp, zero, grad_bytes,
      * tp_overlap, sp_regather, selective_op, reshard, fp8_scaling, fp8_gather, fp8_cache, optimizer_passes,
-     * fused_ce */
-    int v[16];
+     * fused_ce, cp_torch */
+    int v[17];
 } Preset;
 
 static const Preset presets[] = {
@@ -75,12 +75,12 @@ static const Preset presets[] = {
      "current) scaling without cached fp8 weights",
      "torchtitan docs/fsdp.md, docs/float8.md, parallelize_llama.py (_save_list: all compute ops but every second "
      "mm), benchmarks/llama3_h100_202412_torchtitan.md",
-     {ATTN_FA2, 1, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 1}},
+     {ATTN_FA2, 1, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 1, 1}},
     {"torchtitan-eager",
      "torchtitan without torch.compile: as torchtitan, with every elementwise op (RMSNorm in fp32, rotary through "
      "complex views, SwiGLU, residual adds) as its own PyTorch kernel",
      "torchtitan models/llama (RMSNorm, apply_rotary_emb), benchmarks (FSDP vs FSDP + torch.compile)",
-     {ATTN_FA2, 0, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 0}},
+     {ATTN_FA2, 0, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 0, 1}},
     {"myriad",
      "myriad train on CPUs (fp32): its attention kernel and GEMMs as calibrated, fused elementwise kernels, fused "
      "softmax cross-entropy, weight gradients accumulated by the GEMM, 25 MiB gradient buckets all-reduced during "
@@ -98,7 +98,7 @@ int sim_software_preset(Layout *l, const char *name) {
         l->flash = v[0]; l->fused_elementwise = v[1]; l->fused_grad_accum = v[2]; l->overlap_p2p = v[3];
         l->overlap_dp = v[4]; l->zero = v[5]; l->grad_bytes = v[6]; l->tp_overlap = v[7]; l->sp_regather = v[8];
         l->selective_op = v[9]; l->reshard = v[10]; l->fp8_scaling = v[11]; l->fp8_gather = v[12];
-        l->fp8_cache = v[13]; l->optimizer_passes = v[14]; l->fused_ce = v[15];
+        l->fp8_cache = v[13]; l->optimizer_passes = v[14]; l->fused_ce = v[15]; l->cp_torch = v[16];
         l->sw_eff = 1.0;
         l->bucket = 40e6;
         l->opt_bytes = 12;
