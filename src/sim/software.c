@@ -72,9 +72,11 @@ static const Preset presets[] = {
      "torchtitan (2024-25) with torch.compile: FSDP2 (ZeRO 3 over dp x cp, resharded after forward, fp32 "
      "gradient reduce-scatter, plain AdamW on fp32 shards), PyTorch SDPA FlashAttention-2, selective recompute = "
      "op policy (every second matmul re-run), TP without overlap unless AsyncTP, float8 tensorwise (dynamic, "
-     "current) scaling without cached fp8 weights",
+     "current) scaling without cached fp8 weights, context parallel as PyTorch's experimental ring attention (K/V "
+     "of all query heads, all-gather rotation, fp32 merges and dK/dV ring)",
      "torchtitan docs/fsdp.md, docs/float8.md, parallelize_llama.py (_save_list: all compute ops but every second "
-     "mm), benchmarks/llama3_h100_202412_torchtitan.md",
+     "mm), benchmarks/llama3_h100_202412_torchtitan.md; torchtitan 9dec370 models/llama/model.py (repeat_kv), "
+     "config_manager.py (context_parallel_rotate_method allgather); torch/distributed/tensor/experimental/_attention.py",
      {ATTN_FA2, 1, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 1, 1}},
     {"torchtitan-eager",
      "torchtitan without torch.compile: as torchtitan, with every elementwise op (RMSNorm in fp32, rotary through "
