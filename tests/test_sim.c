@@ -451,6 +451,15 @@ static void test_moe_and_context_parallel_costs(void) {
     SimResult ra, rb;
     CHECK(sim_step(&d, &c, &g, &a, &ra, NULL) == 0 && sim_step(&d, &c, &g, &b, &rb, NULL) == 0, "%s", myr_last_error());
     CHECK_CLOSE(rb.mem.activations, ra.mem.activations / 2, 0.01, 0, "cp activations");
+    /* PyTorch's ring attention (torchtitan): the K/V all-gather after the first block is exposed in
+     * forward and backward, the fp32 merges add memory-bound forward time; the rest is unchanged */
+    Layout t = b;
+    t.cp_torch = 1;
+    SimResult rt;
+    CHECK(sim_step(&d, &c, &g, &t, &rt, NULL) == 0, "%s", myr_last_error());
+    CHECK(rt.cp_comm > rb.cp_comm && rt.cp_comm > 0, "torch cp exposes its all-gather: %g vs %g s", rt.cp_comm, rb.cp_comm);
+    CHECK(rt.forward > rb.forward, "fp32 merges cost forward time: %g vs %g s", rt.forward, rb.forward);
+    CHECK_CLOSE(rt.mem.activations, rb.mem.activations, 1e-9, 0, "same activations");
 }
 
 static void test_validation_sets(void) {
