@@ -451,8 +451,9 @@ static void test_moe_and_context_parallel_costs(void) {
     SimResult ra, rb;
     CHECK(sim_step(&d, &c, &g, &a, &ra, NULL) == 0 && sim_step(&d, &c, &g, &b, &rb, NULL) == 0, "%s", myr_last_error());
     CHECK_CLOSE(rb.mem.activations, ra.mem.activations / 2, 0.01, 0, "cp activations");
-    /* PyTorch's ring attention (torchtitan): the K/V all-gather after the first block is exposed in
-     * forward and backward, the fp32 merges add memory-bound forward time; the rest is unchanged */
+    /* PyTorch's ring attention (torchtitan): the K/V all-gather (of all query heads, across nodes
+     * here) outlasts the first block, the fp32 merges add memory-bound forward time, the gathered
+     * K/V takes memory */
     Layout t = b;
     t.cp_torch = 1;
     SimResult rt;
@@ -460,6 +461,7 @@ static void test_moe_and_context_parallel_costs(void) {
     CHECK(rt.cp_comm > rb.cp_comm && rt.cp_comm > 0, "torch cp exposes its all-gather: %g vs %g s", rt.cp_comm, rb.cp_comm);
     CHECK(rt.forward > rb.forward, "fp32 merges cost forward time: %g vs %g s", rt.forward, rb.forward);
     CHECK_CLOSE(rt.mem.activations, rb.mem.activations, 1e-9, 0, "same activations");
+    CHECK(rt.mem.total > rb.mem.total, "gathered K/V buffer: %g vs %g", rt.mem.total, rb.mem.total);
 }
 
 static void test_validation_sets(void) {

@@ -194,16 +194,16 @@ void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, con
     } else if (cp > 1) {
         /* PyTorch's experimental ring attention as torchtitan ran it in Dec 2024 (docs/SIMULATOR.md,
          * "Context parallel in PyTorch"): K/V of every local query head (the model repeats the kv
-         * heads before SDPA); rotate method all-gather, issued after the first block's SDPA, so
-         * nothing hides it, in forward and again in backward; backward passes dK/dV around the
+         * heads before SDPA); rotate method all-gather, issued before the first block's SDPA and
+         * waited for after it (forward, and again in backward); backward passes dK/dV around the
          * ring in fp32, each hop behind the next block's backward, the last one waited for. Block
          * outputs are merged in fp32 and the gradients accumulated in fp32 by separate kernels
          * (bytes per element of Q (q) and of K or V (kvx), averaged over load-balanced steps). */
         double q = T * heads_local * hd, kvx = q;
         double ag = sim_coll_time(net, COLL_ALLGATHER, ALG_AUTO, cp * 2.0 * kvx * e, grp(l->cp, l->tp));
         double hop = sim_coll_time(net, COLL_P2P, ALG_AUTO, 2.0 * kvx * 4.0, grp(2, l->tp));
-        o->cp_f = ag;
-        o->cp_b = ag + (cp - 1) * fmax(0, hop - o->attn_b / cp) + hop;
+        o->cp_f = fmax(0, ag - o->attn_f / cp);
+        o->cp_b = fmax(0, ag - o->attn_b / cp) + (cp - 1) * fmax(0, hop - o->attn_b / cp) + hop;
         double merge_f = 12.0 * q + (cp - 1) * (32.5 * q + 8.0 * kvx);
         double merge_b = 10.0 * q + 20.0 * kvx + (cp - 1) * (11.5 * q + 47.0 * kvx);
         o->elem_f += sim_membound_time(g, merge_f, (int)(7 * (cp - 1) + 2));

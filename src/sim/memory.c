@@ -212,6 +212,8 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
     double e = sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype);
     if (s == l->pp - 1) transient += 4.0 * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* fp32 logits */
     if (l->tp > 1 && l->sp) transient += e * l->seq / l->cp * b * m->hidden;              /* gathered input */
+    /* PyTorch's ring attention all-gathers the K/V of every local query head (layer.c) */
+    if (l->cp > 1 && l->cp_torch) transient += 2.0 * e * l->seq * b * m->hidden / l->tp;
     x->comm_buffers = ws + transient;
     x->reserve = FRAGMENTATION * (x->activations + transient);
     x->total = x->weights + x->grads + x->optimizer + x->fp8_copies + x->activations + x->comm_buffers + x->reserve;
