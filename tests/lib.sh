@@ -1,5 +1,20 @@
-# lib.sh: helpers shared by the shell tests (sourced after T, the scratch directory, is set).
-# Each prints the ok/FAIL lines tests/run.sh counts.
+# lib.sh: helpers shared by the shell tests, sourced from the repository root. The checks print the
+# ok/FAIL lines tests/run.sh counts and write their scratch files under T (test_scratch sets it).
+
+# test_scratch NAME: M, the binary by absolute path; T, a new scratch folder /tmp/myriad-NAME-XXXXXX
+# that an EXIT trap removes (a test with more to stop at exit sets its own trap, removing "$T" too).
+test_scratch() {
+    M=$PWD/bin/myriad
+    T=$(mktemp -d "/tmp/myriad-$1-XXXXXX")
+    trap 'rm -rf "$T"' EXIT
+}
+
+# mpi_env: Open MPI allowed as root; MPI, the tests' mpirun line (shared memory, more ranks than
+# cores); OpenMP threads that sleep when idle, not spin (the ranks share the machine's cores).
+mpi_env() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+    MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+}
 
 pass() { echo "ok $1"; }
 fail() { echo "FAIL $1${2:+ ($2)}"; }

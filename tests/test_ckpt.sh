@@ -7,12 +7,9 @@
 set -u
 cd "$(dirname "$0")/.."
 P=$PWD/build/tests/test_ckpt
-T=$(mktemp -d /tmp/myriad-ckpt-sh-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+. tests/lib.sh
+test_scratch ckpt-sh
+mpi_env
 if ! command -v mpirun >/dev/null; then echo "skip test_ckpt.sh (mpirun not installed)"; exit 0; fi
 [ -x "$P" ] || { fail ckpt_mpi "build/tests/test_ckpt missing (run make)"; exit 0; }
 

@@ -4,11 +4,8 @@
 # one-line error and a non-zero exit.
 set -u
 cd "$(dirname "$0")/.."
-M=bin/myriad
-T=$(mktemp -d /tmp/myriad-data-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
+test_scratch data
 have_python=1; [ -x /usr/bin/python3 ] || have_python=0
 
 # expect_error NAME NEEDLE CMD... : non-zero exit, exactly one stderr line containing NEEDLE

@@ -12,12 +12,9 @@
 #     that does not fit in device memory: one line, exit 1, no log or model written.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-device-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+test_scratch device
+mpi_env
 PY=/usr/bin/python3
 flags() { $PY -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['flags']))" "$1/expected.json"; }
 

@@ -11,10 +11,9 @@
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-M=$(pwd)/bin/myriad
-T=$(mktemp -d /tmp/myriad-doctor-XXXXXX)
-P="myd$$"
 . tests/lib.sh
+test_scratch doctor
+P="myd$$"
 trap 'ns_down "$P" 3; rm -rf "$T"' EXIT
 keep() { mkdir -p build/test-logs/doctor && cp "$T/$1".* build/test-logs/doctor/ 2>/dev/null; }
 

@@ -14,11 +14,8 @@
 #  - --max-restarts enforced with one clear line and a non-zero exit.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-fault-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
+test_scratch fault
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
 export MYRIAD_SHM_DIR=$T/shm # in-memory copies of these jobs live here, not in /dev/shm
 SOAK_FAULTS=${SOAK_FAULTS:-10}

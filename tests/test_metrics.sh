@@ -11,9 +11,8 @@
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-M=$(pwd)/bin/myriad
-T=$(mktemp -d /tmp/myriad-metrics-XXXXXX)
 . tests/lib.sh
+test_scratch metrics
 job=0 prom=0
 cleanup() {
     [ "$prom" -gt 0 ] && kill "$prom" 2>/dev/null && wait "$prom" 2>/dev/null

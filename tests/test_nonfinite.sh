@@ -9,13 +9,10 @@
 # Also: the JSON log stays valid JSON (null), eval of a NaN model exits 3, --init of one is refused.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-nonfinite-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
+test_scratch nonfinite
+mpi_env
 export MYRIAD_SHM_DIR=$T/shm
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
 PY=/usr/bin/python3
 $PY bench/make_tokens.py "$T/tok.bin" 20000 67 3
 common="--arch gpt2 --layers 2 --hidden 32 --heads 4 --ffn 64 --vocab 67 --max-seq 16 --data $T/tok.bin --batch 4 --seq 16 --steps 8 --lr 3e-3 --threads 1 --peak-tflops 1"

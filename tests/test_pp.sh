@@ -6,12 +6,9 @@
 # the Chrome trace of a step, and bad layouts refused with one line.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-pp-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+test_scratch pp
+mpi_env
 if ! command -v mpirun >/dev/null; then echo "skip test_pp (mpirun not installed)"; exit 0; fi
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
 

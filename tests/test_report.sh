@@ -8,10 +8,8 @@
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-M=$(pwd)/bin/myriad
-T=$(mktemp -d /tmp/myriad-report-XXXXXX)
 . tests/lib.sh
-trap 'rm -rf "$T"' EXIT
+test_scratch report
 
 # ---- bad input: nothing written
 echo '{"step": 0, "loss": 1.5}' >"$T/ok.jsonl"

@@ -6,13 +6,9 @@
 # another model's checkpoint is refused naming the tensor.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-resume-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+. tests/lib.sh
+test_scratch resume
+mpi_env
 if ! command -v mpirun >/dev/null; then echo "skip test_resume (mpirun not installed)"; exit 0; fi
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
 shape="--arch gpt2 --layers 4 --hidden 32 --heads 4 --ffn 64 --vocab 67 --max-seq 16"

@@ -12,10 +12,9 @@
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-M=$(pwd)/bin/myriad
-T=$(mktemp -d /tmp/myriad-straggler-XXXXXX)
-P="mys$$"
 . tests/lib.sh
+test_scratch straggler
+P="mys$$"
 trap 'ns_down "$P" 3; [ -n "${KEEP:-}" ] && cp "$T"/*.jsonl "$KEEP"/; rm -rf "$T"' EXIT
 if ! command -v mpirun >/dev/null; then echo "skip straggler_evict_on_spare_bitidentical (mpirun is not installed)"; exit 0; fi
 if ! ns_up "$P" 3 "$T"; then echo "skip straggler_evict_on_spare_bitidentical ($NS_WHY)"; exit 0; fi

@@ -9,11 +9,9 @@
 # names the limit and how to raise it. The 10,000-rank run and its CPU use: bench/supervisor_scale.sh.
 set -u
 cd "$(dirname "$0")/.."
-M=$(pwd)/bin/myriad
-LOAD=$(pwd)/build/hb_load
-T=$(mktemp -d /tmp/myriad-scale-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
+test_scratch scale
+LOAD=$PWD/build/hb_load
 if ! mpicc -O2 -std=gnu11 -Isrc tests/hb_load.c build/libmyriad.a -o "$LOAD" -lcjson -lm -lpthread 2>"$T/cc.err"; then
     fail supervisor_scale_build_load_generator "$(head -3 "$T/cc.err")"
     exit 1

@@ -12,9 +12,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-M=bin/myriad
-T=$(mktemp -d /tmp/myriad-tok-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+test_scratch tok
 
 CACHE=$(bash tests/tok/npm_setup.sh 2>"$T/setup.err"); rc=$?
 if [ $rc -eq 2 ]; then echo "skip tokenizer_oracle ($(tail -1 "$T/setup.err"))"; exit 0; fi

@@ -4,12 +4,9 @@
 # weights (1e-4) for tiny GPT-2 and Llama (GQA); bad layouts refused with one line.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-tp-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+test_scratch tp
+mpi_env
 if ! command -v mpirun >/dev/null; then echo "skip test_tp (mpirun not installed)"; exit 0; fi
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
 

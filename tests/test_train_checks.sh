@@ -13,12 +13,9 @@
 #  - --vpp 2 selects the interleaved schedule, as --help says.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-checks-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 . tests/lib.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=passive
-MPI="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+test_scratch checks
+mpi_env
 PY=/usr/bin/python3
 $PY bench/make_tokens.py "$T/tok.bin" 20000 67 3
 small="--arch gpt2 --layers 1 --hidden 32 --heads 4 --ffn 64 --vocab 67 --max-seq 16 --threads 1 --peak-tflops 1"

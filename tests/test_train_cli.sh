@@ -4,11 +4,8 @@
 # thread counts, save/load round trips, and one-line errors for bad input with no file damaged.
 set -u
 cd "$(dirname "$0")/.."
-M=$PWD/bin/myriad
-T=$(mktemp -d /tmp/myriad-train-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+ ($2)}"; }
+. tests/lib.sh
+test_scratch train
 PY=/usr/bin/python3
 export OMP_WAIT_POLICY=passive # tiny steps on a shared machine: do not spin
 
