@@ -52,3 +52,5 @@ else
 fi
 err=$($B run -n 2 -- bench calibrate $SHAPE --group 3 --out "$T/bad" 2>&1 </dev/null); rc=$?
 check calibrate_rejects_group bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--group 3 does not divide the 2 ranks'"
+err=$($B bench calibrate $SHAPE --tokens 8,16,32 --tp 1,2 --out "$T/bad" 2>&1); rc=$?
+check calibrate_rejects_too_many_shapes bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q 'asks for 6 shapes of 15 products; at most 4'"

@@ -390,6 +390,9 @@ int bench_calibrate(int argc, char **argv) {
     if (o.window > 0) g_window = o.window;
     if (o.reps < 1 || o.reps > 31) myr_die("--reps expects 1 to 31");
     if (o.hidden % o.heads) myr_die("--hidden %d is not a multiple of --heads %d", o.hidden, o.heads);
+    if (o.ntokens * o.ntps * 3 * ROLES > MAXROWS)
+        myr_die("--tokens x --tp asks for %d shapes of %d products; at most %d: run calibrate once per layout",
+                o.ntokens * o.ntps, 3 * ROLES, MAXROWS / (3 * ROLES));
     CommOptions co = comm_default_options();
     if (comm_init(&argc, &argv, &co) < 0) myr_die_last();
     Comm *w = comm_world();
