@@ -29,7 +29,7 @@ got = [r[:3] for r in rows]
 assert got == want, (got, want)
 assert all(r[3] > 0 for r in rows), rows
 assert abs(d["peak_tflops"]["fp32"] * 1e3 - max(r[3] for r in rows)) < 1e-3 * max(r[3] for r in rows)
-assert 0 < d["attn_eff"] <= 1 and d["hbm_tbps"] > 0
+assert 0 < d["attn_eff"] <= 1 and d["hbm_tbps"] > 0 and d["ce_ns_per_logit"] > 0
 PY
     check calibrate_feeds_sim bash -c "$B sim --gpu $T/cal.hw.json --cluster $T/cal.cluster.json --software myriad \
         --arch gpt2 --layers 2 --hidden 64 --heads 2 --vocab 256 --seq 32 --dtype fp32 --global-batch 2 \

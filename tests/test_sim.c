@@ -344,6 +344,27 @@ static void test_breakdown_sums_to_step(void) {
         }
 }
 
+/* A measured fused cross-entropy (ce_ns_per_logit, from bench calibrate) replaces the memory-bound
+ * estimate: loss and gradient in one pass in the forward, T x V logits at the measured rate, nothing
+ * in the backward; the rest of the step is unchanged. */
+static void test_measured_cross_entropy(void) {
+    ClusterSpec c; GpuSpec g;
+    load_a100(&c, &g);
+    SimModel m = gpt(2, 512, 8, 32000, 1024);
+    Layout l;
+    sim_layout_defaults(&l);
+    sim_software_preset(&l, "myriad");
+    l.dtype = DT_FP32; l.seq = 1024; l.global_batch = 4; l.micro_batch = 4;
+    SimResult a, b;
+    CHECK(sim_step(&m, &c, &g, &l, &a, NULL) == 0, "%s", myr_last_error());
+    double logits = 4.0 * 1024 * 32000, mem_f = logits * 12 / (g.hbm_tbps * 1e12 * g.hbm_eff) + g.kernel_us * 1e-6,
+           mem_b = logits * 8 / (g.hbm_tbps * 1e12 * g.hbm_eff) + g.kernel_us * 1e-6;
+    g.ce_ns_per_logit = 2.0;
+    CHECK(sim_step(&m, &c, &g, &l, &b, NULL) == 0, "%s", myr_last_error());
+    CHECK_CLOSE(b.forward - a.forward, logits * 2e-9 - mem_f, 1e-6, 1e-9, "forward: the measured pass replaces the estimate");
+    CHECK_CLOSE(a.backward - b.backward, mem_b, 1e-6, 1e-9, "backward: no cross-entropy left");
+}
+
 static void test_layout_errors_name_the_problem(void) {
     ClusterSpec c; GpuSpec g;
     load_a100(&c, &g);
@@ -493,6 +514,7 @@ int main(void) {
     RUN(test_oversubscription_slows_dp_not_tp);
     RUN(test_gpt3_days_seed_estimate);
     RUN(test_breakdown_sums_to_step);
+    RUN(test_measured_cross_entropy);
     RUN(test_layout_errors_name_the_problem);
     RUN(test_malformed_json_reports_file_line_and_expectation);
     RUN(test_trace_has_one_lane_per_stage);

@@ -10,6 +10,8 @@
  *     simulator's (M, N, K) convention;
  *   attention: myriad's attention forward + backward at the first shape, as a fraction of the
  *     peak GEMM rate (attn_eff);
+ *   cross-entropy: myriad's fused softmax cross-entropy (loss and gradient) on the first --tokens
+ *     rows of --vocab logits, per logit (ce_ns_per_logit);
  *   memory bandwidth: a STREAM triad over 3 x 64 MiB with the rank's threads;
  *   kernel overhead: an empty parallel loop;
  *   MPI: all-reduce and send/recv latency and bandwidth among the ranks (small and large
@@ -289,6 +291,24 @@ static double time_attention(int b, int T, int H, int hd, int reps) {
     return t;
 }
 
+/* Nanoseconds per logit of myriad's fused softmax cross-entropy (loss and gradient in one pass, as
+ * myriad train runs it) on N rows of V logits. On a CPU its exponentials, not its bytes, set the
+ * pace (~6x the memory-bound estimate on the development machine), so the simulator takes this
+ * figure instead (ce_ns_per_logit). */
+static double time_cross_entropy(int N, int V, int reps) {
+    act *logits = dev_alloc_act((size_t)N * V);
+    real *losses = dev_alloc((size_t)N);
+    int32_t *targets = malloc((size_t)N * sizeof *targets);
+    real *init = filled((size_t)N * V, 3);
+    host_to_dev(logits, init, (size_t)N * V * act_size()); /* calibrate runs fp32: act is real */
+    for (int i = 0; i < N; i++) targets[i] = (int32_t)((i * 37) % V);
+    double t;
+    /* the gradient overwrites the logits: later calls see small values, the same work */
+    TIMED(reps, cross_entropy_forward_backward(logits, losses, targets, N, V, 1, 1.0), t);
+    dev_free(logits); dev_free(losses); dev_free(init); free(targets);
+    return t * 1e9 / ((double)N * V);
+}
+
 /* Median seconds of a collective, the slowest rank's (max over the world): kind 0 an all-reduce
  * within `grp` (every group at once), kind 1 send/recv between world ranks (0,1), (2,3), ... */
 static double time_coll(Comm *w, Comm *grp, int kind, size_t count, int reps, real *buf, real *out) {
@@ -314,7 +334,7 @@ static double time_coll(Comm *w, Comm *grp, int kind, size_t count, int reps, re
     return median(t, k);
 }
 
-static void write_files(const Opts *o, double rows[][4], int nrows, double peak, double bw, double kus, double attn_eff,
+static void write_files(const Opts *o, double rows[][4], int nrows, double peak, double bw, double kus, double attn_eff, double ce_ns,
                         int np, double ar_alpha, double ar_bw, double p2p_alpha, double p2p_bw) {
     char path[1024];
     snprintf(path, sizeof path, "%s.hw.json", o->out);
@@ -326,8 +346,8 @@ static void write_files(const Opts *o, double rows[][4], int nrows, double peak,
             o->name, peak / 1e12, peak / 1e12);
     fprintf(f, "  \"hbm_gib\": %.3g, \"hbm_tbps\": %.6g, \"hbm_eff\": 1.0,\n", ram_gib, bw / 1e12);
     fprintf(f, "  \"scaleup_gbps\": %.6g, \"nics\": 1, \"nic_gbps\": 0, \"tdp_w\": 0,\n", ar_bw > 0 ? ar_bw / 1e9 : 1.0);
-    fprintf(f, "  \"sms\": %d, \"gemm_eff\": 1.0, \"attn_eff\": %.4f, \"kernel_us\": %.3f, \"sustained\": 1.0,\n", o->threads,
-            attn_eff, kus * 1e6);
+    fprintf(f, "  \"sms\": %d, \"gemm_eff\": 1.0, \"attn_eff\": %.4f, \"kernel_us\": %.3f, \"ce_ns_per_logit\": %.4f, "
+               "\"sustained\": 1.0,\n", o->threads, attn_eff, kus * 1e6, ce_ns);
     fprintf(f, "  \"gemm_table\": [\n");
     for (int i = 0; i < nrows; i++)
         fprintf(f, "    [%g, %g, %g, %.4g]%s\n", rows[i][0], rows[i][1], rows[i][2], rows[i][3], i + 1 < nrows ? "," : "");
@@ -414,11 +434,13 @@ int bench_calibrate(int argc, char **argv) {
     double attn_flops = 3.5 * 4.0 * o.seq * (double)o.seq * hd * bseq * o.heads * 0.5;
     double attn_eff = fmin(1.0, attn_flops / ta / peak);
     double bw = triad_bw(o.reps), kus = kernel_overhead(o.reps);
+    double ce_ns = time_cross_entropy(o.tokens[0], o.vocab, o.reps);
     /* the median over ranks of each figure */
-    float mine[MAXROWS + 4], all[(MAXROWS + 4) * 64];
-    int nv = n + 4;
+    float mine[MAXROWS + 5], all[(MAXROWS + 5) * 64];
+    int nv = n + 5;
     for (int i = 0; i < n; i++) mine[i] = (float)rows[i][3];
     mine[n] = (float)(peak / 1e9); mine[n + 1] = (float)attn_eff; mine[n + 2] = (float)(bw / 1e9); mine[n + 3] = (float)(kus * 1e6);
+    mine[n + 4] = (float)ce_ns;
     if (np > 64) myr_die("bench calibrate: at most 64 ranks");
     if (comm_all_gather(w, mine, all, (size_t)nv, COMM_F32)) myr_die_last();
     double col[64];
@@ -428,6 +450,7 @@ int bench_calibrate(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++) rows[i][3] = mine[i];
     peak = mine[n] * 1e9; attn_eff = mine[n + 1]; bw = mine[n + 2] * 1e9; kus = mine[n + 3] * 1e-6;
+    ce_ns = mine[n + 4];
     double ar_alpha = 0, ar_bw = 0, p_alpha = 0, p_bw = 0;
     if (np > 1) {
         size_t small = 1024, large = (size_t)8 << 20; /* 4 KiB, 32 MiB of floats */
@@ -450,9 +473,10 @@ int bench_calibrate(int argc, char **argv) {
         dev_free(buf); dev_free(out);
     }
     if (me == 0) {
-        write_files(&o, rows, n, peak, bw, kus, attn_eff, np, ar_alpha, ar_bw, p_alpha, p_bw);
+        write_files(&o, rows, n, peak, bw, kus, attn_eff, ce_ns, np, ar_alpha, ar_bw, p_alpha, p_bw);
         printf("calibrated %d rank(s) x %d thread(s): %d GEMM shapes, peak %.1f GFLOP/s, attention %.2f of peak, "
-               "triad %.1f GB/s, kernel %.1f us", np, o.threads, n, peak / 1e9, attn_eff, bw / 1e9, kus * 1e6);
+               "triad %.1f GB/s, kernel %.1f us, cross-entropy %.2f ns per logit", np, o.threads, n, peak / 1e9, attn_eff,
+               bw / 1e9, kus * 1e6, ce_ns);
         if (np > 1) printf(", all-reduce %.1f us + %.2f GB/s, p2p %.1f us + %.2f GB/s", ar_alpha * 1e6, ar_bw / 1e9,
                            p_alpha * 1e6, p_bw / 1e9);
         printf("\nwrote %s.hw.json and %s.cluster.json\n", o.out, o.out);

@@ -233,7 +233,7 @@ static int check_keys(const char *path, const char *where, const cJSON *obj, con
 
 static const char *const gpu_keys[] = {"name", "peak_tflops", "hbm_gib", "hbm_tbps", "scaleup_gbps", "nics", "nic_gbps",
                                        "tdp_w", "sms", "gemm_eff", "gemm_eff_fp8", "sustained", "attn_eff", "attn_eff_fa2", "hbm_eff",
-                                       "kernel_us", "tile", "gemm_table", "measured", NULL};
+                                       "kernel_us", "ce_ns_per_logit", "tile", "gemm_table", "measured", NULL};
 static const char *const dtype_keys[] = {"fp32", "tf32", "bf16", "fp16", "fp8", NULL};
 static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node", "scaleup_domain", "scaleup_gbps",
                                            "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
@@ -309,6 +309,7 @@ int sim_load_gpu(const char *name, GpuSpec *g) {
         rc |= get_num(path, root, "attn_eff_fa2", &g->attn_eff_fa2);
         rc |= get_num(path, root, "hbm_eff", &g->hbm_eff);
         rc |= get_num(path, root, "kernel_us", &g->kernel_us);
+        rc |= get_num(path, root, "ce_ns_per_logit", &g->ce_ns_per_logit);
         rc |= get_int(path, root, "tile", &g->tile);
         if (!rc) rc = get_gemm_table(path, root, g);
     }
@@ -319,8 +320,8 @@ int sim_load_gpu(const char *name, GpuSpec *g) {
     if (g->hbm_gib <= 0 || g->hbm_tbps <= 0) return myr_error("%s: hbm_gib and hbm_tbps must be positive", path);
     if (g->sms <= 0 || g->gemm_eff <= 0 || g->gemm_eff > 1 || g->hbm_eff <= 0 || g->hbm_eff > 1 || g->attn_eff <= 0 ||
         g->attn_eff > 1 || g->sustained <= 0 || g->sustained > 1 || g->gemm_eff_fp8 < 0 || g->gemm_eff_fp8 > 1 || g->attn_eff_fa2 < 0 || g->attn_eff_fa2 > 1 ||
-        g->tile < 1 || g->kernel_us < 0)
-        return myr_error("%s: sms and tile must be positive, kernel_us >= 0 and gemm_eff, gemm_eff_fp8, attn_eff, "
+        g->tile < 1 || g->kernel_us < 0 || g->ce_ns_per_logit < 0)
+        return myr_error("%s: sms and tile must be positive, kernel_us and ce_ns_per_logit >= 0 and gemm_eff, gemm_eff_fp8, attn_eff, "
                          "attn_eff_fa2, hbm_eff in (0, 1]", path);
     return 0;
 }

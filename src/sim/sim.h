@@ -33,6 +33,8 @@ typedef struct {
     double attn_eff_fa2; /* FlashAttention-2 (PyTorch SDPA's flash backend), the same (0 = attn_eff) */
     double hbm_eff;      /* achievable fraction of HBM bandwidth for streaming kernels */
     double kernel_us;    /* fixed cost per kernel (launch + ramp/tail) */
+    double ce_ns_per_logit; /* fused softmax cross-entropy, forward and gradient in one pass, measured per
+                             * logit (myriad bench calibrate: exp-bound on a CPU); 0 = memory-bound */
     int tile;            /* GEMM output tile side (128 on GPUs) */
     /* measured GEMM rates (myriad bench calibrate): M, N, K, FLOP/s; used instead of the tile
      * model when present (nearest measured shape in log space, scaled by its FLOPs) */
