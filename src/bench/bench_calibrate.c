@@ -180,6 +180,11 @@ static void replay_step(Linear *lin, int L, int N, ReplayTimes *rt) {
         for (int k = LAYER_LINEARS - 1; k >= 0; k--) linear_backward(&lin[l * LAYER_LINEARS + k], N, rt, k);
 }
 
+/* Floats a linear layer holds in the replay: weight and its gradient, input, output and theirs. */
+static size_t linear_floats(int in, int out, int N) {
+    return 2 * ((size_t)in * out + (size_t)N * (in + out));
+}
+
 static real *filled(size_t n, int salt) {
     real *p = dev_alloc(n);
     for (size_t i = 0; i < n; i++) p[i] = (real)((i * 7 + salt) % 101 * 0.01 - 0.5);
@@ -195,9 +200,8 @@ static int replay_rows(const Opts *o, int N, int tp, double rows[][4], int at) {
     int shape[ROLES][2] = {{C, 3 * C / tp}, {C / tp, C}, {C, F / tp}, {F / tp, C}, {C, V / tp}};
     /* as many layers as asked, but no more than 1 GiB of buffers with the lm_head's (a few layers
      * already take the weights out of any cache) */
-    size_t per_layer = 0, head = 2 * ((size_t)C * (V / tp) + (size_t)N * (C + V / tp));
-    for (int k = 0; k < LAYER_LINEARS; k++)
-        per_layer += 2 * ((size_t)shape[k][0] * shape[k][1] + (size_t)N * (shape[k][0] + shape[k][1]));
+    size_t per_layer = 0, head = linear_floats(shape[ROLES - 1][0], shape[ROLES - 1][1], N);
+    for (int k = 0; k < LAYER_LINEARS; k++) per_layer += linear_floats(shape[k][0], shape[k][1], N);
     int L = o->layers;
     while (L > 1 && ((size_t)L * per_layer + head) * sizeof(real) > ((size_t)1 << 30)) L--;
     int n = L * LAYER_LINEARS + 1;
@@ -211,7 +215,8 @@ static int replay_rows(const Opts *o, int N, int tp, double rows[][4], int at) {
         q->y = filled((size_t)N * q->out, i + 3); q->dy = filled((size_t)N * q->out, i + 4);
         q->dx = filled((size_t)N * q->in, i + 5);
     }
-    static ReplayTimes warm;
+    ReplayTimes warm;           /* one untimed step first: page faults, thread start-up */
+    memset(&warm, 0, sizeof warm);
     replay_step(lin, L, N, &warm);
     double per_call[ROLES][3][32];
     int reps = o->reps < 32 ? o->reps : 32;
@@ -225,7 +230,7 @@ static int replay_rows(const Opts *o, int N, int tp, double rows[][4], int at) {
         for (int k = 0; k < ROLES; k++)
             for (int j = 0; j < 3; j++) per_call[k][j][r] = lockstep_slowest(rt.secs[k][j] / rt.calls[k][j]);
     }
-    for (int k = 0; k < ROLES && at + 3 <= MAXROWS; k++) {
+    for (int k = 0; k < ROLES; k++) { /* bench_calibrate refused more shapes than rows fit */
         int IC = shape[k][0], OC = shape[k][1];
         double f = 2.0 * N * IC * OC;
         double mnk[3][3] = {{N, OC, IC}, {N, IC, OC}, {IC, OC, N}};
