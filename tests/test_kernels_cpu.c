@@ -1,7 +1,7 @@
 /* test_kernels_cpu.c: the CPU kernels that replaced library calls or scalar loops, against
  * plain sequential references computed here in double: gemm (every transpose combination,
- * ragged edges, accumulate; both the threaded and the serial entry point), attention forward/backward, and cross-entropy; plus bit-identical
- * results for 1 and 2 threads. */
+ * ragged edges, accumulate; both the threaded and the serial entry point), attention forward/backward,
+ * cross-entropy and the gradient norm's sum of squares; plus bit-identical results for 1 and 2 threads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,8 +192,30 @@ static void test_bit_identical_across_threads(void) {
     free(two);
 }
 
+/* The sum of squares behind gradient clipping: lanes and chunks with ragged ends (n is neither a
+ * multiple of the 8 lanes nor of the 16,384-element chunks), against a long-double sum, and the
+ * same bits for 1 and 2 threads. */
+static void test_sum_squares(void) {
+    size_t sizes[] = {0, 1, 7, 9, 16384 * 3 + 5, 1000003};
+    for (int c = 0; c < 6; c++) {
+        size_t n = sizes[c];
+        real *x = malloc((n ? n : 1) * sizeof(real));
+        fill(x, n, 11 + c);
+        long double ref = 0;
+        for (size_t i = 0; i < n; i++) ref += (long double)x[i] * x[i];
+        kernels_set_threads(1);
+        double one = cpu_sum_squares(x, n);
+        kernels_set_threads(2);
+        double two = cpu_sum_squares(x, n);
+        CHECK_CLOSE(one, (double)ref, 1e-13, 1e-300, "sum of squares against a long-double sum");
+        CHECK(!memcmp(&one, &two, sizeof one), "sum of squares differs between 1 and 2 threads");
+        free(x);
+    }
+}
+
 int main(void) {
     kernels_set_threads(2);
+    RUN(test_sum_squares);
     RUN(test_gemm_matches_reference);
     RUN(test_attention_matches_reference);
     RUN(test_cross_entropy_matches_reference);
