@@ -10,6 +10,9 @@
 #   train     tests/test_cuda_train.sh: the PyTorch fixtures through --device cuda (fp32, bf16),
 #             2 ranks sharing the GPU with --dp 2 and --tp 2, checkpoints GPU <-> CPU
 #   bench     bench/gpu_bench.sh: gpt2-124m and a 1.1B Llama, myriad against PyTorch
+#   sim probe bench/gpu_sim_probe.py (PyTorch only, so it runs even if the build failed): GEMM rates
+#             bf16 and fp8, FlashAttention-2 by shape, PyTorch's ring attention emulated on one GPU;
+#             the measurements docs/SIMULATOR.md's three rows outside 15% wait for
 #   sanitize  the kernel test on small shapes under compute-sanitizer memcheck (when time is left)
 # Each phase runs under a deadline: the whole script ends within BUDGET seconds (default 450,
 # build included); a phase that would not fit is reported as skipped, never silently dropped.
@@ -230,6 +233,22 @@ if [ $build_ok -eq 0 ]; then
     [ "$REHEARSE" = 1 ] && bench_env="$bench_env REHEARSE=1 STEPS=3 WARMUP=1 TORCH_KEEP_LIBPATH=1"
     run_phase "bench gpt2-124m" 150 40 "$W/bench_gpt2.txt" env $bench_env MODELS=gpt2 bash bench/gpu_bench.sh "$W/bench.jsonl"
     run_phase "bench llama 1.1B" 170 60 "$W/bench_llama.txt" env $bench_env MODELS=llama bash bench/gpu_bench.sh "$W/bench.jsonl"
+fi
+
+# ---------------------------------------------------------------- sim probe (PyTorch alone: no build needed)
+# Writes sim_probe.jsonl and sim_probe.md into RESULT_DIR itself. Its own budget (measurements after
+# torch's import, which takes seconds) stays inside the phase's deadline; a rehearsal runs the same
+# code on tiny CPU shapes. PyTorch runs without the prefix's libraries, as in the benchmark.
+probe_budget=$(( $(left) - 45 )) # 20 s the summary keeps, 25 s for the import and the last measurement
+[ $probe_budget -gt 75 ] && probe_budget=75
+[ $probe_budget -lt 10 ] && probe_budget=10
+probe_args="--out $RESULT_DIR --budget $probe_budget"
+rm -f "$RESULT_DIR/sim_probe.md" "$RESULT_DIR/sim_probe.jsonl" # a summary must not show an older run's
+probe_env="-u LD_LIBRARY_PATH -u OPAL_PREFIX"
+[ "$REHEARSE" = 1 ] && probe_args="$probe_args --small" probe_env= # the rehearsal hid the system libs torch needs
+run_phase "sim probe" 100 30 "$W/sim_probe.txt" env $probe_env "$PY" bench/gpu_sim_probe.py $probe_args
+
+if [ $build_ok -eq 0 ]; then
     SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
     if [ -n "$SAN" ] && [ "$REHEARSE" != 1 ]; then
         run_phase "sanitize (memcheck)" 120 45 "$W/sanitizer.txt" env MYRIAD_TEST_SMALL=1 "$SAN" --tool memcheck \
@@ -291,6 +310,10 @@ EOF
     else
         echo "(not run)"
     fi
+    echo
+    echo "## Sim probe (bench/gpu_sim_probe.py; what it feeds: docs/SIMULATOR.md, Outside 15%)"
+    if [ -s "$RESULT_DIR/sim_probe.md" ]; then sed -e '1d' -e 's/^## /### /' "$RESULT_DIR/sim_probe.md"
+    else echo "(not run)"; tail -5 "$W/sim_probe.txt" 2>/dev/null | sed 's/^/    /'; fi
     echo
     echo "## CUDA kernel tests (build/tests/test_kernels_cuda)"
     tests_table "$KT"
