@@ -1,6 +1,6 @@
 /* test_device_cpu.c: the backend boundary on the CPU (docs/GPU.md): backend selection and its
  * errors; the device guard (host code touching device memory faults, the copy functions work);
- * the accounting of device bytes; and the bf16 emulation's rounding points: every op of the bf16
+ * the accounting of device bytes; the reuse of freed blocks; and the bf16 emulation's rounding points: every op of the bf16
  * table stores bf16 and equals the fp32 reference kernel on the widened operands, rounded to
  * nearest even once per stored output (fp32 outputs not rounded at all). */
 #include <signal.h>
@@ -65,6 +65,31 @@ static void test_memory_accounting(void) {
     kernels_memory_usage(&now2, &peak2);
     CHECK(now2 == now0 + 3000 && peak2 >= now1, "after a free: in use %zu, peak %zu", now2, peak2);
     dev_free(b);
+}
+
+/* A freed block serves the next request of at most its size and at least four fifths of it,
+ * zeroed like a new one; smaller or larger requests get blocks of their own (dispatch.c). */
+static void test_freed_block_reuse(void) {
+    size_t n = 1 << 20, now0, now1;
+    unsigned char *p = dev_alloc_bytes(n);
+    memset(p, 0xAB, n);
+    dev_free(p);
+    kernels_memory_usage(&now0, NULL);
+    unsigned char *q = dev_alloc_bytes(n - n / 8);
+    kernels_memory_usage(&now1, NULL);
+    CHECK(q == p, "a request an eighth smaller did not reuse the freed block");
+    CHECK(now1 == now0 + n, "a reused block counts its capacity: %zu -> %zu", now0, now1);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n - n / 8; i++) nonzero += q[i] != 0;
+    CHECK(nonzero == 0, "%zu bytes of the reused block not zeroed", nonzero);
+    dev_free(q);
+    unsigned char *half = dev_alloc_bytes(n / 2), *more = dev_alloc_bytes(n + 64);
+    CHECK(half != p && more != p, "a block served a request it wastes more than a fifth of, or too large for it");
+    unsigned char *again = dev_alloc_bytes(n);
+    CHECK(again == p, "the exact size did not reuse the block");
+    dev_free(half);
+    dev_free(more);
+    dev_free(again);
 }
 
 /* deterministic pseudo-random values in [-1, 1) */
@@ -193,6 +218,7 @@ int main(void) {
         return 1;
     }
     RUN(test_memory_accounting);
+    RUN(test_freed_block_reuse);
     RUN(test_bf16_rounding_points);
     return TEST_SUMMARY();
 }

@@ -160,12 +160,16 @@ int kernels_device_info(DeviceInfo *out) {
 }
 
 /* ---- reuse of freed device blocks ----
- * Where device memory is not host memory (a GPU; the guard), freed blocks are kept and handed out
- * again for allocations of the same size class (four classes per power of two, so a block wastes
- * at most a fifth): a GPU's allocator is slow and its free waits for the device, and pipeline
- * slots and MoE layers allocate and free buffers every micro-batch. One compute stream orders a
- * reused block's new work after its old work. The cache is emptied when an allocation fails. On
- * the CPU backend blocks go straight back to malloc. */
+ * Freed blocks are kept and handed out again: pipeline slots and MoE layers allocate and free
+ * buffers every micro-batch. A GPU's allocator is slow and its free waits for the device; on the
+ * CPU, malloc hands blocks of megabytes back to the kernel (mmap, heap trimming), so the next
+ * micro-batch's slot faulted every page in again: in a VM, where a page fault is dear, up to 4 of a
+ * 2-stage pipeline's 8 forwards ran 3x slower (bench/sim_results.md, own runs). A request takes the
+ * smallest kept block of at least its size and at most a quarter more (MoE buffers vary with the
+ * routing from one micro-batch to the next), so a block wastes at most a fifth; blocks are
+ * allocated at their exact size, so one-off allocations (parameters, optimizer state) waste
+ * nothing. One compute stream orders a reused block's new work after its old work. The cache is
+ * emptied when an allocation fails. */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     void *p;
@@ -173,25 +177,20 @@ static struct {
 } *cache;
 static size_t ncache, cache_cap;
 
-static int caching(void) { return !kb->host_accessible; }
-
-static size_t size_class(size_t b) {
-    if (b <= 4096) return (b + 255) / 256 * 256;
-    size_t top = 4096;
-    while (top * 2 < b) top *= 2; /* top < b <= 2 * top */
-    size_t step = top / 4;
-    return (b + step - 1) / step * step;
-}
-
-static void *cache_take(size_t bytes) {
+/* A kept block for `want` bytes (its capacity in *bytes), or NULL. */
+static void *cache_take(size_t want, size_t *bytes) {
     void *p = NULL;
+    size_t best = 0;
     pthread_mutex_lock(&cache_lock);
-    for (size_t i = ncache; i-- > 0;)
-        if (cache[i].bytes == bytes) {
+    for (size_t i = 0; i < ncache; i++)
+        if (cache[i].bytes >= want && cache[i].bytes - want <= want / 4 && (!p || cache[i].bytes < cache[best].bytes)) {
             p = cache[i].p;
-            cache[i] = cache[--ncache];
-            break;
+            best = i;
         }
+    if (p) {
+        *bytes = cache[best].bytes;
+        cache[best] = cache[--ncache];
+    }
     pthread_mutex_unlock(&cache_lock);
     return p;
 }
@@ -218,11 +217,9 @@ static void cache_release(void) {
 
 void *dev_alloc_bytes(size_t bytes) {
     if (!bytes) bytes = 1;
-    void *p = NULL;
-    if (caching()) {
-        bytes = size_class(bytes);
-        if ((p = cache_take(bytes))) VCALL(memset_zero, p, bytes); /* zeroed like a new block */
-    }
+    size_t want = bytes;
+    void *p = cache_take(want, &bytes);
+    if (p) VCALL(memset_zero, p, want); /* zeroed like a new block */
     if (!p) p = kb->alloc(bytes);
     if (!p && ncache) {
         cache_release();
@@ -246,7 +243,7 @@ act *dev_alloc_act(size_t count) { return dev_alloc_bytes(count * kb->act_size);
 void dev_free(void *p) {
     if (!p) return;
     size_t bytes = acct_remove(p);
-    if (caching() && bytes) cache_put(p, bytes);
+    if (bytes) cache_put(p, bytes);
     else kb->free(p);
 }
 
