@@ -9,6 +9,7 @@
 #             bf16, and bit-identical reruns
 #   train     tests/test_cuda_train.sh: the PyTorch fixtures through --device cuda (fp32, bf16),
 #             2 ranks sharing the GPU with --dp 2 and --tp 2, checkpoints GPU <-> CPU
+#   doctor    myriad doctor --device cuda: the pre-flight GEMM (cuBLAS) and device-copy checks
 #   bench     bench/gpu_bench.sh: gpt2-124m and a 1.1B Llama, myriad against PyTorch
 #   sim probe bench/gpu_sim_probe.py (PyTorch only, so it runs even if the build failed): GEMM rates
 #             bf16 and fp8, FlashAttention-2 by shape, PyTorch's ring attention emulated on one GPU;
@@ -229,6 +230,13 @@ if [ $build_ok -eq 0 ]; then
     else
         run_phase train 200 30 "$W/train.txt" bash tests/test_cuda_train.sh
     fi
+    # the pre-flight check's GPU path: cuBLAS GEMM and device copy rates (the rehearsal runs the
+    # same calls under the device guard on small sizes)
+    if [ "$REHEARSE" = 1 ]; then
+        run_phase "doctor (GPU checks)" 60 10 "$W/doctor.txt" env MYRIAD_DEVICE_GUARD=1 bin/myriad doctor --reps 2 --gemm-n 128 --triad-mb 8
+    else
+        run_phase "doctor (GPU checks)" 60 10 "$W/doctor.txt" bin/myriad doctor --device cuda --reps 3 --out "$RESULT_DIR/doctor.json"
+    fi
     bench_env="MYRIAD_PY=$MYRIAD_PYTHON PY=$PY"
     [ "$REHEARSE" = 1 ] && bench_env="$bench_env REHEARSE=1 STEPS=3 WARMUP=1 TORCH_KEEP_LIBPATH=1"
     run_phase "bench gpt2-124m" 150 40 "$W/bench_gpt2.txt" env $bench_env MODELS=gpt2 bash bench/gpu_bench.sh "$W/bench.jsonl"
@@ -316,6 +324,9 @@ EOF
     else
         echo "(not run)"
     fi
+    echo
+    echo "## myriad doctor on the device (GEMM and memory checks; docs/OPERATIONS.md)"
+    if [ -s "$W/doctor.txt" ]; then echo "\`\`\`"; grep -v "^\[" "$W/doctor.txt" | head -12; echo "\`\`\`"; else echo "(not run)"; fi
     echo
     echo "## Sim probe (bench/gpu_sim_probe.py; what it feeds: docs/SIMULATOR.md, Outside 15%)"
     if [ -s "$RESULT_DIR/sim_probe.md" ]; then sed -e '1d' -e 's/^## /### /' "$RESULT_DIR/sim_probe.md"

@@ -28,6 +28,35 @@ echo '{"not": "a doctor file"}' >"$T/bad.json"
 expect_error doctor_bad_baseline "is not the JSON of \`myriad doctor --json\`" "$M" doctor --baseline "$T/bad.json"
 expect_error run_doctor_arg_needs_preflight "--doctor-arg and --preflight-timeout need --preflight" \
     "$M" run -n 2 --doctor-arg --reps -- doctor
+echo '{"doctor": 1, "setup": {"device": "cuda", "dtype": "bf16", "memory_check": "copy"}, "checks": [{"check": "gemm", "reference": 7e5}]}' >"$T/gpu_base.json"
+expect_error doctor_baseline_of_another_device \
+    "doctor: --baseline $T/gpu_base.json was measured on cuda (bf16 GEMM, memory copy), this run measures on cpu (fp32, memory triad)" \
+    "$M" doctor --device cpu --baseline "$T/gpu_base.json"
+expect_error doctor_bad_dtype "doctor: --dtype must be fp32 or bf16, not 'fp16'" "$M" doctor --dtype fp16
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    expect_error doctor_cuda_without_gpu "doctor: --device cuda: " "$M" doctor --device cuda
+fi
+
+# ---- the compute checks through the kernel backend, as on a GPU: under the device guard the host
+# may not touch device memory, so the GEMM is the backend's matmul on device operands and the
+# memory check a device-to-device copy (what a GPU runs: docs/OPERATIONS.md); one rank, no MPI
+# launcher needed. The plain CPU run says triad.
+if MYRIAD_DEVICE_GUARD=1 timeout 60 "$M" doctor --reps 2 --gemm-n 64 --triad-mb 2 --json >"$T/guard.json" 2>"$T/guard.err" &&
+    timeout 60 "$M" doctor --reps 2 --gemm-n 64 --triad-mb 2 --json >"$T/plain.json" 2>>"$T/guard.err" &&
+    /usr/bin/python3 - "$T/guard.json" "$T/plain.json" <<'PY' 2>>"$T/guard.err"; then
+import json, sys
+g, p = (json.load(open(f)) for f in sys.argv[1:3])
+assert g["setup"]["device"] == "cpu" and g["setup"]["memory_check"] == "copy" and g["setup"]["gemm_n"] == 64, g["setup"]
+assert p["setup"]["memory_check"] == "triad" and p["setup"]["dtype"] == "fp32", p["setup"]
+for d in (g, p):
+    vals = {c["check"]: c["values"] for c in d["checks"]}
+    assert len(vals["gemm"]) == 1 and vals["gemm"][0]["value"] > 0, vals["gemm"]
+    assert len(vals["triad"]) == 1 and vals["triad"][0]["value"] > 0, vals["triad"]
+PY
+    pass doctor_device_path_gemm_and_copy
+else
+    fail doctor_device_path_gemm_and_copy "$(tail -c 400 "$T/guard.err")"
+fi
 
 # ---- inside a Slurm allocation without --hosts: the pre-flight checks every slot of every node of
 # the allocation (spares included) through srun, rank r on line r of SLURM_HOSTFILE (dry run: no

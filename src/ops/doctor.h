@@ -84,6 +84,10 @@ int doctor_host_flagged(const DoctorVerdict *v, int host);
 
 /* ---- reporting (doctor_report.c) ---- */
 typedef struct {
+    char device[8];       /* "cpu" or "cuda": where the compute checks ran */
+    char dtype[8];        /* the GEMM's element type (doctor_gemm_dtype) */
+    char memory[8];       /* the memory check: "triad" or "copy" (doctor_memory_check) */
+    char device_name[96]; /* rank 0's device, as the driver or /proc names it */
     int reps;
     size_t gemm_n, triad_bytes, msg_bytes;
     int peers, concurrent, shared_kernels, raw;
@@ -104,6 +108,22 @@ int doctor_load_baseline(const char *path, double baseline[CHK_N]);
 double doctor_gemm_gflops(const real *a, const real *b, real *c, int n, int k);
 /* Best of `k` passes of a[i] = b[i] + s * c[i] over n doubles, in GB/s (24 bytes per element, as STREAM). */
 double doctor_triad_gbs(double *a, const double *b, const double *c, size_t n, int k);
+/* The same two checks on a device whose memory the host cannot touch (a GPU; the device guard):
+ * best of `k` n x n x n GEMMs of the selected backend (kernels.h matmul_forward, the run's dtype:
+ * cuBLAS on a GPU), in GFLOP/s; best of `k` device-to-device copies of `bytes`, counting the bytes
+ * read and written, in GB/s. Each timing waits for the device before and after. */
+double doctor_device_gemm_gflops(const void *a, const void *b, void *c, int n, int k);
+double doctor_device_copy_gbs(void *dst, const void *src, size_t bytes, int k);
+/* What the compute checks measure with the selected backend: the GEMM's element type ("fp32" when
+ * the host's BLAS runs it) and the memory check ("triad" on host memory, "copy" on a device). */
+const char *doctor_gemm_dtype(void);
+const char *doctor_memory_check(void);
+/* Default sizes: small enough for a CPU's caches to matter little, large enough for a GPU's not to
+ * (a GPU's L2 holds tens of MB, and a small GEMM only measures its launch) */
+#define DOCTOR_GEMM_N_CPU 384
+#define DOCTOR_GEMM_N_GPU 8192
+#define DOCTOR_TRIAD_MB_CPU 48
+#define DOCTOR_TRIAD_MB_GPU 2048
 #define DOCTOR_P2P_WINDOW 8 /* bandwidth messages in flight at once */
 /* Ping-pong latency (median half round trip, microseconds) and bandwidth (bytes both ways over
  * the time, GB/s) between world ranks `me` and `peer` (the lower of the two leads); buf holds

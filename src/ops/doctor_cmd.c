@@ -10,6 +10,7 @@
 #include "comm/comm_opts.h"
 #include "io/atomic_file.h"
 #include "io/path_check.h"
+#include "kernels/kernels.h"
 #include "ops/doctor.h"
 #include "ops/doctor_run.h"
 #include "util/opts.h"
@@ -17,6 +18,7 @@
 
 typedef struct {
     DoctorPlan plan;
+    const char *device, *dtype;
     double threshold[CHK_N], noise_k;
     const char *baseline_path, *out_path;
     int json, strict, raw;
@@ -67,7 +69,7 @@ static int set_out(void *dst, const char *v) {
 }
 
 static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
-    *o = (DoctorOpts){.plan = {.reps = 10, .gemm_n = 384, .triad_bytes = 48u << 20, .msg_bytes = 1u << 20, .peers = 8}};
+    *o = (DoctorOpts){.plan = {.reps = 10, .msg_bytes = 1u << 20, .peers = 8}}; /* sizes: the device's defaults */
     for (int c = 0; c < CHK_N; c++) o->threshold[c] = DOCTOR_DEFAULT_THRESHOLD;
     o->noise_k = DOCTOR_DEFAULT_NOISE_K;
     double all = 0;
@@ -92,8 +94,13 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
                    "raise a check's limit to noise^K when its repetitions scatter, noise being\n"
                    "best/median repetition of its noisiest sample (default 2; 0: thresholds only)"),
         OPT_INT("--reps", "R", &o->plan.reps, 1, 99, "repetitions of every check; figures are the best one (default 10)"),
-        OPT_INT("--gemm-n", "N", &o->plan.gemm_n, 16, 8192, "GEMM size N x N x N (default 384)"),
-        OPT_CALL("--triad-mb", "M", &o->plan.triad_bytes, set_triad_mb, "triad arrays, all three together, MiB (default 48)"),
+        OPT_STR("--device", "cpu|cuda", &o->device,
+                "where the GEMM and memory checks run (default: cuda when a GPU is usable, else cpu)"),
+        OPT_STR("--dtype", "fp32|bf16", &o->dtype, "a GPU's GEMM element type (default bf16; the CPU's check is fp32)"),
+        OPT_INT("--gemm-n", "N", &o->plan.gemm_n, 16, 16384, "GEMM size N x N x N (default 384 on a CPU, 8192 on a GPU)"),
+        OPT_CALL("--triad-mb", "M", &o->plan.triad_bytes, set_triad_mb,
+                 "memory check: the triad's three arrays together, MiB (default 48); on a GPU\n"
+                 "the two buffers of a device-to-device copy (default 2048)"),
         OPT_I64("--msg-bytes", "B", &msg_bytes, 4, 1 << 30, "p2p message and all-reduce size (default 1048576)"),
         OPT_INT("--peers", "K", &o->plan.peers, 1, 1 << 20, "each host is paired with at most K others (default 8)"),
         OPT_SWITCH("--concurrent", &o->plan.concurrent, "ranks sharing a machine measure at once (default: they take turns)"),
@@ -106,7 +113,8 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
         .name = "doctor",
         .usage = "usage: myriad doctor [options]\n"
                  "Run it over the hosts of a job: `myriad run -n N --hosts FILE -- doctor [options]` (or mpirun).\n"
-                 "Pre-flight health check of the job's hosts: per rank GEMM rate and memory bandwidth (triad),\n"
+                 "Pre-flight health check of the job's hosts: per rank GEMM rate and memory bandwidth (triad;\n"
+                 "on a GPU its GEMM and a device-to-device copy),\n"
                  "per host pair p2p latency and bandwidth, all-reduce bus bandwidth inside hosts and across\n"
                  "host pairs. A host more than a threshold worse than the median of its cohort (or than the\n"
                  "baseline) is flagged with the reason. See docs/OPERATIONS.md.",
@@ -128,6 +136,11 @@ int cmd_doctor(int argc, char **argv) {
     DoctorOpts o;
     CommOptions co = comm_default_options();
     parse(&o, &co, argc, argv);
+    /* the device first: a missing GPU is a one-line error before MPI starts */
+    Dtype dt = DTYPE_F32;
+    if (o.dtype && dtype_parse(o.dtype, &dt)) myr_die("doctor: --dtype must be fp32 or bf16, not '%s'", o.dtype);
+    KernelOptions ko = {o.device, o.dtype ? (int)dt : -1, kernels_local_rank(), 0};
+    if (kernels_select(&ko)) myr_die("doctor: %s", myr_last_error());
     if (comm_init(&argc, &argv, &co) < 0) myr_die_last();
     Comm *w = comm_world();
     int me = comm_rank(w);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kernels/cpu_gemm.h"
+#include "kernels/kernels.h"
 #include "ops/doctor.h"
 #include "util/error.h"
 
@@ -50,6 +51,39 @@ double doctor_triad_gbs(double *a, const double *b, const double *c, size_t n, i
     }
     return 24.0 * (double)n / best / 1e9;
 }
+
+/* Four GEMMs per timing: one 8192^3 bf16 product takes about a millisecond on an H100, and four
+ * make the launch and the synchronisation a small part of what is timed. */
+#define DEVICE_GEMMS 4
+
+double doctor_device_gemm_gflops(const void *a, const void *b, void *c, int n, int k) {
+    double best = 1e30;
+    for (int r = 0; r <= k; r++) { /* run 0 warms up (cuBLAS picks and loads its kernel) */
+        dev_sync();
+        double t0 = now_s();
+        for (int i = 0; i < DEVICE_GEMMS; i++) matmul_forward(c, 0, a, b, NULL, n, n, n);
+        dev_sync();
+        double dt = (now_s() - t0) / DEVICE_GEMMS;
+        if (r > 0 && dt < best) best = dt;
+    }
+    return 2.0 * n * n * (double)n / best / 1e9;
+}
+
+double doctor_device_copy_gbs(void *dst, const void *src, size_t bytes, int k) {
+    double best = 1e30;
+    for (int r = 0; r <= k; r++) {
+        dev_sync();
+        double t0 = now_s();
+        dev_to_dev(dst, src, bytes);
+        dev_sync();
+        double dt = now_s() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    return 2.0 * (double)bytes / best / 1e9;
+}
+
+const char *doctor_gemm_dtype(void) { return dev_host_accessible() ? "fp32" : dtype_name(kernels_dtype()); }
+const char *doctor_memory_check(void) { return dev_host_accessible() ? "triad" : "copy"; }
 
 static void must(int rc) {
     if (rc < 0) myr_die_last();

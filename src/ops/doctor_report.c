@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/doctor.h"
 #include "util/error.h"
 
@@ -34,6 +35,8 @@ void doctor_print_table(const DoctorResults *r, const DoctorVerdict *v, const Do
     turns_note(note, sizeof note, s);
     printf("myriad doctor: %d ranks on %d hosts, %d repetitions, %.1f s (%s)\n", r->nranks, r->nhosts, s->reps,
            s->seconds, note);
+    printf("compute checks on %s (%s, rank 0: %s): GEMM %zu^3, memory %s of %.0f MiB\n", s->device, s->dtype,
+           s->device_name, s->gemm_n, s->memory, s->triad_bytes / 1048576.0);
     printf("%-34s %-8s %10s %10s %10s %6s %6s %10s\n", "check", "unit", "median", "min", "max", "noise", "limit", "baseline");
     for (int c = 0; c < CHK_N; c++) {
         const DoctorCheckInfo *ci = doctor_check_info((DoctorCheck)c);
@@ -96,6 +99,10 @@ char *doctor_json(const DoctorResults *r, const DoctorVerdict *v, const DoctorSe
     cJSON *st = cJSON_AddObjectToObject(root, "setup");
     char note[96];
     turns_note(note, sizeof note, s);
+    cJSON_AddStringToObject(st, "device", s->device);
+    cJSON_AddStringToObject(st, "dtype", s->dtype);
+    cJSON_AddStringToObject(st, "device_name", s->device_name);
+    cJSON_AddStringToObject(st, "memory_check", s->memory);
     cJSON_AddNumberToObject(st, "reps", s->reps);
     cJSON_AddNumberToObject(st, "gemm_n", (double)s->gemm_n);
     cJSON_AddNumberToObject(st, "triad_bytes", (double)s->triad_bytes);
@@ -188,6 +195,20 @@ int doctor_load_baseline(const char *path, double baseline[CHK_N]) {
         return myr_error("doctor: --baseline %s is not the JSON of `myriad doctor --json` (no \"checks\" array); "
                          "write one with `myriad run -n N --hosts FILE -- doctor --json > %s` on healthy hosts",
                          path, path);
+    }
+    /* a CPU's figures are no reference for a GPU's, nor bf16's for fp32's (files before the
+     * device was recorded were measured on the CPU in fp32) */
+    cJSON *st = cJSON_GetObjectItem(root, "setup"), *dev = st ? cJSON_GetObjectItem(st, "device") : NULL;
+    cJSON *dty = st ? cJSON_GetObjectItem(st, "dtype") : NULL, *mem = st ? cJSON_GetObjectItem(st, "memory_check") : NULL;
+    const char *bdev = cJSON_IsString(dev) ? dev->valuestring : "cpu", *bdt = cJSON_IsString(dty) ? dty->valuestring : "fp32";
+    const char *bmem = cJSON_IsString(mem) ? mem->valuestring : "triad";
+    const char *now_dt = doctor_gemm_dtype(), *now_mem = doctor_memory_check();
+    if (strcmp(bdev, kernels_device()) || strcmp(bdt, now_dt) || strcmp(bmem, now_mem)) {
+        int rc = myr_error("doctor: --baseline %s was measured on %s (%s GEMM, memory %s), this run measures on %s (%s, "
+                           "memory %s); make a baseline with the same --device and --dtype",
+                           path, bdev, bdt, bmem, kernels_device(), now_dt, now_mem);
+        cJSON_Delete(root);
+        return rc;
     }
     int found = 0;
     cJSON *c;

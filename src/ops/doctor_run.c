@@ -110,7 +110,12 @@ typedef struct {
     int host_turn, nhost_turns; /* intra-host all-reduce: my host's turn among the hosts of its machine */
     int *host_ranks, nlocal;
     int (*pairs)[2], npairs, *slot_start, nslots, nrounds; /* pairs in slots run one after another */
-    real *ga, *gb, *gc;
+    int gemm_n;           /* the plan's, or the device's default */
+    size_t triad_bytes;
+    int on_device;        /* the host cannot touch device memory: GEMM and copy through the backend */
+    real *ga, *gb, *gc;   /* host GEMM operands (CPU) */
+    void *da, *db, *dc;   /* device GEMM operands, the run's dtype */
+    void *ca, *cb;        /* device copy buffers, triad_bytes / 2 each */
     double *ta, *tb, *tc;
     size_t tn;
     float *msg, *smp; /* samples [subject][repetition], each written by one rank, summed at the end */
@@ -188,16 +193,39 @@ static void pairs_and_groups(Run *x) {
     free(members);
 }
 
+/* Device GEMM operands: values in [-1, 1) (a GPU's GEMM is faster on zeros, which would hide a slow
+ * one), made on the host in fp32 and converted to the run's dtype on the device. */
+static void *device_operand(size_t n, unsigned seed) {
+    float *h = malloc(n * sizeof(float));
+    if (!h) myr_die("doctor: cannot allocate %zu bytes for the GEMM operands; lower --gemm-n", n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        h[i] = (float)((seed >> 8) / 8388608.0 - 1.0);
+    }
+    real *f = dev_alloc(n);
+    host_to_dev(f, h, n * sizeof(float));
+    act *d = dev_alloc_act(n);
+    act_from_f32(d, f, n);
+    dev_free(f);
+    free(h);
+    return d;
+}
+
 static void buffers(Run *x) {
     const DoctorPlan *p = x->p;
-    size_t gn = (size_t)p->gemm_n;
-    x->ga = dev_alloc(gn * gn), x->gb = dev_alloc(gn * gn), x->gc = dev_alloc(gn * gn);
-    for (size_t i = 0; i < gn * gn; i++) x->ga[i] = (real)((i % 7) * 0.01), x->gb[i] = (real)((i % 5) * 0.02);
-    x->tn = p->skip[CHK_TRIAD] ? 1 : p->triad_bytes / 24; /* skipped: no 48 MiB to allocate and touch */
+    size_t gn = (size_t)x->gemm_n;
+    if (x->on_device) {
+        if (!p->skip[CHK_GEMM]) x->da = device_operand(gn * gn, 1), x->db = device_operand(gn * gn, 2), x->dc = dev_alloc_act(gn * gn);
+        if (!p->skip[CHK_TRIAD]) x->ca = dev_alloc_bytes(x->triad_bytes / 2), x->cb = dev_alloc_bytes(x->triad_bytes / 2);
+    } else if (!p->skip[CHK_GEMM]) {
+        x->ga = dev_alloc(gn * gn), x->gb = dev_alloc(gn * gn), x->gc = dev_alloc(gn * gn);
+        for (size_t i = 0; i < gn * gn; i++) x->ga[i] = (real)((i % 7) * 0.01), x->gb[i] = (real)((i % 5) * 0.02);
+    }
+    x->tn = p->skip[CHK_TRIAD] || x->on_device ? 1 : x->triad_bytes / 24; /* skipped: no 48 MiB to allocate and touch */
     x->ta = malloc(x->tn * sizeof(double)), x->tb = malloc(x->tn * sizeof(double)), x->tc = malloc(x->tn * sizeof(double));
     x->msg = calloc((p->msg_bytes / sizeof(float) + 2) * DOCTOR_P2P_WINDOW, sizeof(float)); /* p2p: a window */
     if (!x->ta || !x->tb || !x->tc || !x->msg)
-        myr_die("doctor: cannot allocate the triad arrays (%zu bytes); lower --triad-mb", p->triad_bytes);
+        myr_die("doctor: cannot allocate the triad arrays (%zu bytes); lower --triad-mb", x->triad_bytes);
     for (size_t i = 0; i < x->tn; i++) x->ta[i] = 0, x->tb[i] = 1, x->tc[i] = 2; /* first touch by this rank */
     /* compute checks take COMPUTE_ROUNDS turns per repetition: they are short, and more of them
      * spread each rank's samples over the same stretch of time as everyone else's */
@@ -218,9 +246,13 @@ static void compute_checks(Run *x, int rep) {
     for (int cr = rep * COMPUTE_ROUNDS; cr < (rep + 1) * COMPUTE_ROUNDS; cr++)
         for (int t = 0; t < x->nturns; t++) {
             if (x->my_turn == t && !x->p->skip[CHK_GEMM])
-                *sample(x, CHK_GEMM, x->me, cr) = (float)doctor_gemm_gflops(x->ga, x->gb, x->gc, x->p->gemm_n, 2);
+                *sample(x, CHK_GEMM, x->me, cr) =
+                    (float)(x->on_device ? doctor_device_gemm_gflops(x->da, x->db, x->dc, x->gemm_n, 2)
+                                         : doctor_gemm_gflops(x->ga, x->gb, x->gc, x->gemm_n, 2));
             if (x->my_turn == t && !x->p->skip[CHK_TRIAD])
-                *sample(x, CHK_TRIAD, x->me, cr) = (float)doctor_triad_gbs(x->ta, x->tb, x->tc, x->tn, 2);
+                *sample(x, CHK_TRIAD, x->me, cr) =
+                    (float)(x->on_device ? doctor_device_copy_gbs(x->cb, x->ca, x->triad_bytes / 2, 2)
+                                         : doctor_triad_gbs(x->ta, x->tb, x->tc, x->tn, 2));
             quiet_barrier(x->w);
         }
 }
@@ -287,7 +319,8 @@ static void run_free(Run *x) {
     for (int i = 0; i < x->npairs; i++)
         if (x->pair_group[i]) must(comm_group_free(x->pair_group[i]));
     if (x->local) must(comm_group_free(x->local));
-    dev_free(x->ga), dev_free(x->gb), dev_free(x->gc);
+    dev_free(x->ga), dev_free(x->gb), dev_free(x->gc), dev_free(x->da), dev_free(x->db), dev_free(x->dc);
+    dev_free(x->ca), dev_free(x->cb);
     free(x->ta), free(x->tb), free(x->tc), free(x->msg), free(x->smp), free(x->pairs), free(x->slot_start);
     free(x->pair_group), free(x->names), free(x->host_of), free(x->first), free(x->host_ranks);
 }
@@ -296,6 +329,10 @@ int doctor_run(const DoctorPlan *p, DoctorResults *res, DoctorSetup *setup) {
     double t0 = now_s();
     Run x = {.p = p, .w = comm_world()};
     x.me = comm_rank(x.w), x.np = comm_size(x.w);
+    int gpu = !strcmp(kernels_device(), "cuda");
+    x.on_device = !dev_host_accessible();
+    x.gemm_n = p->gemm_n ? p->gemm_n : gpu ? DOCTOR_GEMM_N_GPU : DOCTOR_GEMM_N_CPU;
+    x.triad_bytes = p->triad_bytes ? p->triad_bytes : (size_t)(gpu ? DOCTOR_TRIAD_MB_GPU : DOCTOR_TRIAD_MB_CPU) << 20;
     topology(&x);
     pairs_and_groups(&x);
     buffers(&x);
@@ -309,10 +346,15 @@ int doctor_run(const DoctorPlan *p, DoctorResults *res, DoctorSetup *setup) {
         x.phase[2] += now_s() - t;
     }
     collect(&x, res);
-    *setup = (DoctorSetup){.reps = p->reps, .gemm_n = (size_t)p->gemm_n, .triad_bytes = p->triad_bytes,
+    *setup = (DoctorSetup){.reps = p->reps, .gemm_n = (size_t)x.gemm_n, .triad_bytes = x.triad_bytes,
                            .msg_bytes = p->msg_bytes, .peers = x.nrounds, .concurrent = p->concurrent,
                            .shared_kernels = x.shared, .seconds = now_s() - t0,
                            .phase_s = {x.phase[0], x.phase[1], x.phase[2]}};
+    DeviceInfo d;
+    snprintf(setup->device, sizeof setup->device, "%s", kernels_device());
+    snprintf(setup->dtype, sizeof setup->dtype, "%s", doctor_gemm_dtype());
+    snprintf(setup->memory, sizeof setup->memory, "%s", doctor_memory_check());
+    snprintf(setup->device_name, sizeof setup->device_name, "%s", kernels_device_info(&d) ? "unknown" : d.name);
     run_free(&x);
     return 0;
 }

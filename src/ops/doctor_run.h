@@ -6,8 +6,8 @@
 
 typedef struct {
     int reps;           /* repetitions of every check; figures are the best of them */
-    int gemm_n;         /* GEMM size n (n x n x n) */
-    size_t triad_bytes; /* the three triad arrays together */
+    int gemm_n;         /* GEMM size n (n x n x n); 0: the device's default */
+    size_t triad_bytes; /* the three triad arrays together (a GPU: the two copy buffers); 0: default */
     size_t msg_bytes;   /* p2p message and all-reduce buffer */
     int peers;          /* each host meets at most this many others */
     int concurrent;     /* 1: no turns (ranks of one machine measure at once) */
