@@ -7,6 +7,8 @@
 #    one leaf switch (and says clearly when a layout cannot be placed now);
 #  - sbatch of the script from `myriad run --slurm-script`: tp 2 x dp 2 over 4 nodes through srun
 #    --mpi=pmix; its losses equal the single-process run's (1e-5 relative);
+#  - `myriad run --preflight` inside the allocation: the doctor over its 5 nodes through srun, no
+#    host flagged, training on the first 4 with the reference run's final weights;
 #  - a node of a running job dies (its slurmd, slurmstepd and tasks killed): myriad run relaunches
 #    on the allocation's spare node, the event log names the lost node, and the final weights are
 #    bit-identical to the failure-free run;
@@ -110,6 +112,32 @@ if [ "$(job_field "$j" JobState)" = COMPLETED ] && [[ "$cmp_losses" == ok* ]] &&
     [ "$(grep -o '"hosts":\[[^]]*\]' <<<"$launch")" = '"hosts":["n1","n2","n3","n4"]' ]; then
     pass "sbatch_tp2_dp2_4_nodes_losses_match_single_process ($cmp_losses)"
 else fail sbatch_tp2_dp2_4_nodes_losses_match_single_process "state $(job_field "$j" JobState) losses $cmp_losses $(tail -3 "$T/ref/out.txt")"; fi
+
+# pre-flight through the real daemons: the job's myriad run launches `myriad doctor` with srun
+# over all 5 nodes of the allocation (the 4 working ones and the spare), reads its verdict, and
+# trains on the first 4. The thresholds are set at 90% because this case checks the plumbing
+# (srun, PMIx, the verdict's hosts, the launch), not the judging, which test_doctor.sh covers:
+# five emulated nodes sharing two cores must not be flagged by noise.
+j=$(job pre 1 --preflight --preflight-out "$T/pre/verdict.json" --doctor-arg --reps --doctor-arg 2 \
+    --doctor-arg --threshold --doctor-arg 0.9 --doctor-arg --noise-k --doctor-arg 0)
+wait_job "$j"
+pre=$(/usr/bin/python3 - "$T/pre/events.jsonl" "$T/pre/verdict.json" <<'PY' 2>&1
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+verdict = json.load(open(sys.argv[2]))
+pf = [e for e in ev if e["event"] == "preflight"]
+launch = [e for e in ev if e["event"] == "launch"]
+hosts = sorted(h["host"] for h in verdict["hosts"])
+ok = (len(pf) == 1 and pf[0]["ok"] and pf[0]["hosts"] == 5 and pf[0]["flagged"] == [] and "srun" in pf[0]["cmd"]
+      and "doctor" in pf[0]["cmd"] and hosts == ["n1", "n2", "n3", "n4", "n5"] and verdict["ranks"] == 5
+      and verdict["setup"]["device"] == "cpu" and launch and launch[0]["hosts"] == ["n1", "n2", "n3", "n4"]
+      and ev[-1]["event"] == "finished" and ev[-1]["status"] == "ok")
+print("ok" if ok else "bad", "doctor on", ",".join(hosts), "in %.1f s" % pf[0]["seconds"] if pf else "no preflight event")
+PY
+)
+if [ "$(job_field "$j" JobState)" = COMPLETED ] && [[ "$pre" == ok* ]] && cmp -s "$T/ref/ck/model.safetensors" "$T/pre/ck/model.safetensors"; then
+    pass "preflight_doctor_over_allocation_then_train (${pre#ok })"
+else fail preflight_doctor_over_allocation_then_train "state $(job_field "$j" JobState): $pre $(grep -h myriad "$T/pre/out.txt" | tail -3)"; fi
 
 # a node dies mid-run; the allocation's spare node takes its place
 j=$(job spare 1 --inject cmd@4 --fault-cmd "$(first_start "/usr/bin/python3 $ROOT/tests/slurm/procs.py kill-node $D \$NODE2")")
