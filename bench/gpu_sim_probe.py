@@ -755,11 +755,17 @@ def ms(s):
     return "%.2f" % (1e3 * s)
 
 
-def md_gemms(rows):
+def measured_by_shape(rows, prefix):
+    """The measured rows whose kind starts with prefix, as {shape: {kind: row}} in first-seen order."""
     by = {}
     for r in rows:
-        if r["kind"].startswith("gemm_") and "seconds" in r:
+        if r["kind"].startswith(prefix) and "seconds" in r:
             by.setdefault(r["shape"], {})[r["kind"]] = r
+    return by
+
+
+def md_gemms(rows):
+    by = measured_by_shape(rows, "gemm_")
     if not by:
         return []
     out = ["## GEMM rates", "",
@@ -776,10 +782,7 @@ def md_gemms(rows):
 
 
 def md_sdpa(rows):
-    by = {}
-    for r in rows:
-        if r["kind"].startswith("sdpa_") and "seconds" in r:
-            by.setdefault(r["shape"], {})[r["kind"]] = r
+    by = measured_by_shape(rows, "sdpa_")
     if not by:
         return []
     out = ["## SDPA, flash backend (FLOPs: 4 Lq Lk d h forward, causal half, backward 2.5x)", "",
