@@ -12,13 +12,15 @@ CFLAGS   ?= $(OPT) -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-param
 LDLIBS   := -lopenblas -lcjson -lmicrohttpd -lpcre2-8 -lz -lm -lpthread
 LDFLAGS  ?= -fopenmp
 
-LIB_SRCS := $(wildcard src/*/*.c)
+LIB_SRCS := $(wildcard src/*/*.c src/*/*/*.c)
+HDRS     := $(wildcard src/*/*.h src/*/*/*.h)
+KERNEL_HDRS := $(wildcard src/kernels/*.h src/kernels/*/*.h src/kernels/*/*.cuh)
 LIB_OBJS := $(patsubst src/%.c,build/obj/%.o,$(LIB_SRCS))
 
-# CUDA backend (src/kernels/cuda_*.cu): built whenever nvcc is found; `make CUDA=0` leaves it out.
+# CUDA backend (src/kernels/cuda/cuda_*.cu): built whenever nvcc is found; `make CUDA=0` leaves it out.
 # Machine code for sm_80 (A100) and sm_90 (H100/H200) plus sm_90 PTX for newer GPUs. The CUDA
 # runtime is linked statically (the binary needs only the driver, loaded by the runtime when a
-# GPU is used); cuBLASLt is loaded with dlopen at cuda_init (src/kernels/cuda_gemm.cu says why).
+# GPU is used); cuBLASLt is loaded with dlopen at cuda_init (src/kernels/cuda/cuda_gemm.cu says why).
 ifeq ($(origin NVCC),undefined)
 NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
 endif
@@ -29,7 +31,7 @@ CUDA_LIBDIR ?= $(patsubst %/libcudart_static.a,%,$(firstword $(wildcard $(CUDA_H
 CUDA_ARCH   ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 NVCCFLAGS   ?= -O3 -std=c++17 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wno-unused-function -Isrc \
                -DMYRIAD_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
-CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
+CU_SRCS     := $(wildcard src/kernels/cuda/cuda_*.cu)
 # CUDA_UNITY=1 (the default) compiles every .cu in one nvcc call, through a generated file that
 # #includes them all: nvcc's fixed cost per file (cudafe++ and the host compile of the CUDA
 # headers, ~5 s of CPU) was most of the CUDA build (124 s of CPU for 13 files one by one, 37 s as
@@ -37,7 +39,7 @@ CU_SRCS     := $(wildcard src/kernels/cuda_*.cu)
 # file (quicker rebuilds while working on one kernel); the machine code is the same.
 CUDA_UNITY  ?= 1
 ifeq ($(CUDA_UNITY),1)
-LIB_OBJS    := build/obj/kernels/cuda_unity.o $(LIB_OBJS) # first: the longest job starts first under make -j
+LIB_OBJS    := build/obj/kernels/cuda/cuda_unity.o $(LIB_OBJS) # first: the longest job starts first under make -j
 else
 LIB_OBJS    += $(patsubst src/%.cu,build/obj/%.o,$(CU_SRCS))
 endif
@@ -51,7 +53,7 @@ EMU_FLAGS   := -x c++ -std=c++17 -O2 -g -DMYRIAD_CUDA_EMU -Isrc -Itests -I$(CUDA
                -Wno-unknown-pragmas -Wno-unused-function
 EMU_TEST    := build/tests/test_kernels_cuda_emu
 endif
-LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/model/*.c src/optim/*.c)
+LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/kernels/*/*.c src/model/*.c src/optim/*.c)
 LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
@@ -65,29 +67,29 @@ build/obj/flags.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(CC) $(CFLAGS) $(CUDA_DEFS)' >$@.tmp && if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 
-build/obj/%.o: src/%.c $(wildcard src/*/*.h) build/obj/flags.stamp
+build/obj/%.o: src/%.c $(HDRS) build/obj/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_DEFS) -c $< -o $@
 
 # The same sources in double precision (real = double), for the finite-difference gradient check.
-build/obj64/%.o: src/%.c $(wildcard src/*/*.h)
+build/obj64/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMYRIAD_F64 -c $< -o $@
 
-build/obj/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h)
+build/obj/%.o: src/%.cu $(KERNEL_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
 
 # (rewritten only when the list of .cu files changes, so that it does not force a rebuild)
-build/obj/kernels/cuda_unity.cu: FORCE
+build/obj/kernels/cuda/cuda_unity.cu: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#include "%s"\n' $(patsubst src/%,%,$(CU_SRCS)) >$@.tmp && \
 	    if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 
-build/obj/kernels/cuda_unity.o: build/obj/kernels/cuda_unity.cu $(CU_SRCS) $(wildcard src/kernels/*.cuh src/kernels/*.h)
+build/obj/kernels/cuda/cuda_unity.o: build/obj/kernels/cuda/cuda_unity.cu $(CU_SRCS) $(KERNEL_HDRS)
 	$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
 
-build/emu/%.o: src/%.cu $(wildcard src/kernels/*.cuh src/kernels/*.h) tests/cuda_emu.h
+build/emu/%.o: src/%.cu $(KERNEL_HDRS) tests/cuda_emu.h
 	@mkdir -p $(dir $@)
 	g++ $(EMU_FLAGS) -c $< -o $@
 

@@ -38,10 +38,10 @@ reservation_ignores_repairs|scheduler|src/sched/sim.c|test_sched|the shadow time
 preempt_equal_priority|scheduler|src/sched/sim.c|test_sched|preemption may stop a job of equal priority
 -        if (r->priority < j->priority && can_be_victim(s, r) && r->gpus_per_task > 0) {
 +        if (r->priority <= j->priority && can_be_victim(s, r) && r->gpus_per_task > 0) {
-gelu_constant|kernels|src/kernels/cpu_pointwise.c|test_torch_fixture,test_kernels_cpu|GELU tanh approximation with a wrong cubic coefficient
+gelu_constant|kernels|src/kernels/cpu/cpu_pointwise.c|test_torch_fixture,test_kernels_cpu|GELU tanh approximation with a wrong cubic coefficient
 -#define GELU_C 0.044715
 +#define GELU_C 0.04715
-attention_mask|kernels|src/kernels/cpu_attention.c|test_kernels_cpu,test_torch_fixture|causal mask leaks the next token into the attention weights
+attention_mask|kernels|src/kernels/cpu/cpu_attention.c|test_kernels_cpu,test_torch_fixture|causal mask leaks the next token into the attention weights
 -                    for (int s = t + 1; s < T; s++) p[s] = 0;
 +                    for (int s = t + 2; s < T; s++) p[s] = 0;
 adam_bias_correction|optimizer|src/optim/adamw.c|test_optim,test_torch_fixture|AdamW without the first-moment bias correction

@@ -1,5 +1,5 @@
 /* cuda_emu.h: runs the CUDA backend's kernels on the CPU, for tests on machines without a GPU.
- * The same src/kernels/cuda_*.cu sources are compiled by the host C++ compiler with
+ * The same src/kernels/cuda/cuda_*.cu sources are compiled by the host C++ compiler with
  * -DMYRIAD_CUDA_EMU: this header turns the CUDA keywords into C++ and provides the execution
  * model — each CUDA thread of a block is a fiber (ucontext) and runs until it reaches a barrier
  * (__syncthreads, or a warp collective: shuffles, votes, ldmatrix, mma), so blocks run one at a

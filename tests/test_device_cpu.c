@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "test.h"
 #include "util/bf16.h"
 #include "util/error.h"

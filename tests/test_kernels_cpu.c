@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu_gemm.h"
-#include "kernels/cpu_kernels.h"
+#include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "test.h"
 
 static real frand(unsigned *s) {

@@ -22,9 +22,9 @@
 
 #if defined(MYRIAD_CUDA) || defined(MYRIAD_CUDA_EMU)
 #include "kernels/backend.h"
-#include "kernels/cpu_gemm.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "model/params.h"
 #include "optim/adamw.h"
 

@@ -31,7 +31,7 @@
 
 #include "bench/bench.h"
 #include "comm/comm.h"
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -132,7 +132,7 @@ static double lockstep_slowest(double per_call) {
  * trainer has them: per layer, the four linear layers (fused QKV, attention output, MLP up, MLP
  * down), each with its own weight, weight gradient, input, output and their gradients; then the
  * lm_head. Forward: out = in W^T, layer by layer; backward, last layer first: din = dout W, then
- * dW += dout^T in (src/kernels/cpu_matmul.c). Each product then finds in the cache what it
+ * dW += dout^T in (src/kernels/cpu/cpu_matmul.c). Each product then finds in the cache what it
  * finds in a real step: its forward input just written, its weight last touched a step ago, its
  * backward dout just written, its saved input cold. Timing each shape alone instead, with the
  * same operands over and over, runs it from the cache and overstates its rate (by 15-25% on

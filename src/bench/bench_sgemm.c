@@ -1,6 +1,6 @@
 /* bench_sgemm.c: `myriad bench sgemm`: this machine's fp32 matrix-multiply rate, the
  * denominator of the training step's "fraction of sgemm peak". Times myriad's gemm kernel
- * (src/kernels/cpu_gemm.c) and the BLAS library's cblas_sgemm, as configured by the
+ * (src/kernels/cpu/cpu_gemm.c) and the BLAS library's cblas_sgemm, as configured by the
  * environment (e.g. OPENBLAS_CORETYPE), at the shapes of a GPT-2 training step (forward,
  * input-gradient and weight-gradient products of every linear layer) and at square sizes.
  * Each row is the best of --reps timed runs after one warm-up run, so a briefly busy core
@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "util/opts.h"
 #include "util/error.h"

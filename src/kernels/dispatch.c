@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu_kernels.h"
-#include "kernels/device_guard.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/device_guard.h"
 #include "util/error.h"
 
 static const KernelBackend *kb = &cpu_f32_table;

@@ -104,7 +104,7 @@ char *doctor_json(const DoctorResults *r, const DoctorVerdict *v, const DoctorSe
 int doctor_load_baseline(const char *path, double baseline[CHK_N]);
 
 /* ---- measurement (doctor_measure.c): one figure each; the caller schedules who measures when ---- */
-/* Best of `k` n x n x n fp32 GEMMs of the CPU backend (kernels/cpu_gemm.h), in GFLOP/s. */
+/* Best of `k` n x n x n fp32 GEMMs of the CPU backend (kernels/cpu/cpu_gemm.h), in GFLOP/s. */
 double doctor_gemm_gflops(const real *a, const real *b, real *c, int n, int k);
 /* Best of `k` passes of a[i] = b[i] + s * c[i] over n doubles, in GB/s (24 bytes per element, as STREAM). */
 double doctor_triad_gbs(double *a, const double *b, const double *c, size_t n, int k);

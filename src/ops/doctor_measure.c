@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "ops/doctor.h"
 #include "util/error.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/cpu_gemm.h"
+#include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "parallel/expert_parallel.h"

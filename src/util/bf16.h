@@ -1,6 +1,6 @@
 /* bf16.h: inline bfloat16 <-> fp32 conversion, the one rounding rule of the project: the comm
  * layer's bf16 wire (comm_f32_to_bf16 / comm_bf16_to_f32 wrap these) and the CPU backend's bf16
- * activations (src/kernels/cpu_bf16.c). bf16 is the top half of an fp32. */
+ * activations (src/kernels/cpu/cpu_bf16.c). bf16 is the top half of an fp32. */
 #ifndef MYRIAD_UTIL_BF16_H
 #define MYRIAD_UTIL_BF16_H
 
