@@ -29,18 +29,16 @@ prefix_unpack() { # DEB ROOT
 
 # prefix_packages GPUDEPS_DIR: step 1 alone (the rehearsal runs it before it hides anything)
 prefix_packages() {
-    local G=$1 M=$1/MANIFEST rec pkg f what
+    local G=$1 M=$1/MANIFEST pkg f what
     DEPS_ERROR=
     [ -s "$M" ] || { prefix_fail "no $M: run bash scripts/gpu_deps.sh on the build machine and carry .gpudeps"; return 1; }
-    while read -r rec pkg _; do
-        [ "$rec" = package ] || continue
-        f=$(awk -v p="$pkg" '$1 == "deb" && $2 == p {print $3; exit}' "$M")
-        if [ -z "$f" ] || [ ! -s "$G/$f" ]; then
+    while read -r pkg f; do # each package with its .deb ("-": MANIFEST names none)
+        if [ "$f" = - ] || [ ! -s "$G/$f" ]; then
             what=$(awk -v p="$pkg" '$1 == "need" && ($2 == "file" ? $4 : $2 == "data" ? $3 : $5) == p {print $2 " " $3; exit}' "$M")
             prefix_fail "missing dependency: Debian package $pkg${what:+ (for $what)} is not in ${G##*/}: run bash scripts/gpu_deps.sh on the build machine and carry .gpudeps"
             return 1
         fi
-    done <"$M"
+    done < <(awk 'NR == FNR {if ($1 == "deb") deb[$2] = $3; next} $1 == "package" {print $2, ($2 in deb ? deb[$2] : "-")}' "$M" "$M")
 }
 
 prefix_setup() {
