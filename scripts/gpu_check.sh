@@ -223,7 +223,7 @@ log "deps: $(grep -c . "$W/deps.txt") checks passed"
 if [ $DEPS_ONLY = 1 ]; then summary; exit $FAILED; fi
 # the rehearsal's PyTorch is Debian's, linked with libraries hidden here: every folder of the prefix
 # that holds shared libraries, after ours
-REHEARSE_TORCH_LIBPATH=$LD_LIBRARY_PATH:$(find "$R" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
+[ "$REHEARSE" = 1 ] && REHEARSE_TORCH_LIBPATH=$LD_LIBRARY_PATH:$(find "$R" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
 
 # ---------------------------------------------------------------- build
 NVCC_BIN=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null | head -1)
