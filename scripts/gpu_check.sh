@@ -39,7 +39,8 @@
 # Options: --rehearse; --deps-only (stop after the deps phase: tests/test_gpu_deps.sh).
 # Env: GPUDEPS_DIR (default .gpudeps), GPU_NEEDS_MANIFEST (a rehearsal compares .gpudeps with this
 # derivation instead of deriving again), GPU_CHECK_PYTHON (the python3 with PyTorch),
-# GPU_CHECK_SKIP_STALE=1 (tests of the hiding itself: a .gpudeps that lacks a need on purpose).
+# GPU_CHECK_SKIP_STALE=1 (tests of the hiding itself: a .gpudeps that lacks a need on purpose),
+# GPU_CHECK_SCALE (deadlines times this: default 1, 20 in a rehearsal).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -101,8 +102,8 @@ PH_NAMES=(deps build smoke kernels memcheck racecheck synccheck fixtures trainin
 PH_BUDGET=(15 85 30 45 35 25 20 20 45 15 55 90)
 TOTAL=0
 for b in "${PH_BUDGET[@]}"; do TOTAL=$((TOTAL + b)); done
-SCALE=1 # budgets are for the 16-core GPU machine; a rehearsal on 2 busy cores gets 20 times as long
-[ "$REHEARSE" = 1 ] && SCALE=${REHEARSE_SCALE:-20}
+# budgets are for the 16-core GPU machine; a rehearsal on 2 busy cores gets 20 times as long
+SCALE=${GPU_CHECK_SCALE:-$([ "$REHEARSE" = 1 ] && echo 20 || echo 1)}
 START=$(date +%s)
 END=$((START + SCALE * TOTAL))
 NPROC=$(nproc)
@@ -158,13 +159,20 @@ run_phase() {
     fi
     log "$name: exit $rc (${dt}s)"
     if [ $rc -eq 0 ] && [ $fails -eq 0 ]; then phase_row "$name" done $dt "$note"
-    else phase_row "$name" "FAILED (exit $rc)" $dt "${note:-$(grep -v '^\s*$' "$outfile" | tail -1 | cut -c1-160)}"; rc=1; fi
+    else phase_row "$name" "FAILED (exit $rc)" $dt "${note:-$(grep -v -e '^\s*$' -e '^+ ' "$outfile" | tail -1 | cut -c1-160)}"; rc=1; fi
     return $rc
 }
 
 # ---------------------------------------------------------------- the machine
-PY=${GPU_CHECK_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}
-[ "$REHEARSE" = 1 ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3 # Debian's PyTorch here
+# the python3 with PyTorch: the PATH's (the GPU machine's image), else /usr/bin's (Debian's, here)
+has_torch() { "$1" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null; }
+PY=${GPU_CHECK_PYTHON:-}
+if [ -z "$PY" ]; then
+    for c in $([ "$REHEARSE" = 1 ] && echo /usr/bin/python3) $(command -v python3) /usr/bin/python3; do
+        has_torch "$c" && PY=$c && break
+    done
+    PY=${PY:-$(command -v python3 || echo /usr/bin/python3)}
+fi
 MYRIAD_PYTHON=$PY
 [ -x /usr/bin/python3 ] && MYRIAD_PYTHON=/usr/bin/python3
 export MYRIAD_PYTHON

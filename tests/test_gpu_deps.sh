@@ -6,9 +6,8 @@
 #     and its program loads, mpirun starts a rank, every C source preprocesses;
 #  2. each package removed in turn (its .deb gone): the rehearsal stops, naming it;
 #  3. a package the derivation had missed (its .deb and every MANIFEST line of it gone; the hiding
-#     as derived): the probes still stop the rehearsal naming its library: libcjson-dev (-lcjson,
-#     at link), libgfortran5 (OpenBLAS needs it), libpmix2 (loaded by mpirun's plugins only): the
-#     hiding is real;
+#     as derived): the probes still stop the rehearsal naming its library: libgfortran5 (OpenBLAS
+#     needs it: at link) and libpmix2 (loaded by mpirun's plugins only: at run); the hiding is real;
 #  4. a stale .gpudeps (a need of today's build that MANIFEST lacks) is refused before anything runs.
 # The .gpudeps used is build/gpudeps-test, made by scripts/gpu_deps.sh when missing or made for
 # another link line or other includes (kept between runs: a download of ~25 MB).
@@ -72,7 +71,7 @@ done
 
 # 3. missed by the derivation: only the hiding and the probes can tell
 bad=
-for pair in libcjson-dev:-lcjson libgfortran5:libgfortran.so.5 libpmix2:libpmix.so.2; do
+for pair in libgfortran5:libgfortran.so.5 libpmix2:libpmix.so.2; do
     pkg=${pair%%:*} lib=${pair#*:}
     without "$pkg" "$T/g" all || { bad="$bad $pkg(copy)"; continue; }
     if rehearse "$T/g" GPU_CHECK_SKIP_STALE=1; then bad="$bad $pkg(passed)"
