@@ -390,8 +390,8 @@ double vocab_shard_losses(real *losses, const double *max, const double *sum, co
     CLOSE();
     return r;
 }
-void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
-    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, theta);
+void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq) {
+    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, inv_freq);
 }
 void rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                 int stride, int inverse) {

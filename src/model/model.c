@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "model/moe.h"
+#include "model/weight_init.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -93,10 +94,12 @@ size_t model_weight_bytes(const Model *m) {
     return m->table.total * (2 * sizeof(real) + (kernels_dtype() != DTYPE_F32 ? act_size() : 0));
 }
 
-void model_alloc(Model *m) {
+void model_alloc(Model *m) { model_alloc_parts(m, 1, 1); }
+
+void model_alloc_parts(Model *m, int params, int grads) {
     const ModelConfig *cfg = &m->cfg;
-    m->params = dev_alloc(m->table.total);
-    m->grads = dev_alloc(m->table.total);
+    m->params = params ? dev_alloc(m->table.total) : NULL;
+    m->grads = grads ? dev_alloc(m->table.total) : NULL;
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
     model_tensors_bind(&m->g, &m->table, cfg, m->grads);
     if (kernels_dtype() != DTYPE_F32) {
@@ -107,7 +110,10 @@ void model_alloc(Model *m) {
         int hd = cfg->hidden / cfg->heads;
         m->rope_cos = dev_alloc((size_t)cfg->max_seq * hd / 2);
         m->rope_sin = dev_alloc((size_t)cfg->max_seq * hd / 2);
-        rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, cfg->rope_theta);
+        float *inv_freq = malloc((size_t)hd / 2 * sizeof(float));
+        model_rope_inv_freq(cfg, cfg->max_seq, inv_freq);
+        rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, inv_freq);
+        free(inv_freq);
     }
 }
 
@@ -228,27 +234,12 @@ void model_params_from_host(Model *m, const real *host) {
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
-    Rng rng = {seed};
-    const ModelConfig *c = &m->cfg;
-    double residual_std = 0.02 / sqrt(2.0 * c->layers);
+    WeightInit *w;
+    if (weight_init_create(&w, &m->cfg, seed)) myr_die_last();
     real *image = model_params_view(m);
-    for (int i = 0; i < m->table.count; i++) {
-        const ParamInfo *p = &m->table.info[i];
-        real *w = image + p->offset;
-        const char *base = strrchr(p->name, '.') ? strrchr(p->name, '.') + 1 : p->name;
-        int is_norm_w = !strcmp(base, "norm1_w") || !strcmp(base, "norm2_w") || !strcmp(base, "normf_w");
-        if (is_norm_w) {
-            for (size_t k = 0; k < p->numel; k++) w[k] = 1;
-        } else if (p->ndim == 1) {
-            for (size_t k = 0; k < p->numel; k++) w[k] = 0;
-        } else {
-            double std = (!strcmp(base, "attn_out_w") || !strcmp(base, "mlp_out_w") || !strcmp(base, "shared_out_w"))
-                             ? residual_std
-                             : 0.02;
-            for (size_t k = 0; k < p->numel; k++) w[k] = (real)(std * rng_normal(&rng));
-        }
-    }
+    if (param_table_boxes(&m->cfg, &m->table, m->tp.size, m->tp.rank, image, 0, weight_init_box, w)) myr_die_last();
     model_params_view_done(m, image, 1);
+    weight_init_free(w);
 }
 
 /* rows of the residual stream this rank holds */

@@ -164,6 +164,10 @@ int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
 int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                   const StageSpec *st);
 void model_alloc(Model *m);
+/* The same, leaving out the whole local parameters (params = 0: ZeRO-3 keeps only its shard) or
+ * gradients (grads = 0: ZeRO 2 and 3 reduce into shards); their tensors stay unbound (NULL)
+ * until data parallelism binds gathered units. */
+void model_alloc_parts(Model *m, int params, int grads);
 /* The whole model's parameters in host memory only (no gradients; it never runs): what a run is
  * initialised, loaded and resharded from, without taking device memory. */
 int model_create_host(Model *m, const ModelConfig *cfg);

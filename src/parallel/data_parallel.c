@@ -272,8 +272,10 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
         m->grads = NULL;
     }
     if (o->zero >= 3) {
+        /* the shard alone: a model allocated without its whole parameters (model_alloc_parts)
+         * is filled in the shard (train_state_fill_params); one allocated whole hands its values over */
         dp->param_shard = dev_alloc(dp->shard_elems);
-        for (int i = 0; i < dp->nbuckets; i++)
+        for (int i = 0; m->params && i < dp->nbuckets; i++)
             dev_to_dev(dp->param_shard + dp->shard_off[i], m->params + own_lo(dp, &dp->b[i]),
                        dp->b[i].piece * sizeof(real));
         dev_free(m->params);

@@ -65,6 +65,7 @@ typedef struct {
     char meta[2048]; /* the checkpoint manifest's caller metadata */
     TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
+    struct HfSource *hf;  /* --init's files, open until the weights are filled (train_fill_weights) */
     const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
     Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
 
@@ -85,6 +86,9 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv);
  * data, attaches data parallelism and the pipeline, creates the trainer and the checkpoint
  * state, prints the run's banner. */
 void train_job_setup(TrainJob *j);
+/* train_setup.c: this rank's weights from --init or the seed (collective); setup calls it unless a
+ * resume will fill them, and the resume does when it starts from scratch. */
+void train_fill_weights(TrainJob *j);
 /* train_resume.c: restores --resume (memory first when at least as new as disk); sets first_step. */
 void train_job_resume(TrainJob *j);
 /* train_preflight.c: what can be checked before the first step (output paths, validation data,
