@@ -79,17 +79,6 @@ int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int 
     return 0;
 }
 
-int model_create_host(Model *m, const ModelConfig *cfg) {
-    StageSpec whole = {0, cfg->layers, 1, 1};
-    if (model_plan_ep(m, cfg, 1, 1, 0, 1, 0, &whole)) return -1;
-    m->on_host = 1;
-    m->params = calloc(m->table.total ? m->table.total : 1, sizeof(real));
-    if (!m->params) return myr_error("out of host memory for the %.1f MiB of the whole model's parameters",
-                                     m->table.total * sizeof(real) / 1048576.0);
-    model_tensors_bind(&m->p, &m->table, cfg, m->params);
-    return 0;
-}
-
 size_t model_weight_bytes(const Model *m) {
     return m->table.total * (2 * sizeof(real) + (kernels_dtype() != DTYPE_F32 ? act_size() : 0));
 }
@@ -184,10 +173,6 @@ void model_destroy(Model *m) {
     free(m->slots);
     dev_free(m->scratch_mem);
     host_free_pinned(m->staging);
-    if (m->on_host) {
-        free(m->params);
-        m->params = NULL;
-    }
     dev_free(m->params);
     dev_free(m->grads);
     dev_free(m->lp);
@@ -211,7 +196,7 @@ static int unit_of_experts(const Model *m, int l) { return m->table.expert_unit[
 static int unit_head(const Model *m) { return m->table.units - 1; }
 
 real *model_params_view(const Model *m) {
-    if (m->on_host || dev_host_accessible()) return m->params;
+    if (dev_host_accessible()) return m->params;
     real *h = malloc((m->table.total ? m->table.total : 1) * sizeof(real));
     model_params_to_host(m, h);
     return h;
@@ -224,13 +209,11 @@ void model_params_view_done(Model *m, real *view, int write_back) {
 }
 
 void model_params_to_host(const Model *m, real *host) {
-    if (m->on_host) memcpy(host, m->params, m->table.total * sizeof(real));
-    else dev_to_host(host, m->params, m->table.total * sizeof(real));
+    dev_to_host(host, m->params, m->table.total * sizeof(real));
 }
 
 void model_params_from_host(Model *m, const real *host) {
-    if (m->on_host) memcpy(m->params, host, m->table.total * sizeof(real));
-    else host_to_dev(m->params, host, m->table.total * sizeof(real));
+    host_to_dev(m->params, host, m->table.total * sizeof(real));
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
@@ -562,7 +545,6 @@ static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host
 
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale) {
-    if (m->on_host) myr_die("internal: forward of a host-side model");
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;

@@ -103,7 +103,6 @@ typedef struct {
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads; /* fp32 master weights and their gradients (device) */
-    int on_host;          /* model_create_host: params in host memory, no gradients, no forward */
     ModelTensors p, g;
     /* bf16 runs: the working copy of the weights the GEMMs read (act elements, rounded from the
      * master weights unit by unit at each forward, as autocast casts them at each use), bound
@@ -168,9 +167,6 @@ void model_alloc(Model *m);
  * gradients (grads = 0: ZeRO 2 and 3 reduce into shards); their tensors stay unbound (NULL)
  * until data parallelism binds gathered units. */
 void model_alloc_parts(Model *m, int params, int grads);
-/* The whole model's parameters in host memory only (no gradients; it never runs): what a run is
- * initialised, loaded and resharded from, without taking device memory. */
-int model_create_host(Model *m, const ModelConfig *cfg);
 /* Device bytes model_alloc takes: fp32 parameters and gradients, and the bf16 working copy. */
 size_t model_weight_bytes(const Model *m);
 /* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */

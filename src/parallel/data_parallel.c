@@ -428,22 +428,6 @@ void dp_release_gathered(DataParallel *dp) {
     for (int u = 0; u < dp->m->table.units; u++) release_unit(dp, u);
 }
 
-int dp_materialize_params(DataParallel *dp) {
-    Model *m = dp->m;
-    if (dp->o.zero < 3) return 0;
-    dp_release_gathered(dp);
-    m->params = dev_alloc(m->table.total);
-    for (int i = 0; i < dp->nbuckets; i++) {
-        DpBucket *b = &dp->b[i];
-        dev_to_dev(m->params + own_lo(dp, b), dp->param_shard + dp->shard_off[i], b->piece * sizeof(real));
-        must(dcomm_all_gather(dp->group, m->params + own_lo(dp, b), m->params + b->lo, b->piece, COMM_F32));
-    }
-    model_tensors_free(&m->p);
-    model_tensors_bind(&m->p, &m->table, &m->cfg, m->params);
-    m->hooks = NULL;
-    return 0;
-}
-
 void dp_memory(const DataParallel *dp, double *params, double *grads, double *optim, double *expected) {
     double total = (double)dp->m->table.total * sizeof(real), shard = (double)dp->shard_elems * sizeof(real);
     double psi = (double)model_num_params(dp->m), N = dp->size;

@@ -111,9 +111,6 @@ int dp_gather_replicated(DataParallel *dp);
 double dp_mean(DataParallel *dp, double x);
 /* Free parameters gathered for a forward outside training (evaluation). */
 void dp_release_gathered(DataParallel *dp);
-/* Zero 3: gather the full parameters into m->params and detach the hooks (for saving and
- * sampling at the end of a run). No-op for other stages. Collective. */
-int dp_materialize_params(DataParallel *dp);
 /* Bytes this rank holds for parameters, gradients and optimizer state, and what the ZeRO
  * formulas predict for fp32 (16Ψ; (8 + 8/N)Ψ; (4 + 12/N)Ψ; 16Ψ/N + the largest gathered unit). */
 void dp_memory(const DataParallel *dp, double *params, double *grads, double *optim, double *expected);

@@ -1,7 +1,7 @@
 /* train_finish.c: the end of a `myriad train` run: outstanding checkpoints finished, the final
  * validation loss, measured memory beside the analytic figure, exposed communication, the
- * pipeline bubble per stage; then the whole model gathered from its pieces for the sample and
- * the Hugging Face export; and everything freed. */
+ * pipeline bubble per stage; then the sample and the Hugging Face export from the distributed
+ * model (train_sample.c, train_export.c); and everything freed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,65 +127,14 @@ static void report_run(TrainJob *j) {
     if (j->pl && timed > 0) print_pipeline(j, timed);
 }
 
-/* The model files, with the run's tokenizer.json beside them (so the directory loads in Hugging
- * Face as a complete model). */
-static int save_files(const char *dir, const Model *m, const char *tok_path) {
-    if (hf_save(dir, m)) return -1;
-    return tok_path ? samples_save_tokenizer(tok_path, dir) : 0;
-}
-
-/* The export, or when --save cannot take it (full disk, a directory removed or made read-only
- * during the run), the same files in a fallback directory: the trained model is never lost. */
-static void save_model(const char *dir, const Model *m, const char *tok_path) {
-    char saved[8192];
-    if (save_files(dir, m, tok_path) == 0) {
-        printf("saved %s and %s%s\n", path_join(saved, sizeof saved, dir, "config.json"),
-               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"),
-               tok_path ? " (and tokenizer.json)" : "");
-        return;
-    }
-    char why[1024];
-    snprintf(why, sizeof why, "%s", myr_last_error());
-    char fallback[4096], cwd[4096];
-    const char *tmp = getenv("TMPDIR");
-    const char *bases[2] = {getcwd(cwd, sizeof cwd) ? cwd : ".", tmp && *tmp ? tmp : "/tmp"};
-    for (int k = 0; k < 2; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
-        path_join(fallback, sizeof fallback, bases[k], name);
-        if (save_files(fallback, m, tok_path) == 0) {
-            fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
-                    "it belongs\n", dir, why, fallback);
-            remember_error("the model was saved to a fallback directory (see above)");
-            return;
-        }
-    }
-    fprintf(stderr, "myriad: train: cannot save the model to %s (%s), nor to a fallback directory in %s or %s\n", dir,
-            why, bases[0], bases[1]);
-    remember_error("the model could not be saved anywhere");
-}
-
-/* Sampling and saving need the whole model: gather the pieces. */
+/* The sample and the export, on the distributed model as it trained (no rank gathers it). */
 static void sample_and_save(TrainJob *j) {
     const TrainOptions *o = &j->o;
-    for (int c = 0; j->dp && c < j->vpp; c++) {
-        dp_materialize_params(&j->dp[c]);
-        j->chunks[c].hooks = NULL; /* everything resident from here */
-    }
     if (j->val && j->rank0)
         printf("final validation loss %.4f (%.3f bits per token)\n", j->last_val, j->last_val / 0.6931471805599453);
-    Model whole, *final = &j->chunks[0];
-    if (j->tp > 1 || j->pp > 1 || j->ep > 1) {
-        if (model_create(&whole, &j->cfg)) myr_die_last();
-        if (model_parallel_gather(j->chunks, j->vpp, &whole, j->groups.tp, j->groups.pp,
-                                  j->ep > 1 ? j->groups.ep : NULL))
-            myr_die_last();
-        final = &whole;
-    }
-    int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
-    if (sample > 0 && j->rank0) samples_print(final, j->val ? j->val : j->train, sample, o->seed, j->tok);
-    if (o->save_dir && j->rank0) save_model(o->save_dir, final, j->tok_path);
-    if (final != &j->chunks[0]) model_destroy(&whole);
+    if (o->sample_tokens > 0) train_sample(j, o->sample_tokens);
+    char late[256] = "";
+    if (o->save_dir && train_export_model(j, late, sizeof late)) remember_error(late);
 }
 
 /* Stopped on a signal: the checkpoint of last_step made durable, in-memory copies kept, said so. */

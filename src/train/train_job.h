@@ -100,6 +100,12 @@ void train_job_run(TrainJob *j);
 /* train_finish.c: the end-of-run figures, final validation, sample, export; then frees it all. */
 void train_job_finish(TrainJob *j);
 void train_job_destroy(TrainJob *j);
+/* train_sample.c: --sample N on the distributed model (collective; rank 0 prints). */
+void train_sample(TrainJob *j, int n);
+/* train_export.c: --save's Hugging Face export, every rank writing its own slices (collective);
+ * on failure a fallback directory, the reason for the run's exit status in late. 0 when saved
+ * where asked. */
+int train_export_model(TrainJob *j, char *late, size_t late_n);
 /* train_loop.c: validation loss over --eval-batches of the validation data (collective). */
 double train_validation_loss(TrainJob *j);
 
