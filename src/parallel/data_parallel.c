@@ -36,27 +36,52 @@ static int expert_unit(const ParamTable *t, int u) {
 
 /* ---- buckets ---- */
 
-static void build_buckets(DataParallel *dp) {
-    const ParamTable *t = &dp->m->table;
+/* The buckets of table t in backward order (head first): units [unit_lo, unit_hi] and whether
+ * they hold routed experts; out has room for t->units. Returns the count. */
+static int plan_buckets(const ParamTable *t, const DpOptions *o, DpBucket *out) {
     int U = t->units;
-    dp->b = calloc((unsigned)U, sizeof(DpBucket));
-    dp->bucket_of_unit = calloc((unsigned)U, sizeof(int));
-    size_t limit = dp->o.zero >= 2 ? 1 : (size_t)(dp->o.bucket_mb * 1048576.0 / sizeof(real));
+    size_t limit = o->zero >= 2 ? 1 : (size_t)(o->bucket_mb * 1048576.0 / sizeof(real));
     if (limit < 1) limit = 1;
     /* walk units from the head down (backward order), closing a bucket once it is big enough */
     int n = 0, hi_unit = U - 1;
     for (int u = U - 1; u >= 0; u--) {
         int expert = expert_unit(t, u);
         if (expert && hi_unit > u) { /* close the dense units above: experts form their own bucket */
-            dp->b[n++] = (DpBucket){.unit_lo = u + 1, .unit_hi = hi_unit};
+            out[n++] = (DpBucket){.unit_lo = u + 1, .unit_hi = hi_unit};
             hi_unit = u;
         }
         size_t size = t->unit_hi[hi_unit] - t->unit_lo[u];
-        if (size >= limit || u == 0 || dp->o.zero >= 2 || expert || (u > 0 && expert_unit(t, u - 1))) {
-            dp->b[n++] = (DpBucket){.unit_lo = u, .unit_hi = hi_unit, .expert = expert};
+        if (size >= limit || u == 0 || o->zero >= 2 || expert || (u > 0 && expert_unit(t, u - 1))) {
+            out[n++] = (DpBucket){.unit_lo = u, .unit_hi = hi_unit, .expert = expert};
             hi_unit = u - 1;
         }
     }
+    for (int i = 0; i < n; i++) out[i].lo = t->unit_lo[out[i].unit_lo], out[i].hi = t->unit_hi[out[i].unit_hi];
+    return n;
+}
+
+double dp_inflight_bytes(const ParamTable *t, const DpOptions *o) {
+    DpBucket *b = calloc((size_t)t->units + 1, sizeof *b);
+    int n = plan_buckets(t, o, b), cap = o->max_inflight > 0 ? o->max_inflight : DP_MAX_INFLIGHT;
+    double sum = 0;
+    for (int k = 0; k < cap && k < n; k++) { /* the cap largest */
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (b[i].hi > b[i].lo && (best < 0 || b[i].hi - b[i].lo > b[best].hi - b[best].lo)) best = i;
+        if (best < 0) break;
+        sum += (double)(b[best].hi - b[best].lo) * sizeof(real);
+        b[best].hi = b[best].lo;
+    }
+    free(b);
+    return sum;
+}
+
+static void build_buckets(DataParallel *dp) {
+    const ParamTable *t = &dp->m->table;
+    int U = t->units;
+    dp->b = calloc((unsigned)U, sizeof(DpBucket));
+    dp->bucket_of_unit = calloc((unsigned)U, sizeof(int));
+    int n = plan_buckets(t, &dp->o, dp->b);
     for (int i = 0; i < n; i++) {
         DpBucket *b = &dp->b[i];
         b->lo = t->unit_lo[b->unit_lo];
@@ -75,7 +100,7 @@ static void build_buckets(DataParallel *dp) {
     dp->nbuckets = n;
     for (int i = 0; i < n; i++)
         for (int u = dp->b[i].unit_lo; u <= dp->b[i].unit_hi; u++) dp->bucket_of_unit[u] = i;
-    dp->shard_off = calloc((size_t)n, sizeof(size_t));
+    dp->shard_off = calloc((size_t)(n > 0 ? n : 1), sizeof(size_t));
     dp->shard_elems = 0;
     for (int i = 0; i < n; i++) {
         dp->shard_off[i] = dp->shard_elems;
@@ -87,7 +112,29 @@ static void build_buckets(DataParallel *dp) {
 
 static real *bucket_grads(DataParallel *dp, DpBucket *b) { return dp->o.zero >= 2 ? b->grad : dp->m->grads + b->lo; }
 
+static void finish(DataParallel *dp, DpBucket *b);
+
+/* At most max_inflight reductions in flight: the oldest is completed before another starts. */
+static void limit_inflight(DataParallel *dp) {
+    int cap = dp->o.max_inflight > 0 ? dp->o.max_inflight : DP_MAX_INFLIGHT;
+    for (;;) {
+        int n = 0;
+        DpBucket *oldest = NULL;
+        for (int i = 0; i < dp->nbuckets; i++) {
+            DpBucket *x = &dp->b[i];
+            if (!x->pending || !x->req) continue;
+            n++;
+            if (!oldest || x->launched < oldest->launched) oldest = x;
+        }
+        if (n < cap) return;
+        must(dcomm_wait(&oldest->req));
+        finish(dp, oldest);
+    }
+}
+
 static void launch(DataParallel *dp, DpBucket *b) {
+    limit_inflight(dp);
+    b->launched = ++dp->launches;
     size_t n = b->hi - b->lo;
     real *src = bucket_grads(dp, b);
     void *buf = src;

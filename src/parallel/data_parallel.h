@@ -35,7 +35,12 @@ typedef struct {
     double bucket_mb;  /* bucket size for zero 0/1 (MiB of fp32 gradients) */
     CommDtype grad_dtype;
     int overlap;       /* 1: reduce during backward; 0: after backward */
+    int max_inflight;  /* reductions in flight at once (0: DP_MAX_INFLIGHT): MPI's nonblocking
+                          collectives hold a temporary as large as their message, so with every
+                          bucket in flight the library held about half the gradients again */
 } DpOptions;
+
+enum { DP_MAX_INFLIGHT = 2 };
 
 typedef struct {
     size_t lo, hi;        /* element range (whole units, padded: (hi - lo) % N == 0) */
@@ -49,6 +54,7 @@ typedef struct {
     int rank, size;
     uint16_t *bf16;       /* wire buffer (device) when gradients travel as bf16 */
     real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
+    long launched;        /* launch order of the reduction in flight (the oldest is waited for first) */
 } DpBucket;
 
 typedef struct {
@@ -63,6 +69,7 @@ typedef struct {
     DpBucket *b;
     int *bucket_of_unit;  /* [units] */
     int last_micro;       /* the running backward ends gradient accumulation */
+    long launches;        /* reductions launched so far (their order) */
     real *param_shard;    /* zero 3: own pieces, bucket by bucket */
     real *grad_shard;     /* zero >= 2: own pieces' averaged gradients */
     size_t shard_elems;
@@ -79,6 +86,9 @@ typedef struct {
 /* Set up over `group` for model m (created with model_create_aligned(..., group size)).
  * Zero >= 2 frees the model's full gradient buffer, zero 3 its full parameters. Collective. */
 int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o);
+/* Bytes of the reductions that can be in flight at once for a model of table t (its max_inflight
+ * largest buckets): the communication library's temporaries are about that large. */
+double dp_inflight_bytes(const ParamTable *t, const DpOptions *o);
 /* With expert parallelism of size ep inside `group`: routed experts are reduced over expert_group
  * (the ranks holding the same experts). ZeRO 0 and 1 only. */
 int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Model *m, const DpOptions *o);

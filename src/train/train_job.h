@@ -27,8 +27,9 @@
 #include "tokenizer/tokenizer.h"
 
 /* Device bytes a run needs on one rank (train_memory.c). */
+/* Bytes a run needs on one rank (train_memory.c): device = the first five; total = all. */
 typedef struct {
-    double params, grads, optim, working, acts, total;
+    double params, grads, optim, working, acts, comm, ckpt, runtime, device, total;
 } TrainMemory;
 
 typedef struct {
@@ -127,5 +128,7 @@ int train_params_finite(TrainJob *j);
  * the check against the device's free memory (a one-line error naming both, and what to change). */
 void train_memory_need(const TrainJob *j, TrainMemory *need);
 void train_memory_check(TrainJob *j);
+/* The banner's line: the planned bytes per rank by kind (host and device apart on a GPU). */
+void train_memory_print(const TrainJob *j);
 
 #endif

@@ -201,10 +201,7 @@ static void print_banner(const TrainJob *j) {
             model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
             (unsigned long long)tokens_count(j->train), o->batch, o->seq, kernels_threads(), j->peak_flops / 1e9,
             j->peak_source);
-    const TrainMemory *n = &j->memory_need;
-    fprintf(stderr, "device memory planned per rank: %.1f MiB (parameters %.1f, gradients %.1f, AdamW %.1f, working "
-            "weights %.1f, activations %.1f)\n", n->total / 1048576.0, n->params / 1048576.0, n->grads / 1048576.0,
-            n->optim / 1048576.0, n->working / 1048576.0, n->acts / 1048576.0);
+    train_memory_print(j);
     if (j->dp)
         fprintf(stderr,
                 "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
