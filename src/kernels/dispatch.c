@@ -215,7 +215,21 @@ static void cache_release(void) {
 
 /* ---- memory and copies ---- */
 
+/* MYRIAD_MAX_ALLOC=BYTES: any single device or pinned allocation larger dies naming it. The
+ * tests set it below the whole model's size to show that no rank ever allocates the whole model
+ * (docs/TRAINING.md, "Memory"). */
+static void check_ceiling(size_t bytes, const char *what) {
+    static long long ceiling = -1;
+    if (ceiling < 0) {
+        const char *v = getenv("MYRIAD_MAX_ALLOC");
+        ceiling = v && *v ? atoll(v) : 0;
+    }
+    if (ceiling > 0 && (long long)bytes > ceiling)
+        myr_die("a %s allocation of %zu bytes exceeds MYRIAD_MAX_ALLOC=%lld", what, bytes, ceiling);
+}
+
 void *dev_alloc_bytes(size_t bytes) {
+    check_ceiling(bytes, "device");
     if (!bytes) bytes = 1;
     size_t want = bytes;
     void *p = cache_take(want, &bytes);
@@ -271,6 +285,7 @@ void dev_to_host_async(void *host, const void *dev, size_t bytes) {
 }
 
 void *host_alloc_pinned(size_t bytes) {
+    check_ceiling(bytes, "pinned host");
     void *p = kb->host_alloc_pinned(bytes ? bytes : 1);
     if (!p) myr_die("out of host memory allocating %.1f MiB of pinned memory", bytes / 1048576.0);
     return p;

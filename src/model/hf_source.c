@@ -73,6 +73,12 @@ const ModelConfig *hf_source_config(const HfSource *s) { return &s->cfg; }
 const char *hf_source_describe(const HfSource *s) { return s->desc; }
 uint64_t hf_source_bytes_read(const HfSource *s) { return s->bytes_read; }
 
+uint64_t hf_source_total_bytes(const HfSource *s) {
+    uint64_t n = 0;
+    for (int i = 0; i < s->slots.n; i++) n += s->slot_tensor[i]->end - s->slot_tensor[i]->begin;
+    return n;
+}
+
 void hf_source_close(HfSource *s) {
     if (!s) return;
     for (int i = 0; i < s->nfiles; i++) st_close(&s->files[i]);

@@ -31,8 +31,9 @@ const ModelConfig *hf_source_config(const HfSource *s);
 const char *hf_source_describe(const HfSource *s);
 /* A TensorBoxFn (ctx: the HfSource): reads one box of a global tensor from the files. */
 int hf_source_box(void *ctx, const char *name, const int64_t gshape[2], const TensorBox *box, real *data);
-/* Bytes read so far (what a rank read of the checkpoint). */
+/* Bytes read so far (what a rank read of the checkpoint), and the bytes of all its weights. */
 uint64_t hf_source_bytes_read(const HfSource *s);
+uint64_t hf_source_total_bytes(const HfSource *s);
 void hf_source_close(HfSource *s);
 
 /* ---- writing ---- */

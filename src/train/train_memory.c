@@ -151,6 +151,8 @@ void train_memory_check(TrainJob *j) {
     TrainMemory n;
     train_memory_need(j, &n);
     n.runtime = rss_now();
+    /* rank 0 measures the CPU's sgemm rate for MFU (train_setup.c): three 1024^2 matrices */
+    if (on_cpu() && j->rank0 && !(j->o.peak_tflops > 0)) n.runtime += 3.0 * 1024 * 1024 * sizeof(float);
     n.total += n.runtime;
     j->memory_need = n;
     int share = ranks_per_device(j);

@@ -88,9 +88,14 @@ void train_fill_weights(TrainJob *j) {
         weight_init_free(w);
     }
     if (train_agree_failure(j, rc != 0)) train_exit_all(1);
-    if (j->rank0 && j->hf)
-        fprintf(stderr, "myriad train: loaded %s in %.2f s (rank 0 read %.1f MiB: its own slices)\n",
-                hf_source_describe(j->hf), train_now_s() - t0, hf_source_bytes_read(j->hf) / 1048576.0);
+    if (j->hf) { /* each rank read its own slices: the most any rank read, as a share of the checkpoint */
+        float share = (float)((double)hf_source_bytes_read(j->hf) / (double)hf_source_total_bytes(j->hf));
+        if (j->distributed && comm_all_reduce(comm_world(), &share, &share, 1, COMM_F32, COMM_MAX)) myr_die_last();
+        if (j->rank0)
+            fprintf(stderr, "myriad train: loaded %s in %.2f s; each rank read at most %.1f%% of its %.1f MiB (its own "
+                    "slices)\n", hf_source_describe(j->hf), train_now_s() - t0, 100 * share,
+                    hf_source_total_bytes(j->hf) / 1048576.0);
+    }
     if (j->hf) {
         hf_source_close(j->hf);
         j->hf = NULL;
