@@ -66,7 +66,7 @@ done
 # such as MoE buffers are not planned)
 if $PY - "$T/llama-tiny-bf16.err" "$T/llama-tiny-bf16.jsonl" <<'EOF'
 import json, re, sys
-planned = float(re.search(r"device memory planned per rank: ([0-9.]+) MiB", open(sys.argv[1]).read()).group(1))
+planned = float(re.search(r"memory planned per rank: .*?device (?:allocations )?([0-9.]+) MiB", open(sys.argv[1]).read()).group(1))
 peak = max(json.loads(l)["mem_peak_gib"] for l in open(sys.argv[2])) * 1024
 print(f"# planned {planned:.2f} MiB, peak {peak:.2f} MiB")
 sys.exit(0 if planned <= peak * 1.001 and peak <= planned * 1.1 else 1)

@@ -55,7 +55,7 @@ MYRIAD_MAX_ALLOC=$ceiling $M train $mid >/dev/null 2>"$T/err"
 grep -q "exceeds MYRIAD_MAX_ALLOC=$ceiling" "$T/err" && pass ceiling_stops_whole_model || fail ceiling_stops_whole_model "$(tail -2 "$T/err")"
 
 # measured peak RSS against the printed plan, every rank
-big="--arch llama --layers 4 --hidden 256 --heads 4 --kv-heads 2 --ffn 688 --vocab 4096 --max-seq 32 --data $T/tok.bin --batch 4 --seq 16 --steps 2 --peak-tflops 1"
+big="--arch llama --layers 6 --hidden 768 --heads 12 --kv-heads 4 --ffn 2048 --vocab 4096 --max-seq 32 --data $T/tok.bin --batch 4 --seq 16 --steps 2 --peak-tflops 1"
 $M train $big >"$T/out" 2>/dev/null
 r=$(grep -o 'peak RSS [0-9.]* MiB = [0-9.]* x planned' "$T/out" | awk '{print $6}')
 $PY -c "import sys; sys.exit(0 if 0.8 <= float('${r:-9}') <= 1.25 else 1)" && pass rss_within_plan_np1 || fail rss_within_plan_np1 "$(grep memory "$T/out")"

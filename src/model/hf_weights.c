@@ -220,15 +220,18 @@ int hf_load_weights(const char *path, Model *m) {
 
 int hf_load(const char *dir, Model *m) { return hf_load_aligned(dir, m, 1); }
 
-int hf_load_aligned(const char *dir, Model *m, int unit_align) {
+/* Read DIR into a new whole model: parameters, and gradients when it will train. */
+static int load_new(const char *dir, Model *m, int unit_align, int grads) {
     HfSource *s;
     if (hf_source_open(dir, &s)) return -1;
-    if (model_create_aligned(m, hf_source_config(s), unit_align)) {
+    StageSpec whole = {0, hf_source_config(s)->layers, 1, 1};
+    if (model_plan_ep(m, hf_source_config(s), unit_align, 1, 0, 1, 0, &whole)) {
         char why[1024];
         snprintf(why, sizeof why, "%s", myr_last_error());
         hf_source_close(s);
         return myr_error("%s/config.json: %s", dir, why);
     }
+    model_alloc_parts(m, 1, grads);
     real *image = model_params_view(m);
     int rc = param_table_boxes(&m->cfg, &m->table, 1, 0, image, 0, hf_source_box, s);
     model_params_view_done(m, image, !rc);
@@ -236,6 +239,10 @@ int hf_load_aligned(const char *dir, Model *m, int unit_align) {
     if (rc) model_destroy(m);
     return rc;
 }
+
+int hf_load_aligned(const char *dir, Model *m, int unit_align) { return load_new(dir, m, unit_align, 1); }
+
+int hf_load_inference(const char *dir, Model *m) { return load_new(dir, m, 1, 0); }
 
 int hf_save_as(const char *dir, const Model *m, HfSaveDtype dtype, uint64_t shard_bytes) {
     HfExport *e;

@@ -68,6 +68,8 @@ void hf_export_free(HfExport *e);
 int hf_load(const char *dir, Model *m);
 /* Same, with units padded to multiples of unit_align (see model_create_aligned). */
 int hf_load_aligned(const char *dir, Model *m, int unit_align);
+/* The same with parameters only (no gradients): a model that is evaluated, never trained. */
+int hf_load_inference(const char *dir, Model *m);
 /* Load weights only, into an already created model (any slice of the file's config). */
 int hf_load_weights(const char *safetensors_path, Model *m);
 /* Write DIR/config.json and the weights in F32 (DIR is created; sharded above 5 GB). */

@@ -92,7 +92,8 @@ void model_alloc_parts(Model *m, int params, int grads) {
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
     model_tensors_bind(&m->g, &m->table, cfg, m->grads);
     if (kernels_dtype() != DTYPE_F32) {
-        m->lp = dev_alloc_act(m->table.total);
+        m->lowp = 1;
+        m->lp = params ? dev_alloc_act(m->table.total) : NULL;
         model_tensors_bind_act(&m->w, &m->table, cfg, m->lp);
     }
     if (cfg->arch == ARCH_LLAMA) {
@@ -176,7 +177,7 @@ void model_destroy(Model *m) {
     dev_free(m->params);
     dev_free(m->grads);
     dev_free(m->lp);
-    if (m->lp) model_tensors_free(&m->w);
+    if (m->lowp) model_tensors_free(&m->w);
     dev_free(m->rope_cos);
     dev_free(m->rope_sin);
     free(m->moe_stats.tokens);
@@ -281,7 +282,7 @@ static Counts scratch_counts(const Model *m, int B, int T) {
     int sp = m->tp.sp;
     Counts k;
     k.reals = NL * C + N * C + (sp ? NL * C + N * C : 0); /* d_res, d_norm, d_norm_local, full */
-    k.acts = N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local + (m->lp ? N * C : 0);
+    k.acts = N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local + (m->lowp ? N * C : 0);
     return k;
 }
 
@@ -372,7 +373,7 @@ static void ensure_activations(Model *m, int B, int T) {
     m->s.d_qkv = TAKE_A(N * QKV);
     m->s.d_fc = TAKE_A(N * F1);
     m->s.d_act = TAKE_A(N * F);
-    m->s.dres_act = m->lp ? TAKE_A(N * C) : NULL;
+    m->s.dres_act = m->lowp ? TAKE_A(N * C) : NULL;
     if (p > end) myr_die("internal: scratch overruns its allocation by %zu bytes", (size_t)(p - end));
 #undef TAKE_R
 #undef TAKE_A
@@ -381,8 +382,9 @@ static void ensure_activations(Model *m, int B, int T) {
 #define WT(field) MODEL_WT(m, field)
 
 /* bf16 runs: round unit u's master weights into the working copy, just before the unit's
- * forward (after the hooks gathered them under ZeRO-3), as autocast casts weights at each use.
- * The copy stays valid through the step's backward: weights change only in the update. */
+ * forward, as autocast casts weights at each use. The copy stays valid through the step's
+ * backward: weights change only in the update. (ZeRO-3 has no whole working copy, m->lp NULL:
+ * the hooks round each unit as they gather it, for forward and again for backward.) */
 static void refresh_weights(Model *m, int unit) {
     if (!m->lp) return;
     for (int i = 0; i < m->table.count; i++) {
@@ -394,7 +396,7 @@ static void refresh_weights(Model *m, int unit) {
 /* The residual-stream gradient `dout` [n, C] as the act operand of the GEMMs that read it:
  * itself in fp32 runs, else rounded into the scratch copy. */
 static const act *dres_as_act(Model *m, const real *dout, size_t n) {
-    if (!m->lp) return (const act *)dout;
+    if (!m->lowp) return (const act *)dout;
     act_from_f32(m->s.dres_act, dout, n);
     return m->s.dres_act;
 }
@@ -437,7 +439,7 @@ static act *gather_rows(Model *m, act *local, act *full, size_t N, size_t C) {
 static const act *gather_dres(Model *m, size_t N, size_t C) {
     size_t n = local_rows(m, N) * C;
     if (!m->tp.sp) return dres_as_act(m, m->s.d_res, n);
-    if (!m->lp) {
+    if (!m->lowp) {
         m->tp.all_gather(m->tp.ctx, m->s.d_res, m->s.full, n, sizeof(real));
         return (const act *)m->s.full;
     }

@@ -109,6 +109,8 @@ typedef struct {
      * in w; NULL in fp32 runs, where the GEMMs read the master weights */
     act *lp;
     ModelTensors w;
+    int lowp; /* bf16 runs: the GEMMs read w. lp is NULL at ZeRO-3, where data parallelism rounds
+                 each gathered unit into a transient working copy and binds w to it */
     real *rope_cos, *rope_sin; /* Llama only */
     /* activations, sized for B x T on first use */
     int B, T;
@@ -138,7 +140,7 @@ typedef struct {
 
 /* The working copy a GEMM reads for weight `field` of m (an lvalue of ModelTensors, e.g.
  * layer[l].qkv_w): the bf16 copy in bf16 runs, the fp32 master weight itself otherwise. */
-#define MODEL_WT(m, field) ((const act *)((m)->lp ? (m)->w.field : (m)->p.field))
+#define MODEL_WT(m, field) ((const act *)((m)->lowp ? (m)->w.field : (m)->p.field))
 
 /* Make slot k current (slots are created on first use; slot 0 is the default). */
 void model_select_slot(Model *m, int k);

@@ -366,11 +366,15 @@ void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig 
 
 void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, act *base) {
     alloc_layers(m, c);
-    bind_range(m, t, c, (char *)base, act_size(), 0, t->total);
+    if (base) bind_range(m, t, c, (char *)base, act_size(), 0, t->total);
 }
 
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base) {
     bind_range(m, t, c, (char *)unit_base, sizeof(real), t->unit_lo[unit], t->unit_hi[unit]);
+}
+
+void model_tensors_bind_unit_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, act *unit_base) {
+    bind_range(m, t, c, (char *)unit_base, act_size(), t->unit_lo[unit], t->unit_hi[unit]);
 }
 
 void model_tensors_free(ModelTensors *m) {

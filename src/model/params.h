@@ -138,6 +138,8 @@ void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelCon
 /* Re-point the tensors of one unit at `unit_base`, which holds that unit's elements
  * (unit_base[0] is element unit_lo[unit]). Used to place a unit in gathered or transient memory. */
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base);
+/* The same over act elements (a unit's working copy in bf16 runs). */
+void model_tensors_bind_unit_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, act *unit_base);
 void model_tensors_free(ModelTensors *m);
 /* The pointer a bound ModelTensors holds for tensor p. */
 real *model_tensors_get(const ModelTensors *m, const ParamInfo *p);

@@ -207,6 +207,13 @@ static void gather_unit(DataParallel *dp, int u) {
     must(dcomm_all_gather(dp->group, buf + (size_t)dp->rank * b->piece, buf, b->piece, COMM_F32));
     dp->gathered[u] = buf;
     model_tensors_bind_unit(&dp->m->p, t, &dp->m->cfg, u, buf);
+    if (dp->m->lowp && !dp->m->lp) { /* bf16 without a whole working copy: this unit's, rounded once */
+        act *w = dev_alloc_act(n);
+        transient_add(dp, (long long)(n * act_size()));
+        act_from_f32(w, buf, n);
+        dp->gathered_act[u] = w;
+        model_tensors_bind_unit_act(&dp->m->w, t, &dp->m->cfg, u, w);
+    }
 }
 
 static void release_unit(DataParallel *dp, int u) {
@@ -215,6 +222,11 @@ static void release_unit(DataParallel *dp, int u) {
     dev_free(dp->gathered[u]);
     dp->gathered[u] = NULL;
     transient_add(dp, -(long long)((t->unit_hi[u] - t->unit_lo[u]) * sizeof(real)));
+    if (dp->gathered_act[u]) {
+        dev_free(dp->gathered_act[u]);
+        dp->gathered_act[u] = NULL;
+        transient_add(dp, -(long long)((t->unit_hi[u] - t->unit_lo[u]) * act_size()));
+    }
 }
 
 /* ---- model hooks ---- */
@@ -301,6 +313,7 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
             return myr_error("internal: model units are not padded to the data-parallel size %d", dp->size);
     build_buckets(dp);
     dp->gathered = calloc((size_t)m->table.units, sizeof(real *));
+    dp->gathered_act = calloc((size_t)m->table.units, sizeof(act *));
     if (o->zero == 0) {
         dp->nopt = 1;
         dp->opt = calloc(1, sizeof(AdamW));
@@ -339,10 +352,11 @@ void dp_destroy(DataParallel *dp) {
         dev_free(dp->b[i].bf16);
         dev_free(dp->b[i].grad);
     }
-    for (int u = 0; dp->gathered && u < dp->m->table.units; u++) dev_free(dp->gathered[u]);
+    for (int u = 0; dp->gathered && u < dp->m->table.units; u++) dev_free(dp->gathered[u]), dev_free(dp->gathered_act[u]);
     for (int i = 0; i < dp->nopt; i++) adamw_destroy(&dp->opt[i]);
     free(dp->opt);
     free(dp->gathered);
+    free(dp->gathered_act);
     free(dp->b);
     free(dp->bucket_of_unit);
     free(dp->shard_off);

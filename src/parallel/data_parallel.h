@@ -71,6 +71,7 @@ typedef struct {
     int last_micro;       /* the running backward ends gradient accumulation */
     long launches;        /* reductions launched so far (their order) */
     real *param_shard;    /* zero 3: own pieces, bucket by bucket */
+    act **gathered_act;   /* zero 3 in bf16: [units] each gathered unit's working copy, or NULL */
     real *grad_shard;     /* zero >= 2: own pieces' averaged gradients */
     size_t shard_elems;
     size_t *shard_off;    /* [nbuckets]: offset of bucket b's piece in the shard arrays */

@@ -10,7 +10,8 @@
  *                alive at once (the one being written, one still reducing, a tied embedding's);
  *                bf16 gradient wire copies;
  *   optimizer    AdamW m and v: whole, or 1/N at ZeRO >= 1;
- *   working      the bf16 copy of the weights the GEMMs read (bf16 runs);
+ *   working      the bf16 copy of the weights the GEMMs read (bf16 runs; at ZeRO-3 only the
+ *                gathered units' copies);
  *   activations  what the forward stores for backward for every micro-batch in flight, and the
  *                backward's scratch;
  *   comm         the communication library's temporaries: Open MPI's nonblocking reductions hold
@@ -83,7 +84,9 @@ static void need_of(const TrainJob *j, const Model *chunks, int nchunks, int zer
         need->params += zero >= 3 ? P / N + gathered : P;
         need->grads += zero >= 2 ? P / N + reducing : P;
         need->optim += zero >= 1 ? 2 * P / N : 2 * P;
-        need->working += (double)(model_weight_bytes(m) - 2 * t->total * sizeof(real));
+        /* the bf16 working copy: whole, or at ZeRO-3 only the gathered units' (rounded as gathered) */
+        double working = (double)(model_weight_bytes(m) - 2 * t->total * sizeof(real));
+        need->working += zero >= 3 ? working / P * gathered : working;
         if (distributed && o->dpo.grad_dtype == COMM_BF16) need->grads += zero >= 2 ? reducing / 2 : P / 2;
         if (distributed && N > 1) {
             DpOptions d = o->dpo;
@@ -187,10 +190,10 @@ void train_memory_check(TrainJob *j) {
 void train_memory_print(const TrainJob *j) {
     const TrainMemory *n = &j->memory_need;
     if (on_cpu())
-        fprintf(stderr, "memory planned per rank: %.1f MiB (parameters %.1f, gradients %.1f, AdamW %.1f, activations "
-                "%.1f, communication %.1f, checkpoints %.1f, runtime %.1f measured at start)\n", n->total / MIB,
-                n->params / MIB, n->grads / MIB, n->optim / MIB, n->acts / MIB, n->comm / MIB, n->ckpt / MIB,
-                n->runtime / MIB);
+        fprintf(stderr, "memory planned per rank: %.1f MiB = device allocations %.1f MiB (parameters %.1f, gradients "
+                "%.1f, AdamW %.1f, activations %.1f, communication %.1f) + checkpoints %.1f + runtime %.1f measured at "
+                "start\n", n->total / MIB, n->device / MIB, n->params / MIB, n->grads / MIB, n->optim / MIB,
+                n->acts / MIB, n->comm / MIB, n->ckpt / MIB, n->runtime / MIB);
     else
         fprintf(stderr, "memory planned per rank: device %.1f MiB (parameters %.1f, gradients %.1f, AdamW %.1f, working "
                 "weights %.1f, activations %.1f, communication %.1f); host %.1f MiB (checkpoints %.1f, runtime %.1f)\n",

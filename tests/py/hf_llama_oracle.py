@@ -28,27 +28,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from safetensors_io import load as read_file, save  # noqa: E402  (the project's reader and writer)
+
 DTYPES = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2), "F16": (torch.float16, 2)}
-
-
-# ---------------------------------------------------------------- safetensors in and out
-def read_file(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        dt, size = DTYPES[e["dtype"]]
-        a, b = e["data_offsets"]
-        raw = bytearray(data[a:b])
-        t = torch.frombuffer(raw, dtype=torch.int16 if size == 2 else torch.float32) if raw else torch.empty(0)
-        if size == 2:
-            t = t.view(dt)
-        out[name] = t.reshape(e["shape"]).clone()
-    return out
 
 
 def read_weights(d):
@@ -64,22 +47,7 @@ def read_weights(d):
 
 
 def write_file(path, tensors, dtype_name):
-    dt, size = DTYPES[dtype_name]
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        t = t.detach().contiguous().to(dt)
-        raw = (t.view(torch.int16) if size == 2 else t).numpy().tobytes()
-        header[name] = {"dtype": dtype_name, "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    header["__metadata__"] = {"format": "pt"}
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    save(path, {n: t.detach().to(DTYPES[dtype_name][0]) for n, t in tensors.items()})
 
 
 def write_sharded(d, tensors, dtype_name, shards):
