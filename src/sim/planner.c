@@ -139,7 +139,7 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                     reject(out, &l, PLAN_LAYERS, "pp does not split the layers (even, or one short at both ends)");
                     continue;
                 }
-                if (!fx->sp) l.sp = tp > 1;
+                if (!fx->sp) l.sp = tp > 1 && l.sw_sp;
                 if (!fx->etp) l.etp = 0;
                 for (int ei = 0; ei < nep; ei++)
                     for (int ri = 0; ri < 3; ri++) {
@@ -150,6 +150,7 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                             x.recompute = recs[ri];
                             /* Megatron's selective recompute keeps nothing fused attention does not already drop */
                             if (x.recompute == RECOMPUTE_SELECTIVE && x.flash != ATTN_UNFUSED && !x.selective_op) continue;
+                            if (x.recompute == RECOMPUTE_SELECTIVE && !x.sw_selective) continue; /* the software has none */
                         }
                         if (!fx->micro_batch) x.micro_batch = 0;
                         if (!fx->vpp) x.vpp = 1;

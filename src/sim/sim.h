@@ -152,6 +152,8 @@ typedef struct {
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
     int cp_torch;         /* context parallel as PyTorch's experimental ring attention (torchtitan 2024): K/V
                            * repeated to all heads, all-gathered after the first block, fp32 merges (layer.c) */
+    int sw_sp;            /* the software has sequence parallelism (Korthikanti et al. 2022; not Megatron-LM of 2021) */
+    int sw_selective;     /* the software has selective recompute (not Megatron-LM of 2021: full or none) */
     double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */
     double bucket;        /* gradient-reduction bucket, elements (Megatron-LM 40 M) */
     int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */
@@ -367,6 +369,7 @@ typedef struct {
 void sim_reliability(const FailureRates *f, const ReliabilityInput *in, ReliabilityResult *out);
 /* Default hot-spare nodes: a free spare at a hardware fault with probability >= 99% (4 h repairs). */
 int sim_default_hot_spares(int gpus, int gpus_per_node);
+int sim_default_hot_spares_for(const FailureRates *f, int gpus, int gpus_per_node); /* with these rates */
 
 /* ---------- cost (cost.c) ---------- */
 typedef struct {
@@ -411,6 +414,21 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
 void sim_plan_free(PlanResult *r);
 /* "no layout fits: N considered; 12: pp does not split the layers (e.g. ...); ..." */
 void sim_plan_why_none(const PlanResult *r, char *buf, size_t cap);
+
+/* ---------- validated range (validated.c) ---------- */
+/* GPU family of a GPU config name (a100, h100, h200, b200; NULL for others). */
+const char *sim_gpu_family(const char *gpu);
+/* Best measured MFU in the validation sets for this GPU family, software preset and 16-bit (fp8 0)
+ * or fp8 math; *exact = 0 when no run of that software and precision exists and the GPU's best
+ * run of any software is returned instead; 0 when the GPU has no validated run. *run names it. */
+double sim_validated_mfu(const char *gpu, const char *software, int fp8, const char **run, int *exact);
+
+/* Flags an answer carries (sim_warn.c): fewer micro-batches than stages, a bubble above 25% of the
+ * step, an MFU above (or without) a validated run of this GPU, software and precision. */
+enum { SIM_WARN_FEW_MB = 1, SIM_WARN_BUBBLE = 2, SIM_WARN_MFU = 4 };
+int sim_result_flags(const char *gpu, const char *software, const Layout *l, const SimResult *r);
+void sim_result_warning(int flag, const char *gpu, const char *software, const Layout *l, const SimResult *r, char *buf,
+                        size_t cap);
 
 /* ---------- validation (validate.c) ---------- */
 int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err);

@@ -35,6 +35,13 @@ static void layout_text(const SimOpts *o, const SimResult *r, char *buf, size_t 
     }
 }
 
+/* "12.3 days", or a plain statement when failures leave the run no progress */
+static const char *days_text(double days, double goodput, char *buf, size_t cap) {
+    if (goodput < 1e-3) snprintf(buf, cap, "no progress (restarts take all the time between failures)");
+    else snprintf(buf, cap, "%.1f days", days / goodput);
+    return buf;
+}
+
 static void print_text(const SimOpts *o, const SimResult *r) {
     const SimModel *m = &o->model;
     const Layout *l = &o->layout;
@@ -66,6 +73,14 @@ static void print_text(const SimOpts *o, const SimResult *r) {
     for (int i = 0; i < 10; i++) printf("  %-19s %10.4f s %6.1f%%\n", names[i], vals[i], 100 * vals[i] / st);
     printf("MFU %.1f%%  HFU %.1f%%  %.1f TFLOP/s per GPU (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu,
            100 * r->hfu, r->tflops_per_gpu, r->tokens_per_s);
+    if (o->batch_note[0]) printf("note: global batch: %s\n", o->batch_note);
+    int flags = sim_result_flags(o->gpu.name, o->software, l, r);
+    for (int bit = 1; bit <= SIM_WARN_MFU; bit <<= 1)
+        if (flags & bit) {
+            char w[512];
+            sim_result_warning(bit, o->gpu.name, o->software, l, r, w, sizeof w);
+            printf("warning: %s\n", w);
+        }
     const SimMemory *mm = &r->mem;
     printf("\nmemory per GPU (stage %d, the fullest): weights %.1f, grads %.1f, optimizer %.1f, fp8 copies %.1f,\n"
            "        activations %.1f, buffers/workspace %.1f, allocator reserve %.1f; total %.1f GiB of %g GiB\n",
@@ -87,13 +102,19 @@ static void print_text(const SimOpts *o, const SimResult *r) {
         sim_opts_reliability(&x, spares, &alt);
         printf("\ntraining %.4g tokens: compute 6ND = %.0f ZFLOPs, 8ND (with full recompute) = %.0f ZFLOPs\n", o->tokens,
                6 * n * o->tokens / 1e21, 8 * n * o->tokens / 1e21);
-        printf("  %.1f days without failures; job MTBF %.1f h; checkpoints %s every %.0f min (%.1f s each)\n", days,
-               rel.mtbf_h, o->in_memory ? "in memory" : "to storage", rel.interval_s / 60, rel.ckpt_s);
-        printf("  with %d hot spare nodes%s: goodput %.1f%% -> %.1f days; without spares: goodput %.1f%% -> %.1f days\n",
+        char mtbf[32];
+        if (rel.mtbf_h < 1) snprintf(mtbf, sizeof mtbf, "%.1f min", rel.mtbf_h * 60);
+        else snprintf(mtbf, sizeof mtbf, "%.1f h", rel.mtbf_h);
+        printf("  %.1f days without failures; job MTBF %s (%s); checkpoints %s every %.1f min (%.1f s each)\n", days,
+               mtbf, o->failure_rate > 0 ? "--failure-rate" : o->mtbf_h > 0 ? "--mtbf" : "the Llama 3 failure rates",
+               o->in_memory ? "in memory" : "to storage", rel.interval_s / 60, rel.ckpt_s);
+        char d1[96], d2[96], d3[96];
+        printf("  with %d hot spare nodes%s: goodput %.1f%% -> %s; without spares: goodput %.1f%% -> %s\n",
                spares, o->hot_spares < 0 ? " (default: a free spare at 99% of faults)" : "", 100 * rel.goodput,
-               days / rel.goodput, 100 * none.goodput, days / none.goodput);
-        printf("  (checkpoints %s instead: every %.1f min, goodput %.1f%% -> %.1f days)\n",
-               o->in_memory ? "to storage" : "in memory", alt.interval_s / 60, 100 * alt.goodput, days / alt.goodput);
+               days_text(days, rel.goodput, d1, sizeof d1), 100 * none.goodput, days_text(days, none.goodput, d2, sizeof d2));
+        printf("  (checkpoints %s instead: every %.1f min, goodput %.1f%% -> %s)\n",
+               o->in_memory ? "to storage" : "in memory", alt.interval_s / 60, 100 * alt.goodput,
+               days_text(days, alt.goodput, d3, sizeof d3));
         ClusterCost cc;
         sim_cost(&o->cluster, &o->gpu, r->gpus, &cc);
         double run_h = days / rel.goodput * 24;
@@ -123,6 +144,16 @@ static void print_json(const SimOpts *o, const SimResult *r) {
            r->ep_comm, r->bubble, r->optimizer);
     printf("\"mfu\":%.5f,\"hfu\":%.5f,\"tflops_per_gpu\":%.4g,\"tokens_per_s\":%.6g,", r->mfu, r->hfu, r->tflops_per_gpu,
            r->tokens_per_s);
+    printf("\"software\":\"%s\",\"global_batch_note\":\"%s\",\"warnings\":[", o->software, o->batch_note);
+    int flags = sim_result_flags(o->gpu.name, o->software, l, r), nw = 0;
+    for (int bit = 1; bit <= SIM_WARN_MFU; bit <<= 1)
+        if (flags & bit) {
+            char w[512];
+            sim_result_warning(bit, o->gpu.name, o->software, l, r, w, sizeof w);
+            printf("%s{\"kind\":\"%s\",\"text\":\"%s\"}", nw++ ? "," : "",
+                   bit == SIM_WARN_FEW_MB ? "few_microbatches" : bit == SIM_WARN_BUBBLE ? "bubble" : "mfu_unvalidated", w);
+        }
+    printf("],");
     printf("\"memory_gib\":{\"weights\":%.4f,\"grads\":%.4f,\"optimizer\":%.4f,\"fp8_copies\":%.4f,\"activations\":%.4f,"
            "\"buffers\":%.4f,\"reserve\":%.4f,\"total\":%.4f,\"capacity\":%g,\"headroom\":%.3f,\"stage\":%d},",
            mm->weights / GIB, mm->grads / GIB, mm->optimizer / GIB, mm->fp8_copies / GIB, mm->activations / GIB,
@@ -137,9 +168,12 @@ static void print_json(const SimOpts *o, const SimResult *r) {
     ReliabilityResult rel, none;
     sim_opts_reliability(o, spares, &rel);
     sim_opts_reliability(o, 0, &none);
-    printf("\"reliability\":{\"mtbf_h\":%.4g,\"hot_spares\":%d,\"in_memory_checkpoints\":%s,\"checkpoint_interval_s\":%.4g,"
+    FailureRates fr;
+    sim_opts_failure_rates(o, &fr);
+    printf("\"reliability\":{\"failures_per_gpu_day\":%.5g,\"mtbf_h\":%.4g,\"hot_spares\":%d,\"in_memory_checkpoints\":%s,\"checkpoint_interval_s\":%.4g,"
            "\"checkpoint_s\":%.4g,\"goodput\":%.5f,\"goodput_without_spares\":%.5f",
-           rel.mtbf_h, spares, o->in_memory ? "true" : "false", rel.interval_s, rel.ckpt_s, rel.goodput, none.goodput);
+           24 * (fr.gpu + fr.hbm + fr.nic + fr.network + fr.host + fr.software), rel.mtbf_h, spares,
+           o->in_memory ? "true" : "false", rel.interval_s, rel.ckpt_s, rel.goodput, none.goodput);
     if (o->tokens > 0)
         printf(",\"days_with_failures\":%.6g,\"days_with_failures_without_spares\":%.6g", days / rel.goodput,
                days / none.goodput);
@@ -157,6 +191,7 @@ static int validate_one(const char *file, const char *name) {
     if (sim_validate_case(&vc, &r, &o.gpu)) return -1;
     o.model = vc.m;
     o.layout = vc.l;
+    snprintf(o.software, sizeof o.software, "%s", vc.software);
     o.gpus = vc.gpus;
     o.mem_headroom = SIM_DEFAULT_HEADROOM;
     if (vc.cluster_name[0] ? sim_load_cluster(vc.cluster_name, &o.cluster) : sim_load_default_cluster(vc.gpu_name, &o.cluster))
@@ -241,8 +276,9 @@ int cmd_sim(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc == 2) { sim_software_list(stdout); return 0; }
     if (rc) myr_die_last();
-    if (!o.json && o.tokens <= 0 && (o.hot_spares >= 0 || o.in_memory))
-        myr_die("sim: --hot-spares and --in-memory-ckpt change the goodput of a training run: give --tokens X (or --json)");
+    if (!o.json && o.tokens <= 0 && (o.hot_spares >= 0 || o.in_memory || o.failure_rate > 0 || o.mtbf_h > 0))
+        myr_die("sim: --hot-spares, --in-memory-ckpt, --failure-rate and --mtbf change the goodput of a training run: "
+                "give --tokens X (or --json)");
     SimResult r;
     if (o.search_mb || o.search_vpp) {
         SearchOpts so = {0};

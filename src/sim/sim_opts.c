@@ -102,6 +102,8 @@ static const FlagRow flag_rows[] = {
     {"run and output:", NULL, NULL, 'b', 0, 0},
     {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b', 0, 0},
     {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b', 0, BIG},
+    {"--failure-rate", "X", "interruptions per GPU-day (default 0.00047, Llama 3's 419 in 54 days on 16,384 GPUs; 0.01 = 1% of GPUs a day)", 'b', 0, 0},
+    {"--mtbf", "HOURS", "the job's mean time between interruptions at this size (instead of --failure-rate)", 'b', 0, 0},
     {"--trace", "FILE", "Chrome trace of the simulated step (Perfetto)", 's', 0, 0},
     {"--top", "K", "layouts printed (default 5)", 'p', 1, BIG},
 };
@@ -166,6 +168,8 @@ static int load_configs(const char *model, const char *cluster, const char *gpu,
     }
     /* the software preset first, so that explicit flags override it */
     if (software && sim_software_preset(&o->layout, software)) return -1;
+    snprintf(o->software, sizeof o->software, "%s", software && strcmp(software, "current") ? software : "megatron-core");
+    o->software_given = software != NULL;
     return 0;
 }
 
@@ -266,6 +270,16 @@ static int apply_value(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--tokens")) return sim_parse_count(v, &o->tokens);
     if (!strcmp(a, "--trace")) { o->trace_path = v; return 0; }
     if (!strcmp(a, "--hot-spares")) return flag_int(a, v, 0, &o->hot_spares);
+    if (!strcmp(a, "--failure-rate")) {
+        if (flag_num(a, v, 0, 1e3, &o->failure_rate)) return -1;
+        if (o->failure_rate <= 0) return myr_error("--failure-rate expects a positive rate per GPU-day, got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--mtbf")) {
+        if (flag_num(a, v, 0, 1e9, &o->mtbf_h)) return -1;
+        if (o->mtbf_h <= 0) return myr_error("--mtbf expects positive hours, got '%s'", v);
+        return 0;
+    }
     if (!strcmp(a, "--top")) return flag_int(a, v, 1, &o->top_k);
     if (!strcmp(a, "--mem-headroom")) {
         double x = 0;
@@ -316,10 +330,28 @@ static int complete(SimOpts *o, int plan, int have_model_file) {
         snprintf(o->cluster_note + n, sizeof o->cluster_note - n, "; %s", built);
     }
     if (!l->global_batch) {
+        /* 2^22 tokens in whole sequences; sim raises it to dp x pp x micro-batch sequences where
+         * that is more, so that no pipeline runs fewer micro-batches than it has stages (Llama 3
+         * 405B on 16,384 GPUs: dp 128 x pp 16 = 2,048 sequences = 16 M tokens, as Meta ran it) */
         o->batch_defaulted = 1;
         int want = (int)ceil(SIM_DEFAULT_BATCH_TOKENS / l->seq);
-        l->global_batch = plan ? want : ((want + l->dp - 1) / l->dp) * l->dp;
+        if (plan) l->global_batch = want;
+        else {
+            long mb = l->micro_batch > 0 ? l->micro_batch : 1, unit = (long)l->dp * mb;
+            long gb = (want + unit - 1) / unit * unit, fill = unit * l->pp;
+            if (gb < fill) {
+                snprintf(o->batch_note, sizeof o->batch_note,
+                         "the default 2^22 tokens (%ld sequences) would give %ld micro-batches for %d pipeline stages; "
+                         "raised to dp %d x pp %d x micro-batch %ld = %ld sequences (%.3g M tokens)",
+                         gb, gb / unit, l->pp, l->dp, l->pp, mb, fill, fill * (double)l->seq / 1e6);
+                gb = fill;
+            }
+            if (gb > 0x7fffffff) return myr_error("the default global batch (%ld sequences) is too large; give --global-batch", gb);
+            l->global_batch = (int)gb;
+        }
     }
+    if (o->failure_rate > 0 && o->mtbf_h > 0)
+        return myr_error("give --failure-rate or --mtbf, not both (one sets the other: MTBF = 24 / (rate x GPUs) hours)");
     return 0;
 }
 
@@ -409,12 +441,23 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
 
 int sim_opts_spares(const SimOpts *o) {
     if (o->hot_spares >= 0) return o->hot_spares;
-    return sim_default_hot_spares(o->gpus, o->cluster.gpus_per_node);
+    FailureRates f;
+    sim_opts_failure_rates(o, &f);
+    return sim_default_hot_spares_for(&f, o->gpus, o->cluster.gpus_per_node);
+}
+
+void sim_opts_failure_rates(const SimOpts *o, FailureRates *f) {
+    sim_failure_rates_default(f);
+    double per_gpu_hour = f->gpu + f->hbm + f->nic + f->network + f->host + f->software, want = per_gpu_hour;
+    if (o->failure_rate > 0) want = o->failure_rate / 24.0;
+    if (o->mtbf_h > 0) want = 1.0 / (o->mtbf_h * (o->gpus > 0 ? o->gpus : 1));
+    double k = want / per_gpu_hour; /* the same mix of causes, scaled */
+    f->gpu *= k; f->hbm *= k; f->nic *= k; f->network *= k; f->host *= k; f->software *= k;
 }
 
 void sim_opts_reliability(const SimOpts *o, int spares, ReliabilityResult *out) {
     FailureRates f;
-    sim_failure_rates_default(&f);
+    sim_opts_failure_rates(o, &f);
     ReliabilityInput in = {0};
     in.gpus = o->gpus;
     in.hot_spares = spares >= 0 ? spares : sim_opts_spares(o);

@@ -102,6 +102,14 @@ int sim_software_preset(Layout *l, const char *name) {
         l->selective_op = v[9]; l->reshard = v[10]; l->fp8_scaling = v[11]; l->fp8_gather = v[12];
         l->fp8_cache = v[13]; l->optimizer_passes = v[14]; l->fused_ce = v[15]; l->cp_torch = v[16];
         l->sw_eff = 1.0;
+        l->sw_sp = l->sw_selective = 1;
+        if (!strcmp(name, "megatron-2021")) {
+            /* Narayanan et al. 2021 predates sequence parallelism and selective recompute (Korthikanti
+             * et al. 2022): full recompute or none, tensor-parallel activations replicated */
+            l->sw_sp = l->sw_selective = 0;
+            l->sp = 0;
+            l->recompute = RECOMPUTE_FULL;
+        }
         l->bucket = 40e6;
         l->opt_bytes = 12;
         char env[64];

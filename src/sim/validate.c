@@ -165,10 +165,10 @@ static void step_row(ValCase *vc, int json, int first, FILE *out, ValStats *st) 
         fprintf(out, "%s{\"case\":\"%s\",\"simulated\":true,\"software\":\"%s\",\"gpu\":\"%s\",\"gpus\":%d,\"tp\":%d,\"cp\":%d,"
                      "\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"micro_batch\":%d,\"recompute\":\"%s\",\"metric\":\"%s\","
                      "\"published\":%.6g,\"predicted\":%.6g,\"predicted_s\":%.6g,\"measured_s\":%.6g,\"error\":%.4f,"
-                     "\"memory_gib\":%.3f,\"hbm_gib\":%g,\"fits\":%s}",
+                     "\"memory_gib\":%.3f,\"hbm_gib\":%g,\"fits\":%s,\"dtype\":\"%s\",\"mfu_measured\":%.4f}",
                 first ? "" : ",", vc->name, vc->software, g.name, vc->gpus, l->tp, l->cp, l->pp, r.vpp, l->dp, r.micro_batch,
                 sim_recompute_name(l->recompute), vc->metric, vc->value, pred_value, r.step_time, vc->measured_s, err,
-                r.mem.total / GIB, g.hbm_gib, fits ? "true" : "false");
+                r.mem.total / GIB, g.hbm_gib, fits ? "true" : "false", sim_dtype_name(l->dtype), r.mfu * r.step_time / vc->measured_s);
     else
         fprintf(out, "%-44s %5d %-24s %9.4g %9.4g %+7.1f%% %6.1f/%-3g%s\n", vc->name, vc->gpus, lay, vc->value, pred_value,
                 100 * err, r.mem.total / GIB, g.hbm_gib, fits ? "" : " DOES NOT FIT");
