@@ -56,6 +56,15 @@ int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, 
         return myr_error("%s has no %s tensor cores (choose another --dtype)", g->name, sim_dtype_name(l->dtype));
     if (l->vpp > 1 && l->pp == 1) return myr_error("vpp %d needs pipeline parallelism (pp > 1)", l->vpp);
     if (l->vpp > 1 && l->schedule == SCHED_GPIPE) return myr_error("the GPipe schedule has no interleaving (vpp 1)");
+    if (l->schedule == SCHED_DUALPIPE && l->pp > 1) {
+        if (l->vpp > 1) return myr_error("DualPipe runs two stages per device of its own: vpp must be 1");
+        if (l->pp % 2) return myr_error("DualPipe needs an even pp (pairs of stages from both ends), got pp %d", l->pp);
+        int mbs = l->micro_batch > 0 ? per_dp / l->micro_batch : 0;
+        if (l->micro_batch > 0 && (mbs % 2 || mbs < l->pp))
+            return myr_error("DualPipe needs an even number of micro-batches, at least pp %d (half go each way): got %d; "
+                             "give --global-batch a multiple of dp %d x micro-batch %d x 2 of at least %ld", l->pp, mbs,
+                             l->dp, l->micro_batch, (long)l->dp * l->micro_batch * l->pp);
+    }
     if (l->vpp > 1 && l->micro_batch > 0 && (per_dp / l->micro_batch) % l->pp)
         return myr_error("the interleaved schedule needs micro-batches (%d) to be a multiple of pp %d (give "
                          "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1)",

@@ -149,7 +149,7 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                         else {
                             x.recompute = recs[ri];
                             /* Megatron's selective recompute keeps nothing fused attention does not already drop */
-                            if (x.recompute == RECOMPUTE_SELECTIVE && x.flash != ATTN_UNFUSED && !x.selective_op) continue;
+                            if (x.recompute == RECOMPUTE_SELECTIVE && x.flash != ATTN_UNFUSED && !x.selective_op && !x.selective_ds) continue;
                             if (x.recompute == RECOMPUTE_SELECTIVE && !x.sw_selective) continue; /* the software has none */
                         }
                         if (!fx->micro_batch) x.micro_batch = 0;

@@ -95,6 +95,12 @@ typedef struct {
     int dropout;      /* dropout after attention and MLP (masks kept for backward) */
     int layers, hidden, heads, kv_heads, ffn, vocab;
     int experts, top_k, expert_ffn; /* MoE: experts > 1 replaces every MLP by `experts` MLPs of expert_ffn */
+    int shared_experts, shared_ffn; /* always-active experts of shared_ffn each (DeepSeek, Qwen2-MoE); 0 = none */
+    int dense_layers;  /* the first layers keep a dense MLP of ffn (DeepSeek-V3: 3) */
+    int route_nodes;   /* node-limited routing: a token's experts lie on at most this many nodes (DeepSeek-V3: 4) */
+    /* multi-head latent attention (DeepSeek-V2/V3) when kv_lora > 0: latent ranks and head dims */
+    int q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    int mtp;           /* multi-token prediction depth (DeepSeek-V3: 1), on the last pipeline stage */
     int seq;          /* default sequence length */
 } SimModel;
 void sim_model_set_arch(SimModel *m, SimArch a);
@@ -102,7 +108,14 @@ int sim_arch_parse(const char *s, SimArch *out);
 const char *sim_arch_name(SimArch a);
 
 double sim_model_params(const SimModel *m);        /* all parameters */
-double sim_model_layer_params(const SimModel *m);  /* one transformer layer */
+int sim_mla(const SimModel *m);                      /* multi-head latent attention */
+double sim_qk_head_dim(const SimModel *m), sim_v_head_dim(const SimModel *m);
+int sim_layer_is_moe(const SimModel *m, int layer);  /* layer (0-based) has routed experts */
+int sim_moe_layers(const SimModel *m);               /* layers with routed experts */
+double sim_attn_params(const SimModel *m);           /* one layer's attention weights */
+double sim_model_layer_params_kind(const SimModel *m, int moe); /* a dense (0) or MoE (1) layer */
+double sim_layer_fwd_flops(const SimModel *m, double s, int moe); /* one layer, one sequence */
+double sim_model_layer_params(const SimModel *m);  /* one transformer layer (an MoE layer in an MoE model) */
 double sim_model_active_params(const SimModel *m); /* per token (MoE: top_k experts) */
 double sim_mlp_params(const SimModel *m, double f);  /* one dense MLP of inner size f */
 /* Forward FLOPs of one sequence of length s through the whole model (attention counted as full
@@ -116,11 +129,11 @@ double sim_megatron_flops(const SimModel *m, double B, double s);
 
 /* ---------- layout ---------- */
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
-typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED } PipeSchedule;
+typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED, SCHED_DUALPIPE } PipeSchedule;
 /* FP8 scaling: delayed (Transformer Engine's default: the scale comes from an amax history, the
  * amax of each cast is taken by the cast kernel itself) or current (per-tensor scale of this very
  * tensor: an amax pass reads the tensor before its cast; TE current scaling, torchao tensorwise) */
-typedef enum { FP8_DELAYED = 0, FP8_CURRENT } Fp8Scaling;
+typedef enum { FP8_DELAYED = 0, FP8_CURRENT, FP8_BLOCKWISE } Fp8Scaling; /* blockwise: 1x128 / 128x128 (DeepSeek-V3) */
 typedef enum { ATTN_UNFUSED = 0, ATTN_FUSED, ATTN_FA2 } AttnKernel;
 #define SIM_MAX_VSTAGES 512
 typedef struct {
@@ -144,6 +157,9 @@ typedef struct {
     int sp_regather;      /* sp keeps the sequence shard of GEMM inputs and gathers it again for wgrad (Megatron) */
     int fused_elementwise;/* norms, activations, rotary, residuals as fused kernels (TE, torch.compile); 0 = eager ops */
     int selective_op;     /* "selective" recompute means torchtitan's op-level policy (re-run every 2nd matmul) */
+    int selective_ds;     /* "selective" recompute means DeepSeek-V3's: RMSNorms, MLA up-projections and the SwiGLU
+                           * output re-run in backward; linear inputs and the SwiGLU input kept in fp8 (Sec. 3.2.3,
+                           * 3.3.3) */
     int reshard;          /* zero 3: parameters gathered again for backward (FSDP reshard_after_forward) */
     int fp8_scaling;      /* Fp8Scaling */
     int fp8_gather;       /* zero 3 / distributed optimizer all-gather parameters in fp8 */
@@ -163,6 +179,11 @@ typedef struct {
     int stage_layers[SIM_MAX_VSTAGES];
     /* mixture of experts */
     double capacity_factor;  /* tokens an expert takes, over the mean (0 = dropless) */
+    int ep_a2a;              /* 0: NCCL all-to-all (every token-expert pair); 1: two-stage DeepEP (network, then NVLink) */
+    int ep_fp8_dispatch;     /* fp8 runs dispatch tokens in fp8 with 1x128 scales (DeepSeek-V3, DeepEP) */
+    int ep_overlap;          /* all-to-all overlapped with another micro-batch's compute (Megatron-core's 1F1B a2a
+                              * overlap; DualPipe always) */
+    int comm_sms;            /* SMs the communication kernels hold while overlapped (DeepSeek-V3: 20 of 132) */
     double moe_imbalance;    /* busiest expert's tokens over the mean, dropless routing */
 } Layout;
 void sim_layout_defaults(Layout *l);
@@ -218,6 +239,10 @@ double sim_coll_time(const Network *n, CollKind kind, CollAlg alg, double bytes,
 double sim_ring_allreduce(int n, double bytes, double bw, double a);
 double sim_ring_gather(int n, double bytes, double bw, double a); /* reduce-scatter or all-gather */
 double sim_tree_allreduce(int n, double bytes, double bw, double a);
+/* MoE dispatch/combine of T tokens (token_bytes each) to top_k experts over the ep group: flat
+ * all-to-all, or two-stage (network once per remote node, then NVLink), node-limited routing. */
+double sim_ep_dispatch_time(const Network *n, Group g, double T, double token_bytes, int top_k, int route_nodes,
+                            int two_stage);
 
 /* ---------- kernels (gemm_eff.c) ---------- */
 double sim_peak_flops(const GpuSpec *g, SimDtype dt); /* FLOP/s of the dtype (16-bit peak if fp16/bf16 missing) */
@@ -230,6 +255,8 @@ int sim_uneven(const Layout *l); /* --stage-layers or --first/--last-stage-layer
 /* Layers of every virtual stage k = chunk * pp + stage (pp * vpp entries); -1 with the reason. */
 int sim_vstage_layers(const SimModel *m, const Layout *l, int *count);
 int sim_stage_layer_count(const SimModel *m, const Layout *l, int stage); /* layers of one pipeline stage */
+/* Dense and MoE layers of virtual stage k (the model's first dense_layers are dense). */
+void sim_vstage_kinds(const SimModel *m, const int *count, int k, int *dense, int *moe);
 int sim_parse_stage_list(const char *s, Layout *l);                      /* "7,8,8,7" -> stage_layers */
 
 /* ---------- one layer (layer.c) ---------- */
@@ -240,12 +267,18 @@ typedef struct {
     double core_mem_f;             /* the unfused softmax/dropout part of attn_f */
     double elem_f, elem_b;         /* memory-bound kernels */
     double fp8_f, fp8_b;           /* fp8 casts of activations and gradients */
-    double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b; /* exposed communication */
+    double tp_f, tp_b, cp_f, cp_b; /* exposed communication */
+    double ep_f, ep_b;             /* MoE dispatch + combine, in full (step.c applies the schedule's overlap) */
     double rec_op, rec_op_fp8;     /* what torchtitan's op-level selective recompute re-runs (GEMMs, casts) */
+    double rec_ds;                 /* what DeepSeek-V3's recompute re-runs: up-projections, norms, SwiGLU */
     double weight_cast;            /* fp8 cast + transpose of the layer's local weights, once */
     double weight_elems;           /* weights of the fp8 GEMMs */
 } LayerCost;
 void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, LayerCost *o);
+/* The same for a dense (moe 0) or MoE (moe 1) layer of the model. */
+void sim_layer_cost_kind(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, int moe,
+                         LayerCost *o);
+double sim_moe_load(const SimModel *m, const Layout *l); /* busiest rank's expert tokens over the mean */
 
 /* ---------- memory (memory.c) ---------- */
 typedef struct {
@@ -264,6 +297,9 @@ double sim_stage_params(const SimModel *m, const Layout *l, int stage); /* param
 void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert);
 /* One transformer layer's parameters per GPU (tp-sharded; experts over etp x ep). */
 void sim_layer_params_split(const SimModel *m, const Layout *l, double *dense, double *expert);
+void sim_layer_params_split_kind(const SimModel *m, const Layout *l, int moe, double *dense, double *expert);
+/* Activation bytes of one dense (0) or MoE (1) layer for b sequences. */
+double sim_layer_activation_bytes_kind(const SimModel *m, const Layout *l, int b, int moe);
 /* Virtual stage k's parameters per GPU given the layer split `count` (embedding on k = 0, output
  * layer or tied copy on the last). */
 void sim_vstage_params_split(const SimModel *m, const Layout *l, int k, const int *count, double *dense, double *expert);
@@ -276,6 +312,8 @@ typedef struct {
     double step_time;
     double forward, backward, recompute;          /* compute time summed on the critical stage */
     double tp_comm, cp_comm, pp_comm, dp_comm, ep_comm; /* exposed communication */
+    double ep_total, ep_hidden;   /* MoE all-to-all if nothing hid it, and what compute hid (step totals) */
+    double ep_sm_tax;             /* part of ep_comm: compute lost to the SMs the hidden all-to-all held */
     double bubble, optimizer;
     double model_flops;   /* per step, 3x forward (no recompute) */
     double hw_flops;      /* including recomputation */

@@ -61,16 +61,29 @@ static void print_text(const SimOpts *o, const SimResult *r) {
            "        recompute %s, sp %s, zero %d, %s%s, %s attention, %s schedule\n",
            lay, r->micro_batch, r->microbatches, l->global_batch, l->seq, sim_recompute_name(l->recompute),
            l->sp && l->tp > 1 ? "on" : "off", l->zero, sim_dtype_name(l->dtype),
-           l->dtype == DT_FP8 ? (l->fp8_scaling == FP8_CURRENT ? " (current scaling)" : " (delayed scaling)") : "",
+           l->dtype == DT_FP8 ? (l->fp8_scaling == FP8_CURRENT ? " (current scaling)" : l->fp8_scaling == FP8_BLOCKWISE
+                                 ? " (blockwise scaling)" : " (delayed scaling)") : "",
            l->flash == ATTN_UNFUSED ? "unfused" : l->flash == ATTN_FA2 ? "FlashAttention-2" : "fused",
-           r->vpp > 1 ? "interleaved 1F1B" : l->schedule == SCHED_GPIPE ? "GPipe" : "1F1B");
+           r->vpp > 1 ? "interleaved 1F1B" : l->schedule == SCHED_GPIPE ? "GPipe" : l->schedule == SCHED_DUALPIPE ? "DualPipe" : "1F1B");
+    if (l->ep > 1)
+        printf("        expert parallel: %s dispatch%s%s, all-to-all %s\n", l->ep_a2a ? "two-stage (DeepEP)" : "NCCL all-to-all",
+               l->dtype == DT_FP8 && l->ep_fp8_dispatch ? " in fp8" : "",
+               o->model.route_nodes > 0 ? ", node-limited routing" : "",
+               l->schedule == SCHED_DUALPIPE && l->pp > 1 ? "overlapped by DualPipe" : l->ep_overlap ? "overlapped (1F1B steady phase)" : "not overlapped");
     double st = r->step_time;
     printf("\nstep time %10.4f s\n", st);
     const char *names[] = {"forward", "backward", "recompute", "TP comm (exposed)", "CP comm (exposed)",
                            "PP comm (exposed)", "DP comm (exposed)", "EP comm (exposed)", "bubble", "optimizer"};
     double vals[] = {r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
                      r->ep_comm, r->bubble, r->optimizer};
-    for (int i = 0; i < 10; i++) printf("  %-19s %10.4f s %6.1f%%\n", names[i], vals[i], 100 * vals[i] / st);
+    for (int i = 0; i < 10; i++) {
+        printf("  %-19s %10.4f s %6.1f%%", names[i], vals[i], 100 * vals[i] / st);
+        if (i == 7 && r->ep_total > 0)
+            printf("\n  %-19s %10s   on the stage with the most MoE layers: all-to-all %.4f s in full, %.4f s = %.0f%% "
+                   "hidden\n  %-19s %10s   under compute, which loses %.4f s to the %d SMs it holds", "", "", r->ep_total,
+                   r->ep_hidden, 100 * r->ep_hidden / r->ep_total, "", "", r->ep_sm_tax, o->layout.comm_sms);
+        printf("\n");
+    }
     printf("MFU %.1f%%  HFU %.1f%%  %.1f TFLOP/s per GPU (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu,
            100 * r->hfu, r->tflops_per_gpu, r->tokens_per_s);
     if (o->batch_note[0]) printf("note: global batch: %s\n", o->batch_note);
@@ -142,6 +155,8 @@ static void print_json(const SimOpts *o, const SimResult *r) {
            "\"cp_comm\":%.6g,\"pp_comm\":%.6g,\"dp_comm\":%.6g,\"ep_comm\":%.6g,\"bubble\":%.6g,\"optimizer\":%.6g},",
            r->step_time, r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
            r->ep_comm, r->bubble, r->optimizer);
+    printf("\"ep_all_to_all_s\":%.6g,\"ep_hidden_s\":%.6g,\"ep_sm_tax_s\":%.6g,\"schedule\":\"%s\",", r->ep_total, r->ep_hidden, r->ep_sm_tax,
+           r->vpp > 1 ? "interleaved" : l->schedule == SCHED_GPIPE ? "gpipe" : l->schedule == SCHED_DUALPIPE ? "dualpipe" : "1f1b");
     printf("\"mfu\":%.5f,\"hfu\":%.5f,\"tflops_per_gpu\":%.4g,\"tokens_per_s\":%.6g,", r->mfu, r->hfu, r->tflops_per_gpu,
            r->tokens_per_s);
     printf("\"software\":\"%s\",\"global_batch_note\":\"%s\",\"warnings\":[", o->software, o->batch_note);

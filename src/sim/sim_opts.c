@@ -67,6 +67,10 @@ static const FlagRow flag_rows[] = {
     {"--experts", "E", "mixture of experts: routed experts per layer", 'b', 1, BIG},
     {"--top-k", "K", "experts per token", 'b', 1, BIG},
     {"--expert-ffn", "N", "MLP width of an expert (default --ffn)", 'b', 1, BIG},
+    {"--shared-experts", "N", "always-active (shared) experts per MoE layer", 'b', 0, BIG},
+    {"--shared-ffn", "N", "MLP width of a shared expert (default --expert-ffn)", 'b', 1, BIG},
+    {"--dense-layers", "N", "first layers with a dense MLP of --ffn instead of experts", 'b', 0, BIG},
+    {"--route-nodes", "M", "node-limited routing: a token's experts on at most M nodes (0 = any)", 'b', 0, BIG},
     {"--dropout", "0|1", "dropout kernels on (1) or off (0)", 'b', 0, 0},
     {"--seq", "N", "sequence length (default: the model's)", 'b', 1, BIG},
     {"cluster:", NULL, NULL, 'b', 0, 0},
@@ -91,8 +95,10 @@ static const FlagRow flag_rows[] = {
     {"software:", NULL, NULL, 'b', 0, 0},
     {"--software", "NAME|list", "software preset (list: the presets and what they switch)", 'b', 0, 0},
     {"--dtype", "fp32|tf32|bf16|fp16|fp8", "math and weights precision (default bf16)", 'b', 0, 0},
-    {"--fp8-scaling", "delayed|current", "fp8 scaling recipe", 'b', 0, 0},
-    {"--schedule", "1f1b|interleaved|gpipe", "pipeline schedule", 'b', 0, 0},
+    {"--fp8-scaling", "delayed|current|blockwise", "fp8 scaling recipe (blockwise: 1x128 / 128x128, DeepSeek-V3)", 'b', 0, 0},
+    {"--schedule", "1f1b|interleaved|gpipe|dualpipe", "pipeline schedule (dualpipe: DeepSeek-V3's)", 'b', 0, 0},
+    {"--ep-a2a", "flat|deepep", "MoE dispatch: NCCL all-to-all or two-stage (network once per node, then NVLink)", 'b', 0, 0},
+    {"--ep-overlap", "on|off", "all-to-all overlapped with another micro-batch's compute (1F1B steady phase)", 'b', 0, 0},
     {"--attention", "fused|fa2|unfused", "attention kernels (flash = fused)", 'b', 0, 0},
     {"--tp-overlap", "on|off", "TP communication overlapped with GEMMs", 'b', 0, 0},
     {"--grad-bytes", "2|4", "bytes per gradient element in the reduction", 'b', 0, 0},
@@ -207,7 +213,20 @@ static int software_flag(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--schedule")) {
         if (!strcmp(v, "1f1b") || !strcmp(v, "interleaved")) l->schedule = SCHED_1F1B;
         else if (!strcmp(v, "gpipe")) l->schedule = SCHED_GPIPE;
-        else return myr_error("--schedule expects 1f1b, interleaved or gpipe, got '%s'", v);
+        else if (!strcmp(v, "dualpipe")) l->schedule = SCHED_DUALPIPE;
+        else return myr_error("--schedule expects 1f1b, interleaved, gpipe or dualpipe, got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--ep-a2a")) {
+        if (!strcmp(v, "flat")) l->ep_a2a = 0;
+        else if (!strcmp(v, "deepep")) l->ep_a2a = 1;
+        else return myr_error("--ep-a2a expects flat (NCCL all-to-all) or deepep (two-stage, node-limited), got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--ep-overlap")) {
+        if (!strcmp(v, "on")) l->ep_overlap = 1;
+        else if (!strcmp(v, "off")) l->ep_overlap = 0;
+        else return myr_error("--ep-overlap expects on or off, got '%s'", v);
         return 0;
     }
     if (!strcmp(a, "--attention")) {
@@ -225,7 +244,8 @@ static int software_flag(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--fp8-scaling")) {
         if (!strcmp(v, "delayed")) l->fp8_scaling = FP8_DELAYED;
         else if (!strcmp(v, "current")) l->fp8_scaling = FP8_CURRENT;
-        else return myr_error("--fp8-scaling expects delayed or current, got '%s'", v);
+        else if (!strcmp(v, "blockwise")) l->fp8_scaling = FP8_BLOCKWISE;
+        else return myr_error("--fp8-scaling expects delayed, current or blockwise, got '%s'", v);
         return 0;
     }
     if (!strcmp(a, "--tp-overlap")) {
@@ -254,9 +274,13 @@ static int model_flag(SimModel *m, const char *a, const char *v) {
     struct { const char *flag; int *field; } f[] = {
         {"--layers", &m->layers}, {"--hidden", &m->hidden}, {"--heads", &m->heads}, {"--kv-heads", &m->kv_heads},
         {"--ffn", &m->ffn}, {"--vocab", &m->vocab}, {"--experts", &m->experts}, {"--top-k", &m->top_k},
-        {"--expert-ffn", &m->expert_ffn}};
+        {"--expert-ffn", &m->expert_ffn}, {"--shared-ffn", &m->shared_ffn}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(a, f[i].flag)) return flag_int(a, v, 1, f[i].field);
+    struct { const char *flag; int *field; } z[] = {
+        {"--shared-experts", &m->shared_experts}, {"--dense-layers", &m->dense_layers}, {"--route-nodes", &m->route_nodes}};
+    for (size_t i = 0; i < sizeof z / sizeof z[0]; i++)
+        if (!strcmp(a, z[i].flag)) return flag_int(a, v, 0, z[i].field);
     return 1;
 }
 
@@ -309,6 +333,9 @@ static int complete(SimOpts *o, int plan, int have_model_file) {
     if (m->experts > 1 && !m->expert_ffn) m->expert_ffn = m->ffn;
     if (m->top_k < 1) m->top_k = 1;
     if (m->experts > 1 && m->top_k > m->experts) return myr_error("--top-k %d exceeds the %d experts", m->top_k, m->experts);
+    if ((m->shared_experts || m->dense_layers || m->route_nodes) && m->experts <= 1)
+        return myr_error("--shared-experts, --dense-layers and --route-nodes describe a mixture of experts: give --experts");
+    if (m->dense_layers >= m->layers) return myr_error("--dense-layers %d must be below the %d layers", m->dense_layers, m->layers);
     if (m->hidden % m->heads) return myr_error("hidden %d is not divisible by heads %d", m->hidden, m->heads);
     if (m->heads % m->kv_heads) return myr_error("kv heads %d do not divide heads %d", m->kv_heads, m->heads);
     if (!l->seq) l->seq = m->seq;
@@ -428,6 +455,8 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
                 return myr_error("--schedule interleaved needs --vpp 2 or more (or --vpp auto)");
             if (!strcmp(val[i], "gpipe") && chunks)
                 return myr_error("--schedule gpipe runs one model chunk per stage: drop --vpp");
+            if (!strcmp(val[i], "dualpipe") && chunks)
+                return myr_error("--schedule dualpipe runs two stages per device of its own: drop --vpp");
         }
     o->json = sw.json;
     if (sw.sp) o->layout.sp = 1, o->set_sp = 1;
