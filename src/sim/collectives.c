@@ -42,6 +42,13 @@ static double alltoall(const Network *n, double bytes, Group g, int level) {
         double inside = members_under(n, g, k - 1);
         t = fmax(t, (1.0 - inside / g.size) * bytes / n->bw[k]);
     }
+    /* rail-only: what leaves the node to a GPU of another index first crosses NVLink to the GPU of
+     * the destination's rail (Wang et al. 2023), on top of the node's own all-to-all share */
+    if (n->rail_only && level > 0) {
+        double gpn = n->gpus_per_node > 1 ? n->gpus_per_node : 1;
+        double remote = (1.0 - m0 / g.size) * bytes;
+        t = fmax(t, ((m0 - 1) / g.size * bytes + remote * (gpn - 1) / gpn) / n->bw[0]);
+    }
     return t + (g.size - 1) * n->alpha[level] / 8.0 + n->alpha[level]; /* sends are posted concurrently */
 }
 

@@ -239,7 +239,7 @@ static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node
                                            "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
                                            "planes", "tiers", "net_eff", "scaleup_eff", "pue", "host_w_per_gpu",
                                            "gpu_hour_usd", "switch_usd", "optic_usd", "nic_usd", "gpu_usd", "storage_gbps",
-                                           "host_mem_gbps", "measured", NULL};
+                                           "host_mem_gbps", "measured", "straggler_cv", NULL};
 static const char *const tier_keys[] = {"name", "radix", "oversubscription", "latency_us", "gpus_below", NULL};
 static const char *const model_keys[] = {"name", "arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
                                          "experts", "top_k", "expert_ffn", "tied_embeddings", "dropout", "shared_experts",
@@ -389,6 +389,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     rc |= get_num(path, root, "gpu_usd", &c->gpu_usd);
     rc |= get_num(path, root, "storage_gbps", &c->storage_gbps);
     rc |= get_num(path, root, "host_mem_gbps", &c->host_mem_gbps);
+    rc |= get_num(path, root, "straggler_cv", &c->straggler_cv);
 
     const cJSON *tiers = cJSON_GetObjectItemCaseSensitive(root, "tiers");
     if (!rc && tiers) {
@@ -427,7 +428,9 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
         return myr_error("%s: net_eff and scaleup_eff must be in (0, 1]", path);
     if (!strcmp(topo, "fat-tree")) c->rail_optimized = 0;
     else if (!strcmp(topo, "rail-optimized")) c->rail_optimized = 1;
-    else return myr_error("%s: topology must be \"fat-tree\" or \"rail-optimized\", got \"%s\"", path, topo);
+    else if (!strcmp(topo, "rail-only")) c->rail_optimized = c->rail_only = 1;
+    else return myr_error("%s: topology must be \"fat-tree\", \"rail-optimized\" or \"rail-only\", got \"%s\"", path, topo);
+    if (c->straggler_cv < 0 || c->straggler_cv > 0.5) return myr_error("%s: straggler_cv must be in [0, 0.5]", path);
     if (c->roce && c->sharp) return myr_error("%s: SHARP in-network reduction needs InfiniBand (set sharp false)", path);
     if (c->gpus_per_node < 1 || c->scaleup_domain < 1 || c->planes < 1)
         return myr_error("%s: gpus_per_node, scaleup_domain and planes must be positive", path);

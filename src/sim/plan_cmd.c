@@ -19,6 +19,7 @@ static void fixed_of(const SimOpts *o, PlanFixed *fx) {
     fx->tp = o->set_tp; fx->cp = o->set_cp; fx->pp = o->set_pp; fx->vpp = o->set_vpp && !o->search_vpp;
     fx->ep = o->set_ep; fx->etp = o->set_etp; fx->micro_batch = o->set_mb; fx->recompute = o->set_recompute;
     fx->sp = o->set_sp; fx->stages = o->set_stages;
+    fx->batch_default = o->batch_defaulted;
     fx->mem_cap = (1 - o->mem_headroom) * o->gpu.hbm_gib * GIB;
 }
 
@@ -47,7 +48,8 @@ static void print_plan(const SimOpts *o, const PlanResult *pr, const Reliability
     printf("software %s%s\n", o->software, o->software_given ? "" : " (the default: today's Megatron-Core stack; "
            "--software NAME ranks with the preset of your software, --software list)");
     printf("global batch %d x %d tokens%s; memory limit %.1f GiB (%g GiB less %.0f%% headroom)\n", o->layout.global_batch,
-           o->layout.seq, o->batch_defaulted ? " (default: 2^22 tokens; each layout rounds it to a multiple of dp)" : "",
+           o->layout.seq, o->batch_defaulted ? " (default: 2^22 tokens, each layout's rounded to a multiple of dp and raised to dp x pp "
+           "sequences where that is more)" : "",
            (1 - o->mem_headroom) * o->gpu.hbm_gib, o->gpu.hbm_gib, 100 * o->mem_headroom);
     printf("failures: job MTBF %.2f h%s; with %d hot spare nodes%s goodput %.1f%%, without spares %.1f%%\n", rel->mtbf_h,
            o->failure_rate > 0 ? " (--failure-rate)" : o->mtbf_h > 0 ? " (--mtbf)" : " (the Llama 3 rates)", spares,

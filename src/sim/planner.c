@@ -69,6 +69,10 @@ static void try_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g
     out->considered++;
     int gb = (int)lround((double)l->global_batch / l->dp) * l->dp;
     l->global_batch = gb < l->dp ? l->dp : gb;
+    /* the default batch, as sim's: 2^22 tokens, raised so that no pipeline has fewer micro-batches
+     * than stages (dp x pp sequences) */
+    if (fx->batch_default && (long)l->dp * l->pp > l->global_batch && (long)l->dp * l->pp < 0x7fffffff)
+        l->global_batch = l->dp * l->pp;
     if (sim_check_layout(m, c, g, l)) {
         const char *msg = myr_last_error();
         reject(out, l, classify(msg), msg);

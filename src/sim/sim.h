@@ -65,6 +65,9 @@ typedef struct {
     int roce;               /* 1 = RoCE (Ethernet), 0 = InfiniBand */
     int sharp;              /* in-network reduction available */
     int rail_optimized;     /* rails: NIC i of every node on rail switch i */
+    int rail_only;          /* rail-only (Wang et al. 2023): one fabric per rail, none above; cross-rail traffic is
+                             * forwarded over NVLink to the GPU on the destination's rail */
+    double straggler_cv;    /* per-GPU step-time coefficient of variation (a synchronous step waits for the slowest) */
     int planes;             /* independent network planes (multi-plane) */
     int ntiers;             /* scale-out switch tiers: [0] leaf, [1] spine, [2] core */
     NetTier tier[SIM_MAX_TIERS];
@@ -224,6 +227,7 @@ typedef struct {
     double alpha[SIM_MAX_TIERS + 1];
     double reach[SIM_MAX_TIERS + 1];
     int sharp;
+    int rail_only, gpus_per_node; /* cross-rail traffic forwarded over NVLink */
 } Network;
 void sim_network(const ClusterSpec *c, const GpuSpec *g, Network *n);
 /* Highest level the group's traffic crosses (0 = stays in scale-up), and members per level-0 domain. */
@@ -315,6 +319,7 @@ typedef struct {
     double ep_total, ep_hidden;   /* MoE all-to-all if nothing hid it, and what compute hid (step totals) */
     double ep_sm_tax;             /* part of ep_comm: compute lost to the SMs the hidden all-to-all held */
     double bubble, optimizer;
+    double straggler;     /* the wait for the slowest GPU of a synchronous step (ClusterSpec.straggler_cv) */
     double model_flops;   /* per step, 3x forward (no recompute) */
     double hw_flops;      /* including recomputation */
     double mfu, hfu, tokens_per_s, tflops_per_gpu;
@@ -325,6 +330,7 @@ typedef struct {
 
 typedef struct TraceWriter TraceWriter;
 
+double sim_expected_max_normal(double n); /* E[max of n standard normals] (Blom) */
 /* Check the layout against model, cluster and GPU; -1 with the reason (e.g. "tp 16 exceeds the
  * 8-GPU scale-up domain"). Does not check memory. */
 int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l);
@@ -417,6 +423,7 @@ typedef struct {
     double power_kw;           /* IT power x PUE */
 } ClusterCost;
 int sim_fat_tree(const ClusterSpec *c, int gpus, ClusterCost *out);
+int sim_fabrics(const ClusterSpec *c); /* independent fabrics: planes, or one per rail (rail-only) */
 void sim_cost(const ClusterSpec *c, const GpuSpec *g, int gpus, ClusterCost *out);
 
 /* ---------- planner (planner.c) ---------- */
@@ -434,6 +441,7 @@ const char *sim_plan_reason_name(PlanReason r);
 /* Dimensions the caller fixed (taken from base as they are) and the memory a layout may use. */
 typedef struct {
     int tp, cp, pp, vpp, ep, etp, micro_batch, recompute, sp, stages;
+    int batch_default; /* the global batch is the default: raised to dp x pp sequences where that is more */
     double mem_cap; /* bytes: HBM less the headroom */
 } PlanFixed;
 typedef struct {

@@ -73,10 +73,12 @@ static void print_text(const SimOpts *o, const SimResult *r) {
     double st = r->step_time;
     printf("\nstep time %10.4f s\n", st);
     const char *names[] = {"forward", "backward", "recompute", "TP comm (exposed)", "CP comm (exposed)",
-                           "PP comm (exposed)", "DP comm (exposed)", "EP comm (exposed)", "bubble", "optimizer"};
+                           "PP comm (exposed)", "DP comm (exposed)", "EP comm (exposed)", "bubble", "optimizer",
+                           "straggler wait"};
     double vals[] = {r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
-                     r->ep_comm, r->bubble, r->optimizer};
-    for (int i = 0; i < 10; i++) {
+                     r->ep_comm, r->bubble, r->optimizer, r->straggler};
+    for (int i = 0; i < 11; i++) {
+        if (i == 10 && r->straggler <= 0) break;
         printf("  %-19s %10.4f s %6.1f%%", names[i], vals[i], 100 * vals[i] / st);
         if (i == 7 && r->ep_total > 0)
             printf("\n  %-19s %10s   on the stage with the most MoE layers: all-to-all %.4f s in full, %.4f s = %.0f%% "
@@ -152,9 +154,9 @@ static void print_json(const SimOpts *o, const SimResult *r) {
     for (int s = 0; s < l->pp; s++) printf("%s%d", s ? "," : "", sim_stage_layer_count(&o->model, &x, s));
     printf("]},");
     printf("\"step_time_s\":%.6g,\"breakdown_s\":{\"forward\":%.6g,\"backward\":%.6g,\"recompute\":%.6g,\"tp_comm\":%.6g,"
-           "\"cp_comm\":%.6g,\"pp_comm\":%.6g,\"dp_comm\":%.6g,\"ep_comm\":%.6g,\"bubble\":%.6g,\"optimizer\":%.6g},",
+           "\"cp_comm\":%.6g,\"pp_comm\":%.6g,\"dp_comm\":%.6g,\"ep_comm\":%.6g,\"bubble\":%.6g,\"optimizer\":%.6g,\"straggler\":%.6g},",
            r->step_time, r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
-           r->ep_comm, r->bubble, r->optimizer);
+           r->ep_comm, r->bubble, r->optimizer, r->straggler);
     printf("\"ep_all_to_all_s\":%.6g,\"ep_hidden_s\":%.6g,\"ep_sm_tax_s\":%.6g,\"schedule\":\"%s\",", r->ep_total, r->ep_hidden, r->ep_sm_tax,
            r->vpp > 1 ? "interleaved" : l->schedule == SCHED_GPIPE ? "gpipe" : l->schedule == SCHED_DUALPIPE ? "dualpipe" : "1f1b");
     printf("\"mfu\":%.5f,\"hfu\":%.5f,\"tflops_per_gpu\":%.4g,\"tokens_per_s\":%.6g,", r->mfu, r->hfu, r->tflops_per_gpu,

@@ -105,6 +105,7 @@ static const FlagRow flag_rows[] = {
     {"--capacity-factor", "X", "MoE expert capacity factor (0 = dropless)", 'b', 0, 0},
     {"--moe-imbalance", "X", "MoE routing imbalance: busiest expert / mean (>= 1)", 'b', 0, 0},
     {"--mem-headroom", "F|P%", "HBM share kept free (default 10%)", 'b', 0, 0},
+    {"--straggler-cv", "X", "per-GPU step-time variation (0.01 = 1%): the step waits for the slowest GPU (default: the cluster's, 0)", 'b', 0, 0},
     {"run and output:", NULL, NULL, 'b', 0, 0},
     {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b', 0, 0},
     {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b', 0, BIG},
@@ -305,6 +306,7 @@ static int apply_value(SimOpts *o, const char *a, const char *v) {
         return 0;
     }
     if (!strcmp(a, "--top")) return flag_int(a, v, 1, &o->top_k);
+    if (!strcmp(a, "--straggler-cv")) return flag_num(a, v, 0, 0.5, &o->cluster.straggler_cv);
     if (!strcmp(a, "--mem-headroom")) {
         double x = 0;
         char buf[32];

@@ -94,6 +94,20 @@ static void dualpipe(int p, int M, const double *fwd, const double *bwd, const d
     }
 }
 
+/* Expected maximum of n independent standard normals (Blom 1958: the quantile (n - 0.375)/(n + 0.25)),
+ * the quantile found by Newton's method on the normal CDF. */
+double sim_expected_max_normal(double n) {
+    if (n <= 1) return 0;
+    double p = (n - 0.375) / (n + 0.25), x = sqrt(2 * log(n));
+    for (int i = 0; i < 50; i++) {
+        double cdf = 0.5 * erfc(-x / sqrt(2)), pdf = exp(-0.5 * x * x) / sqrt(2 * M_PI);
+        double dx = (cdf - p) / pdf;
+        x -= dx;
+        if (fabs(dx) < 1e-12) break;
+    }
+    return x;
+}
+
 int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *lin, SimResult *r,
              TraceWriter *trace) {
     if (sim_check_layout(m, c, g, lin)) return -1;
@@ -264,6 +278,13 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
         double fin = pr->finish[s] + dpt + opt;
         if (fin > end) { end = fin; crit = s; crit_dp = dpt; crit_opt = opt; }
     }
+    /* a synchronous step waits for its slowest GPU: with per-GPU step times of coefficient of
+     * variation cv (clocks, power and thermal limits, OS and NCCL jitter; PRISM, Golden et al. 2025:
+     * up to 14% GEMM variation across a fleet, 9% GPU time variability at 64K GPUs), the compute
+     * of the step takes cv x E[max of N normals] longer (the slowest GPU sets every stage's pace) */
+    int ngpu = l->tp * l->cp * l->pp * l->dp;
+    r->straggler = c->straggler_cv > 0 ? c->straggler_cv * sim_expected_max_normal(ngpu) * pr->finish[crit] : 0;
+    end += r->straggler;
     r->step_time = end;
     double busy = pr->busy[crit];
     /* the critical stage's layers by kind (DualPipe: both of its stages, each for half the
