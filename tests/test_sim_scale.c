@@ -103,7 +103,31 @@ static void test_hundred_thousand_gpus(void) {
     }
 }
 
+/* Megatron-core's micro-batch groups per virtual stage (its docstring's example: pp 2, vpp 2, 5
+ * micro-batches in groups of 3: rank 0 runs forwards 0 1 2 0 1 2 3 4 3 4): stage 0 warms up with
+ * 2 (p - 1) + (v - 1) N = 5 forwards and holds 6 chunks at its peak; the default group (pp) with
+ * 4 micro-batches holds 5; a group below pp is refused (the schedule deadlocks) */
+static void test_vpp_groups(void) {
+    double w[4] = {1, 1, 1, 1};
+    CHECK_CLOSE(sim_pipeline_peak_weight_group(2, 2, 5, 3, SCHED_INTERLEAVED, 0, w), 6, 1e-12, 0, "groups of 3");
+    CHECK_CLOSE(sim_pipeline_peak_weight_group(2, 2, 4, 0, SCHED_INTERLEAVED, 0, w), 5, 1e-12, 0, "default group");
+    double f[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2};
+    PipeResult r;
+    CHECK(sim_pipeline_group(2, 2, 5, 3, SCHED_INTERLEAVED, f, b, 0, NULL, &r, NULL) == 0, "%s", myr_last_error());
+    CHECK(r.busy[0] == 5 * 2 * 3 && r.makespan >= r.busy[0], "all ops ran: busy %g, makespan %g", r.busy[0], r.makespan);
+    SimModel m;
+    ClusterSpec c;
+    GpuSpec g;
+    if (sim_load_model("llama3-405b", &m) || sim_load_cluster("llama3-24k", &c) || sim_load_gpu("h100-sxm", &g)) die();
+    Layout l;
+    sim_layout_defaults(&l);
+    l.tp = 8; l.pp = 16; l.vpp = 4; l.dp = 128; l.seq = 8192; l.global_batch = 2048; l.micro_batch = 1;
+    l.first_layers = 7; l.last_layers = 7; l.vpp_group = 8;
+    CHECK(sim_check_layout(&m, &c, &g, &l) == -1 && strstr(myr_last_error(), "would deadlock"), "%s", myr_last_error());
+}
+
 int main(void) {
+    RUN(test_vpp_groups);
     RUN(test_expected_max);
     RUN(test_straggler_wait);
     RUN(test_planes_and_rails_cost);

@@ -65,9 +65,20 @@ int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, 
                              "give --global-batch a multiple of dp %d x micro-batch %d x 2 of at least %ld", l->pp, mbs,
                              l->dp, l->micro_batch, (long)l->dp * l->micro_batch * l->pp);
     }
-    if (l->vpp > 1 && l->micro_batch > 0 && (per_dp / l->micro_batch) % l->pp)
+    if (l->vpp_group < 0) return myr_error("--vpp-group must be positive");
+    if (l->vpp_group > 0 && l->vpp_group < l->pp)
+        return myr_error("--vpp-group %d is below pp %d: Megatron-core's interleaved schedule would deadlock (its warm-up "
+                         "assumes a group fills the pipeline); give at least %d", l->vpp_group, l->pp, l->pp);
+    if (l->vpp > 1 && l->micro_batch > 0 && l->vpp_group >= l->pp) {
+        int mbs = per_dp / l->micro_batch, last = mbs % l->vpp_group;
+        if (last && last < l->pp)
+            return myr_error("with --vpp-group %d the %d micro-batches leave a last group of %d, below pp %d (the "
+                             "schedule would deadlock): give a group size that divides them or leaves at least %d",
+                             l->vpp_group, mbs, last, l->pp, l->pp);
+    }
+    if (l->vpp > 1 && l->micro_batch > 0 && l->vpp_group <= 0 && (per_dp / l->micro_batch) % l->pp)
         return myr_error("the interleaved schedule needs micro-batches (%d) to be a multiple of pp %d (give "
-                         "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1)",
+                         "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1, or --vpp-group N)",
                          per_dp / l->micro_batch, l->pp, l->dp, l->micro_batch, l->pp,
                          (long)l->dp * l->micro_batch * l->pp);
     long gpus = (long)l->tp * l->cp * l->pp * l->dp;

@@ -110,7 +110,7 @@ double sim_inflight_layers(const SimModel *m, const Layout *l, int stage) {
     if (count && w && !sim_vstage_layers(m, l, count)) {
         for (int k = 0; k < V; k++) w[k] = count[k];
         PipeSchedule sched = v > 1 ? SCHED_INTERLEAVED : l->schedule;
-        peak = sim_pipeline_peak_weight(p, v, microbatches(l), sched, stage, w);
+        peak = sim_pipeline_peak_weight_group(p, v, microbatches(l), l->vpp_group, sched, stage, w);
     }
     free(count);
     free(w);
@@ -232,7 +232,7 @@ static double inflight_bytes(const SimModel *m, const Layout *l, const int *coun
         peak = (mb < p + 1 ? mb : p + 1) * 0.5 * (w[s] + w[p - 1 - s]);
     } else {
         PipeSchedule sched = v > 1 ? SCHED_INTERLEAVED : l->schedule;
-        peak = sim_pipeline_peak_weight(p, v, microbatches(l), sched, s, w);
+        peak = sim_pipeline_peak_weight_group(p, v, microbatches(l), l->vpp_group, sched, s, w);
     }
     free(w);
     return peak;

@@ -178,6 +178,8 @@ typedef struct {
     int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */
     /* uneven pipelines: layers of the first / last pipeline stage (0 = even), or every virtual stage */
     int first_layers, last_layers;
+    int vpp_group;        /* interleaved: micro-batches per virtual stage in a row (0 = pp; Megatron-core's
+                           * --microbatch-group-size-per-virtual-pipeline-stage, Llama 3's N) */
     int n_stage_layers;
     int stage_layers[SIM_MAX_VSTAGES];
     /* mixture of experts */
@@ -364,8 +366,13 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
  * backward ends (its gradients are complete). */
 int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                     double *chunk_done, PipeResult *out, TraceWriter *trace);
+/* Interleaved 1F1B with micro-batches in groups of `group` per virtual stage (Megatron-core's
+ * microbatch_group_size_per_vp_stage; 0 = pp, and then m must be a multiple of pp). */
+int sim_pipeline_group(int p, int v, int m, int group, PipeSchedule sched, const double *fwd, const double *bwd,
+                       double p2p, double *chunk_done, PipeResult *out, TraceWriter *trace);
 /* Peak of the activation weight (weight[k] per held forward of virtual stage k) one stage holds. */
 double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight);
+double sim_pipeline_peak_weight_group(int p, int v, int m, int group, PipeSchedule sched, int stage, const double *weight);
 
 /* Chrome Trace Event output (trace.c). */
 TraceWriter *trace_open(const char *path);

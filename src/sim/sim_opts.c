@@ -82,6 +82,7 @@ static const FlagRow flag_rows[] = {
     {"--cp", "N", "context parallel (ring attention)", 'b', 1, BIG},
     {"--pp", "N", "pipeline stages", 'b', 1, BIG},
     {"--vpp", "N|auto", "model chunks per stage (interleaved 1F1B); auto searches", 'b', 0, 0},
+    {"--vpp-group", "N", "interleaved: micro-batches per model chunk in a row (default pp; Megatron-core, Llama 3's N)", 'b', 1, BIG},
     {"--dp", "N", "data parallel (default: --gpus / (tp x cp x pp); plan derives it)", 'b', 1, BIG},
     {"--ep", "N", "expert parallel", 'b', 1, BIG},
     {"--etp", "N", "expert tensor parallel (default tp)", 'b', 1, BIG},
@@ -187,6 +188,7 @@ static int layout_flag(SimOpts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--cp")) { rc = flag_int(a, v, 1, &l->cp); o->set_cp = 1; }
     else if (!strcmp(a, "--pp")) { rc = flag_int(a, v, 1, &l->pp); o->set_pp = 1; }
     else if (!strcmp(a, "--dp")) { rc = flag_int(a, v, 1, &l->dp); o->set_dp = 1; }
+    else if (!strcmp(a, "--vpp-group")) rc = flag_int(a, v, 1, &l->vpp_group);
     else if (!strcmp(a, "--ep")) { rc = flag_int(a, v, 1, &l->ep); o->set_ep = 1; }
     else if (!strcmp(a, "--etp")) { rc = flag_int(a, v, 1, &l->etp); o->set_etp = 1; }
     else if (!strcmp(a, "--vpp")) {

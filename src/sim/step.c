@@ -128,7 +128,7 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
     double frac = 0;
     if (dual) frac = 1;
     else if (l->ep_overlap) {
-        int warm = v > 1 ? 2 * (p - 1) + (v - 1) * p : p - 1;
+        int warm = v > 1 ? 2 * (p - 1) + (v - 1) * (l->vpp_group > 0 ? l->vpp_group : p) : p - 1;
         frac = fmax(0, (double)(M * v - warm)) / (M * v);
     }
     LayerCost lcd, lcm;
@@ -245,8 +245,8 @@ int sim_step(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const La
         *pr0 = *pr;
         for (int k = 0; k < V; k++) done[k] = pr->finish[k];
     } else {
-        rc = sim_pipeline_ex(p, v, M, sched, fwd, bwd, p2p, done, pr, trace);
-        if (!rc) rc = p > 1 ? sim_pipeline(p, v, M, sched, fwd, bwd, 0, pr0, NULL) : 0;
+        rc = sim_pipeline_group(p, v, M, l->vpp_group, sched, fwd, bwd, p2p, done, pr, trace);
+        if (!rc) rc = p > 1 ? sim_pipeline_group(p, v, M, l->vpp_group, sched, fwd, bwd, 0, NULL, pr0, NULL) : 0;
         if (rc) goto out;
         if (p == 1) *pr0 = *pr;
     }
