@@ -2,7 +2,8 @@
 # bench/sim_speed.sh: how fast the simulator answers (issue 6, acceptance 5; issue 17, acceptance 7). Prints wall time per
 # run (best of N) for: one step of the 1T model on 3,072 GPUs (budget 0.1 s), one step of a
 # 10,240-GPU layout (budget 1 s), `myriad plan` for GPT-3 175B on 1,024 GPUs (budget 30 s), and
-# the ratio of each to `myriad sim --help` measured in the same run (process start-up baseline).
+# one step on 98,304 GPUs of a multi-plane and a rail-only fabric (budget 1 s), `plan` for
+# Llama 3 405B on 16,384 GPUs (budget 30 s), and the ratio of each to `myriad sim --help` measured in the same run (process start-up baseline).
 set -u
 cd "$(dirname "$0")/.."
 B=./bin/myriad
@@ -32,6 +33,15 @@ t=$(best 1 $B plan --model llama3-405b --cluster llama3-24k --gpus 16128 --token
 row "plan Llama 3 405B on 16,128 GPUs" "$t" "-"
 t=$(best 1 $B plan --model llama3-405b --cluster llama3-24k --gpus 16384 --tokens 15T --global-batch 2048 --tp 8)
 row "plan Llama 3 405B on 16,384 GPUs, tp 8" "$t" "-"
+t=$(best 1 $B plan --model llama3-405b --gpu h100-sxm --gpus 16384 --tokens 15T)
+row "plan Llama 3 405B on 16,384 GPUs, every layout" "$t" "30"
+# issue 29 item 6: 100,000-GPU clusters (98,304 = 12,288 nodes of 8), multi-plane and rail-only
+for c in h800-multiplane h100-rail-only; do
+    t=$(best 3 $B sim --model llama3-405b --cluster $c --gpu h100-sxm --gpus 98304 --tp 8 --pp 16 --vpp 4 --global-batch 12288 --micro-batch 1 --first-stage-layers 7 --last-stage-layers 7 --recompute full)
+    row "405B, 98,304 GPUs $c (tp8 pp16 vpp4 dp768)" "$t" "1"
+    t=$(best 3 $B sim --model deepseek-v3 --software deepseek --cluster $c --gpu h100-sxm --gpus 98304 --pp 16 --ep 64 --seq 4096 --global-batch 196608 --micro-batch 1 --dtype fp8 --first-stage-layers 3 --last-stage-layers 2)
+    row "DeepSeek-V3, 98,304 GPUs $c (pp16 ep64 dp6144)" "$t" "1"
+done
 if [ -r ../shared/validation/published_a100.csv ]; then
     t=$(best 3 $B sim validate ../shared/validation/published_a100.csv)
     row "sim validate published_a100.csv (18 runs, searched)" "$t" "-"
