@@ -20,7 +20,9 @@
  *    so a send and a receive of one exchange never wait for each other, as NCCL's group promises);
  *  - failure: a peer that never posts leaves the operation pending forever (the caller's timeout and
  *    watchdog must notice); ncclCommAbort makes pending work give up.
- * It exports myriadNcclEmulation, so myriad knows it moves CPU memory and refuses it on a GPU. */
+ * It exports myriadNcclEmulation, so myriad knows it moves CPU memory and refuses it on a GPU.
+ * MYRIAD_NCCL_EMU_LOG=FILE: each process appends one line at exit, the calls it served by kind
+ * ("rank 0 AllReduce 12 ReduceScatter 0 ..."), so a test can tell that NCCL carried the traffic. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <sched.h>
@@ -68,6 +70,22 @@ typedef struct EmuOp {
 
 static char last_error[512];
 static int group_depth;
+
+enum { C_ALLREDUCE, C_REDUCESCATTER, C_ALLGATHER, C_BROADCAST, C_SEND, C_RECV, C_KINDS };
+static const char *const kind_names[C_KINDS] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Send", "Recv"};
+static long calls[C_KINDS];
+static int log_rank = -1;
+
+static void write_log(void) {
+    const char *path = getenv("MYRIAD_NCCL_EMU_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    char line[256];
+    int k = snprintf(line, sizeof line, "rank %d", log_rank);
+    for (int i = 0; i < C_KINDS; i++) k += snprintf(line + k, sizeof line - k, " %s %ld", kind_names[i], calls[i]);
+    fprintf(f, "%s\n", line); /* one write per line: lines of several processes do not mix */
+    fclose(f);
+}
 
 static NcclResult fail(NcclResult r, const char *fmt, ...) {
     va_list ap;
@@ -130,6 +148,7 @@ NcclResult ncclCommInitRank(NcclComm *out, int nranks, NcclUniqueId id, int rank
     int me = world_rank();
     if ((rank == 0) != (me == e.root_world))
         return fail(NCCL_INVALID_USAGE, "ncclCommInitRank: the emulation needs the id made by the communicator's rank 0");
+    if (log_rank < 0) log_rank = me, atexit(write_log);
     NcclComm c = calloc(1, sizeof *c);
     c->magic = EMU_MAGIC, c->n = nranks, c->rank = rank, c->tag = e.tag;
     c->world = calloc((size_t)nranks, sizeof *c->world);
@@ -307,17 +326,20 @@ static NcclResult start_reduce(const char *call, const void *send, void *recv, s
 
 NcclResult ncclAllReduce(const void *send, void *recv, size_t count, NcclDataType dt, NcclRedOp op, NcclComm c,
                          void *stream) {
+    calls[C_ALLREDUCE]++;
     return start_reduce("ncclAllReduce", send, recv, count, count, 0, dt, op, c, stream);
 }
 
 NcclResult ncclReduceScatter(const void *send, void *recv, size_t recvcount, NcclDataType dt, NcclRedOp op,
                              NcclComm c, void *stream) {
+    calls[C_REDUCESCATTER]++;
     return start_reduce("ncclReduceScatter", send, recv, recvcount, c && c->magic == EMU_MAGIC ? recvcount * c->n : 0,
                         1, dt, op, c, stream);
 }
 
 NcclResult ncclAllGather(const void *send, void *recv, size_t sendcount, NcclDataType dt, NcclComm c, void *stream) {
     NcclResult err;
+    calls[C_ALLGATHER]++;
     EmuOp *o = op_new("ncclAllGather", c, stream, c ? 2 * (size_t)c->n : 0, &err);
     if (!o) return err;
     size_t es = esize_of(dt), bytes = sendcount * es;
@@ -335,6 +357,7 @@ NcclResult ncclAllGather(const void *send, void *recv, size_t sendcount, NcclDat
 NcclResult ncclBroadcast(const void *send, void *recv, size_t count, NcclDataType dt, int root, NcclComm c,
                          void *stream) {
     NcclResult err;
+    calls[C_BROADCAST]++;
     EmuOp *o = op_new("ncclBroadcast", c, stream, c ? (size_t)c->n : 0, &err);
     if (!o) return err;
     if (root < 0 || root >= c->n) {
@@ -364,6 +387,7 @@ NcclResult ncclBroadcast(const void *send, void *recv, size_t count, NcclDataTyp
 
 NcclResult ncclSend(const void *send, size_t count, NcclDataType dt, int peer, NcclComm c, void *stream) {
     NcclResult err;
+    calls[C_SEND]++;
     EmuOp *o = op_new("ncclSend", c, stream, 1, &err);
     if (!o) return err;
     if (peer < 0 || peer >= c->n) {
@@ -383,6 +407,7 @@ NcclResult ncclSend(const void *send, size_t count, NcclDataType dt, int peer, N
 
 NcclResult ncclRecv(void *recv, size_t count, NcclDataType dt, int peer, NcclComm c, void *stream) {
     NcclResult err;
+    calls[C_RECV]++;
     EmuOp *o = op_new("ncclRecv", c, stream, 1, &err);
     if (!o) return err;
     if (peer < 0 || peer >= c->n) {

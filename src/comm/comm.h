@@ -1,8 +1,9 @@
 /* comm.h: myriad's device-neutral communication API (process groups, collectives,
  * point-to-point, nonblocking requests, progress, timeouts).
  *
- * No backend types appear here: the MPI backend lives in comm_mpi*.c, and an NCCL backend can
- * implement the same functions later. Style is libuv-like: opaque handles, every call returns
+ * No backend types appear here: the MPI backend lives in comm_mpi*.c. These functions take host
+ * buffers; device buffers go through src/parallel/device_comm.h (NCCL on GPUs, or MPI), which
+ * uses the hooks at the end of this file. Style is libuv-like: opaque handles, every call returns
  * 0 or -1, and on -1 a one-line reason naming the operation, group and ranks is recorded with
  * myr_error() (read it with myr_last_error()).
  *
