@@ -86,6 +86,14 @@ int dnccl_setup(char *why, size_t why_size) {
     if (!dev_transport_capable())
         return snprintf(why, why_size, "MYRIAD_DEVICE_GUARD=1 closes device memory between kernel calls, so NCCL cannot "
                         "be handed it; rehearse NCCL under MYRIAD_DEVICE_GUARD=strict"), -1;
+    if (cuda && comm_is_initialized()) { /* kernels_select put rank r on GPU local_rank % visible */
+        DeviceInfo d;
+        int local = comm_local_size(comm_world());
+        if (kernels_device_info(&d) == 0 && local > d.count)
+            return snprintf(why, why_size, "%d ranks on this node share %d GPU%s, and NCCL needs a GPU of its own for "
+                            "each rank of a communicator: launch at most %d ranks per node, or use --comm mpi", local,
+                            d.count, d.count == 1 ? "" : "s", d.count), -1;
+    }
     if (nccl_version() < 21000)
         return snprintf(why, why_size, "%s is NCCL %d; myriad needs 2.10 or newer (ncclAvg)", nccl_library(),
                         nccl_version()), -1;
