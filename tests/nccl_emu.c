@@ -22,7 +22,10 @@
  *    watchdog must notice); ncclCommAbort makes pending work give up.
  * It exports myriadNcclEmulation, so myriad knows it moves CPU memory and refuses it on a GPU.
  * MYRIAD_NCCL_EMU_LOG=FILE: each process appends one line at exit, the calls it served by kind
- * ("rank 0 AllReduce 12 ReduceScatter 0 ..."), so a test can tell that NCCL carried the traffic. */
+ * ("rank 0 AllReduce 12 ReduceScatter 0 ..."), so a test can tell that NCCL carried the traffic.
+ * MYRIAD_NCCL_EMU_ASYNC_ERROR_AT=K: the K-th call of the process never completes and its
+ * communicator reports ncclRemoteError through ncclCommGetAsyncError, as NCCL does when a peer's
+ * connection breaks (the caller must notice without waiting for its timeout). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <sched.h>
@@ -46,6 +49,7 @@ struct NcclCommOpaque {
     int n, rank, tag;
     int *world; /* world rank of each member */
     int aborted;
+    NcclResult async; /* what ncclCommGetAsyncError reports */
 };
 
 typedef struct {
@@ -59,6 +63,7 @@ typedef struct EmuOp {
     MPI_Request *req;
     int nreq;
     void (*land)(struct EmuOp *);
+    int stuck; /* never completes (MYRIAD_NCCL_EMU_ASYNC_ERROR_AT) */
     /* parameters and staging (host memory owned by the operation) */
     char *mine;     /* my input, copied at the call */
     char *gathered; /* what arrived */
@@ -191,7 +196,7 @@ NcclResult ncclCommAbort(NcclComm c) {
 
 NcclResult ncclCommGetAsyncError(NcclComm c, NcclResult *err) {
     if (!c || c->magic != EMU_MAGIC) return fail(NCCL_INVALID_ARGUMENT, "ncclCommGetAsyncError: not a communicator");
-    *err = NCCL_SUCCESS;
+    *err = c->async;
     return NCCL_SUCCESS;
 }
 
@@ -214,6 +219,7 @@ static MPI_Datatype mpi_bytes(void) { return MPI_BYTE; }
 static int op_poll(void *arg) {
     EmuOp *o = arg;
     if (o->comm->aborted) return 1; /* given up: nothing lands */
+    if (o->stuck) return 0;
     int flag = 1;
     if (o->nreq && MPI_Testall(o->nreq, o->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) flag = 1;
     if (!flag) return 0;
@@ -245,6 +251,13 @@ static EmuOp *op_new(const char *call, NcclComm c, void *stream, size_t nreq, Nc
                            "writing", call), NULL;
     EmuOp *o = calloc(1, sizeof *o);
     o->comm = c;
+    static long ncalls;
+    const char *at = getenv("MYRIAD_NCCL_EMU_ASYNC_ERROR_AT");
+    if (at && ++ncalls == atol(at)) {
+        o->stuck = 1;
+        c->async = NCCL_REMOTE_ERROR;
+        snprintf(last_error, sizeof last_error, "%s: the connection to a peer broke (emulated)", call);
+    }
     o->req = calloc(nreq + 1, sizeof *o->req);
     o->work.poll = op_poll, o->work.finish = op_finish, o->work.release = op_release, o->work.arg = o;
     return o;

@@ -16,7 +16,9 @@
  * Modes for the shell test (--mode M): plant-read (host code reads a device buffer: must fault
  * under the strict guard), plant-comm (the comm layer given device buffers but host arithmetic,
  * the bug the CUDA-aware path had: must fault), stop-wait / stop-run (the last rank stops before
- * a nonblocking / blocking all-reduce: the others must fail naming it within --comm-timeout).
+ * a nonblocking / blocking all-reduce: the others must fail naming it within --comm-timeout),
+ * async-wait / async-run (the emulation breaks a connection: NCCL's asynchronous error must end
+ * the run long before the timeout).
  * Run alone (no launcher) it checks the same on a world of one. */
 #include <mpi.h>
 #include <signal.h>
@@ -368,6 +370,21 @@ static int run_mode(const char *mode) {
         comm_device_buffers(&ops);
         int rc = comm_all_reduce(world, d, d, n, COMM_F32, COMM_AVG);
         printf("planted host averaging returned %d: the guard did not stop it\n", rc);
+        return 1;
+    }
+    if (!strcmp(mode, "async-wait") || !strcmp(mode, "async-run")) { /* the emulation breaks the 2nd call */
+        CHECK(dcomm_all_reduce(world, d, d, n, COMM_F32, COMM_SUM) == 0, "warm-up: %s", myr_last_error());
+        int rc;
+        if (!strcmp(mode, "async-wait")) {
+            DevRequest *req;
+            rc = dcomm_iall_reduce(world, d, n, COMM_F32, COMM_SUM, &req);
+            if (!rc) rc = dcomm_wait(&req);
+        } else {
+            rc = dcomm_all_reduce(world, d, d, n, COMM_F32, COMM_SUM);
+            from_dev(v, d, n, COMM_F32);
+        }
+        if (rc) myr_die_last();
+        printf("the broken reduction completed\n");
         return 1;
     }
     if (!strncmp(mode, "stop-", 5)) {

@@ -68,6 +68,21 @@ stop nccl_timeout_names_stopped_rank stop-wait \
 stop nccl_watchdog_ends_hung_blocking_collective stop-run \
     "all_reduce #3 on group 'world' (rank [01] of 3, world rank [01]): did not complete within 2 s (the host was not waiting for it, or was blocked behind it); the NCCL communicator was aborted (watchdog)"
 
+# NCCL's asynchronous error (a broken connection, emulated on every rank's 2nd call) ends the run
+# at once, not at the 60 s timeout: in the host wait, and through the watchdog
+async() { # NAME MODE NEEDLE
+    local name=$1 mode=$2 needle=$3 t0=$SECONDS
+    $NCCL MYRIAD_NCCL_EMU_ASYNC_ERROR_AT=2 timeout 50 $MPI -np 2 $P --comm nccl --comm-timeout 60 --mode "$mode" \
+        >"$T/as.out" 2>"$T/as.err"
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- "$needle" "$T/as.err"; then pass "$name"; echo "# $name: $((SECONDS - t0)) s"
+    else fail "$name" "exit $rc: $(grep -v '^\[' $T/as.err | tail -3)"; fi
+}
+async nccl_async_error_fails_the_wait async-wait \
+    "all_reduce #3 on group 'world' (rank [01] of 2, world rank [01]): NCCL reported an asynchronous error: remote process exited or there was a network error: ncclAllReduce: the connection to a peer broke (emulated)"
+async nccl_async_error_ends_a_blocking_collective async-run \
+    "NCCL reported an asynchronous error: remote process exited or there was a network error: ncclAllReduce: the connection to a peer broke (emulated); the NCCL communicator was aborted (watchdog)"
+
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3 >/dev/null
 train="--data $T/tok.bin --batch 8 --seq 8 --steps 20 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1"
 base="--init tests/fixtures/gpt2-tiny --data $T/tok.bin --batch 8 --seq 8 --steps 2"

@@ -215,6 +215,16 @@ static void sweep(void) {
 
 static void destroy_group(void *p) {
     NcclGroup *g = p;
+    for (;;) { /* its blocking operations not yet swept: done by now unless it was aborted */
+        DncclOp *found = NULL;
+        pthread_mutex_lock(&lock);
+        for (DncclOp *op = ops; op && !found; op = op->next)
+            if (op->g == g) found = op;
+        pthread_mutex_unlock(&lock);
+        if (!found) break;
+        if (found->done && !g->aborted) dev_event_sync(found->done);
+        op_free(found);
+    }
     pthread_mutex_lock(&lock);
     for (NcclGroup **q = &groups; *q; q = &(*q)->next)
         if (*q == g) {
