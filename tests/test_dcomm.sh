@@ -15,6 +15,7 @@
 #     rounding; the emulation's log shows NCCL carried each layout's collectives.
 #  5. dp 4 with ZeRO 0-3 and bf16 gradients through the CUDA-aware MPI path under the strict guard,
 #     against the same oracle.
+#  6. bf16 activations through NCCL (tp 2 + sp gathers bf16 rows) against one bf16 process.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -151,3 +152,17 @@ w=max(abs(x-y)/x for x,y in zip(a,b)); print('# $via bf16 gradients: worst rel l
         pass "${via}_dp4_bf16_gradients"
     else fail "${via}_dp4_bf16_gradients" "$(grep 'myriad:' $T/err | head -2)"; fi
 done
+
+# bf16 activations through NCCL: tensor-parallel gathers move bf16 rows (ncclBfloat16), against one
+# bf16 process (1e-2 per step, as tests/test_device.sh allows tp: partial sums add in another order)
+B="--init tests/fixtures/llama-tiny --data tests/fixtures/llama-tiny/tokens.bin --batch 4 --seq 8 --steps 10 --device cpu --dtype bf16 --threads 1"
+rm -f "$T/emu.log"
+if bin/myriad train $B --log "$T/bf1.jsonl" >/dev/null 2>"$T/err" &&
+    $NCCL timeout 120 $MPI -np 2 bin/myriad train $B --tp 2 --sp --comm nccl --log "$T/bf2.jsonl" >/dev/null 2>"$T/err" &&
+    awk '{for (i = 2; i < NF; i++) if ($i == "AllGather" && $(i + 1) > 0) f = 1} END {exit !f}' "$T/emu.log" &&
+    /usr/bin/python3 -c "
+import json,sys
+a=[json.loads(l)['loss'] for l in open('$T/bf1.jsonl')]; b=[json.loads(l)['loss'] for l in open('$T/bf2.jsonl')]
+w=max(abs(x-y)/x for x,y in zip(a,b)); print('# nccl bf16 tp2 sp: worst rel loss %.2e (tolerance 1e-2)' % w); sys.exit(0 if len(a)==len(b)==10 and w<1e-2 else 1)"; then
+    pass nccl_bf16_tp2_sp
+else fail nccl_bf16_tp2_sp "$(grep 'myriad:' $T/err | head -2)"; fi
