@@ -9,7 +9,7 @@ OPT      ?= -O3 -march=native
 # 225 ms step of bench/sim_own_runs.sh's model, 2 ms with it. IEEE sqrt and division give the same
 # bits in vector or scalar form, so the numerics are unchanged.
 CFLAGS   ?= $(OPT) -fno-math-errno -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fopenmp -Isrc
-LDLIBS   := -lopenblas -lcjson -lmicrohttpd -lpcre2-8 -lz -lm -lpthread
+LDLIBS   := -lopenblas -lcjson -lmicrohttpd -lpcre2-8 -lz -lm -lpthread -ldl
 LDFLAGS  ?= -fopenmp
 
 LIB_SRCS := $(wildcard src/*/*.c src/*/*/*.c)
@@ -62,9 +62,13 @@ LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/kernels/*/*.c src/mode
 LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
+# The NCCL emulation the tests load instead of libnccl (tests/nccl_emu.c, docs/COMM.md), and the
+# toolkit's nccl.h where there is one (tests/test_nccl_abi.c checks our ABI constants against it).
+NCCL_EMU  := build/tests/libnccl-emu.so
+NCCL_H    ?= $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/local/cuda/include/nccl.h /usr/include/nccl.h))
 
 .PHONY: all test test-long tests bench clean fuzz demo link-inputs build-headers print-% FORCE
-all: bin/myriad $(TEST_BINS) $(EMU_TEST)
+all: bin/myriad $(TEST_BINS) $(EMU_TEST) $(NCCL_EMU)
 
 # The C objects remember the flags they were built with: `make CUDA=0` then `make` changes
 # CUDA_DEFS, and without this the old objects (cuda_absent.o among them) would be linked as they are.
@@ -132,6 +136,14 @@ build/tests/%_f64: tests/%_f64.c tests/test.h tests/gradcheck_util.h build/libmy
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) -DMYRIAD_F64 -Itests $< build/libmyriad_f64.a -o $@ $(LDFLAGS) $(LDLIBS)
 
+$(NCCL_EMU): tests/nccl_emu.c src/comm/nccl_lib.h src/kernels/cpu/cpu_stream.h src/util/bf16.h
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) -fPIC -shared $< -o $@
+
+build/tests/test_nccl_abi: tests/test_nccl_abi.c tests/test.h build/libmyriad.a
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) $(CUDA_DEFS) $(if $(NCCL_H),-DMYRIAD_NCCL_H='"$(NCCL_H)"' -I$(dir $(NCCL_H))) -Itests $< build/libmyriad.a -o $@ $(LDFLAGS) $(LDLIBS)
+
 tests: $(TEST_BINS)
 
 test: all
@@ -168,8 +180,8 @@ link-inputs:
 	    rc=$$?; rm -rf $$d; exit $$rc
 
 build-headers: $(if $(CU_SRCS),build/obj/kernels/cuda/cuda_unity.cu)
-	@d=$$(mktemp -d) && if { $(CC) $(CFLAGS) $(CUDA_DEFS) -Itests -M $(LIB_SRCS) src/main.c $(TEST_SRCS) && \
-	    $(if $(EMU_TEST),g++ $(EMU_FLAGS) -M $(CU_SRCS) tests/cuda_emu.cc &&) \
+	@d=$$(mktemp -d) && if { $(CC) $(CFLAGS) $(CUDA_DEFS) -Itests -M $(LIB_SRCS) src/main.c $(TEST_SRCS) tests/nccl_emu.c && \
+	    $(if $(EMU_TEST),g++ $(EMU_FLAGS) -M $(CU_SRCS) tests/cuda_emu.cc tests/cuda_emu_runtime.cc tests/cuda_emu_planted.cu &&) \
 	    $(if $(CU_SRCS),$(NVCC) $(NVCCFLAGS) -M build/obj/kernels/cuda/cuda_unity.cu &&) true; } >$$d/m; \
 	    then tr ' \\' '\n\n' <$$d/m | grep '^/' | sort -u; rc=0; else rc=1; fi; rm -rf $$d; exit $$rc
 

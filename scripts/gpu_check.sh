@@ -17,8 +17,8 @@
 #   memcheck, racecheck, synccheck   the kernel test on small shapes under compute-sanitizer
 #   fixtures   tests/test_cuda_train.sh part 1: the PyTorch fixtures, fp32 and bf16, on the GPU
 #   training   its part 2: dp 2 / tp 2 ranks sharing the GPU, checkpoints GPU <-> CPU
-#   nccl       its part 4 (--comm nccl) and `myriad bench comm --comm nccl`; skipped, saying so,
-#              while bin/myriad has no NCCL backend
+#   nccl       its part 4 (--comm nccl: one rank through libnccl, dp 2 where 2 GPUs are visible)
+#              and `myriad bench comm --comm nccl` (a rehearsal: the NCCL emulation)
 #   bench      bench/gpu_bench.sh: gpt2-124m and a 1.1B Llama, myriad against PyTorch
 #              (torch.compile, bf16, the same shapes, in the same run): tokens/s and MFU
 #   sim probe  bench/gpu_sim_probe.py (PyTorch only), in whatever time the phases left
@@ -245,10 +245,13 @@ if [ ! -e "$CUDA_HOME_GUESS/lib64/libcublasLt.so.13" ] && [ -z "${MYRIAD_CUBLASL
     lib=$(env -u LD_LIBRARY_PATH "$PY" -c 'import nvidia.cublas, os, glob; print(sorted(glob.glob(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.*")))[-1])' 2>/dev/null)
     [ -n "$lib" ] && export MYRIAD_CUBLASLT=$lib && log "cuBLASLt from PyTorch's wheel: $lib"
 fi
-# libnccl for --comm nccl: PyTorch's nvidia-nccl wheel where the system has none
-if [ -z "${MYRIAD_NCCL:-}" ]; then
+# libnccl for --comm nccl (src/comm/nccl_lib.c reads MYRIAD_NCCL_LIB): PyTorch's nvidia-nccl wheel
+# where the system has none; a rehearsal loads the emulation (tests/nccl_emu.c), built by `all`
+if [ "$REHEARSE" = 1 ]; then
+    export MYRIAD_NCCL_LIB=$PWD/build/tests/libnccl-emu.so
+elif [ -z "${MYRIAD_NCCL_LIB:-}" ] && ! ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2 >/dev/null 2>&1; then
     lib=$(env -u LD_LIBRARY_PATH "$PY" -c 'import nvidia.nccl, os, glob; print(sorted(glob.glob(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so*")))[-1])' 2>/dev/null)
-    [ -n "$lib" ] && export MYRIAD_NCCL=$lib && log "libnccl from PyTorch's wheel: $lib"
+    [ -n "$lib" ] && export MYRIAD_NCCL_LIB=$lib && log "libnccl from PyTorch's wheel: $lib"
 fi
 arch=()
 # machine code for this GPU alone (half the CUDA compile of the default sm_80 + sm_90)
@@ -328,14 +331,20 @@ kernels() {
 sanitize() { # TOOL
     MYRIAD_TEST_SMALL=1 "$SAN" --tool "$1" --error-exitcode 9 build/tests/test_kernels_cuda
 }
-nccl() {
+nccl() { # a one-rank communicator through the real libnccl (the emulation under the strict guard in a rehearsal)
     env $DEVENV CUDA_TRAIN_PART=nccl CUDA_TRAIN_LOGS="$TRAIN_LOGS" bash tests/test_cuda_train.sh
-    if bin/myriad bench comm --help 2>&1 | grep -qE -- '--comm[ =][^ ]*nccl'; then
-        mpirun --oversubscribe --bind-to none -np 1 bin/myriad bench comm --comm nccl -c all -b 8 -e 256M -f 8 -n 5 -w 2 &&
-            echo "ok bench_comm_nccl" || echo "FAIL bench_comm_nccl"
-    else
-        echo "skip bench_comm_nccl (bin/myriad bench comm has no --comm nccl yet)"
-    fi
+    local guard= size=256M
+    [ "$REHEARSE" = 1 ] && guard=MYRIAD_DEVICE_GUARD=strict size=4M
+    # every collective, float and bfloat16, checked element by element (#wrong; a wrong value fails the run)
+    local dt
+    for dt in float bfloat16; do
+        env $guard mpirun --oversubscribe --bind-to none -np 1 bin/myriad bench comm --comm nccl -c all -d $dt -b 8 -e $size \
+            -f 8 -n 5 -w 2 | tee "$W/bench_comm_nccl_$dt.txt"
+        if [ "${PIPESTATUS[0]}" = 0 ] && grep -q '^# device buffers on .*, moved by nccl' "$W/bench_comm_nccl_$dt.txt"; then
+            echo "ok bench_comm_nccl_$dt"
+        else echo "FAIL bench_comm_nccl_$dt"; fi
+        size=${size/256M/64M}
+    done
 }
 export -f smoke rerun_cases kernels sanitize nccl
 export REHEARSE DEVENV DEV RESULT_DIR W KT TRAIN_LOGS

@@ -192,6 +192,10 @@ static void test_emu_catches_unsynchronized_copy(void) {
     planted_pinned_read(1, in, before, after, N);
     CHECK(all_nan(before, N), "a pinned buffer read before cuda_synchronize must not hold the copy yet (%g)", before[0]);
     CHECK(!memcmp(after, in, sizeof in), "after cuda_synchronize the copy has landed");
+    planted_pinned_read(2, in, before, after, N);
+    CHECK(all_nan(before, N), "an event queried once after a pending copy must say not yet (%g)", before[0]);
+    planted_pinned_read(3, in, before, after, N);
+    CHECK(!memcmp(before, in, sizeof in), "an event polled until done covers the copy");
     snapshot_case(1, in, after, N);
     CHECK(!memcmp(after, in, sizeof in), "snapshot waited for before the state changes: the state");
     snapshot_case(0, in, after, N);

@@ -216,8 +216,18 @@ extern "C" void planted_pinned_read(int bug, const float *in, float *before, flo
     float *d = device_floats(in, n);
     float *pinned = (float *)cuda_host_alloc((size_t)n * sizeof(float));
     cuda_copy_to_host_async(pinned, d, (size_t)n * sizeof(float));
-    if (!bug) cuda_synchronize();
-    memcpy(before, pinned, (size_t)n * sizeof(float)); /* bug: the copy may still be in flight */
+    if (bug >= 2) { /* an event after the copy, queried as the NCCL transport's dcomm_test does */
+        void *e = cuda_event_create();
+        cuda_event_record(e, 0);
+        if (bug == 2) (void)cuda_event_query(e); /* bug: polled once, and its answer ignored */
+        else
+            while (!cuda_event_query(e)) {}
+        memcpy(before, pinned, (size_t)n * sizeof(float));
+        cuda_event_destroy(e);
+    } else {
+        if (!bug) cuda_synchronize();
+        memcpy(before, pinned, (size_t)n * sizeof(float)); /* bug: the copy may still be in flight */
+    }
     cuda_synchronize();
     memcpy(after, pinned, (size_t)n * sizeof(float));
     cuda_host_free(pinned);

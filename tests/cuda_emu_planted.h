@@ -35,8 +35,9 @@ void planted_stale_static_smem(int bug, const float in[32], float *out, int nblo
  * b - 1 in the same launch) and adds 1, which holds only if blocks run in grid order */
 void planted_block_order(int bug, int *out, int nblocks);
 /* n floats device -> pinned host with cuda_copy_to_host_async; before[] is read from the pinned
- * buffer right after the call (bug 1: no synchronization; bug 0 synchronizes first), after[]
- * after cuda_synchronize */
+ * buffer right after the call (bug 1: no synchronization; bug 0 synchronizes first; bug 2: an
+ * event recorded after the copy is queried once and its "not yet" ignored; bug 3, correct: the
+ * event is polled until done), after[] after cuda_synchronize */
 void planted_pinned_read(int bug, const float *in, float *before, float *after, int n);
 
 #ifdef __cplusplus

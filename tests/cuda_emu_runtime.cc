@@ -7,7 +7,8 @@
  * kernel: an asynchronous copy to or from pinned host memory (cudaMallocHost). Its destination
  * reads as NaN bytes, and its source is read, only when it completes, as late as CUDA allows: at
  * cudaStreamSynchronize of its stream, cudaDeviceSynchronize, cudaEventSynchronize or
- * cudaStreamWaitEvent of an event recorded after it, the next operation on its stream, or a
+ * cudaStreamWaitEvent of an event recorded after it, the second cudaEventQuery of such an event
+ * (the first says cudaErrorNotReady), the next operation on its stream, or a
  * cudaFree/cudaFreeHost. So a host read of a copy's result before the synchronization, or a
  * kernel that overwrites a copy's source on another stream before the copy is waited for, gives
  * a wrong result here as it may on the device. (Copies to or from pageable memory are synchronous
@@ -39,6 +40,7 @@ struct Stream {
 struct Event {
     Stream *stream = nullptr; /* where it was last recorded, and after how many operations */
     long seq = 0;
+    bool polled = false; /* a query since the record found copies pending (the next one lands them) */
 };
 
 static std::mutex mu; /* a checkpoint's copy thread may synchronize a stream while the main thread works */
@@ -149,12 +151,28 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     Event *ev = (Event *)e;
     ev->stream = stream_of(s);
     ev->seq = ev->stream->issued;
+    ev->polled = false;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     std::lock_guard<std::mutex> lock(mu);
     Event *ev = (Event *)e;
     if (ev->stream) complete(ev->stream, ev->seq);
+    return cudaSuccess;
+}
+/* Not ready while copies the event covers are still queued, and they stay queued through that
+ * answer: the next query lands them (time passes between polls) and succeeds. So a host that
+ * reads after a "not ready", or polls once and assumes, sees the pending (NaN) bytes, while a poll
+ * loop ends. */
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    Event *ev = (Event *)e;
+    if (!ev->stream || ev->stream->queue.empty() || ev->stream->queue.front().seq > ev->seq) return cudaSuccess;
+    if (!ev->polled) {
+        ev->polled = true;
+        return cudaErrorNotReady;
+    }
+    complete(ev->stream, ev->seq);
     return cudaSuccess;
 }
 /* Work queued on `s` later must follow what the event covers: completing that now is one of the
@@ -222,6 +240,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorNotReady: return "device not ready";
     default: return "emulated CUDA error";
     }
 }
@@ -232,6 +251,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
     default: return "cudaErrorEmulated";
     }
 }

@@ -8,9 +8,12 @@
 #     order before rounding);
 #  3. a checkpoint saved on the GPU resumes on the CPU (and one saved on the CPU resumes on the
 #     GPU): the resumed steps give the uninterrupted run's losses (fp32: 1e-4 across devices);
-#  4. --comm nccl (collectives through NCCL): one rank like the MPI run (1e-4 fp32), and --dp 2
-#     where two GPUs are visible (NCCL takes one GPU a rank); each case skips, saying so, while
-#     bin/myriad has no --comm nccl.
+#  4. --comm nccl (collectives through NCCL): one rank like the MPI run (1e-4 fp32: the transport
+#     chosen and libnccl loaded; one rank makes no collectives, so the one-rank communicator is
+#     exercised by the device check's `bench comm --comm nccl`), and --dp 2 where two GPUs are
+#     visible (NCCL takes one GPU a rank); both skip, saying so, where libnccl
+#     does not load. On the CPU (MYRIAD_TEST_DEVICE=cpu) they run through the NCCL emulation
+#     (build/tests/libnccl-emu.so) under MYRIAD_DEVICE_GUARD=strict.
 # CUDA_TRAIN_PART=fixtures|parallel|nccl runs cases 1, 2+3 or 4 alone (scripts/gpu_check.sh runs
 # them as phases); the parallel and nccl parts compare with the one-rank runs of part 1, kept in
 # CUDA_TRAIN_LOGS when set (made there first when missing).
@@ -109,18 +112,22 @@ done
 
 # 4. collectives through NCCL (--comm nccl), where this binary has it
 if [ "$PART" = all ] || [ "$PART" = nccl ]; then
-    if ! $M train --help 2>&1 | grep -qE -- '--comm[ =][^ ]*nccl'; then
-        echo "skip nccl_1rank_fp32 (bin/myriad has no --comm nccl yet)"
-        echo "skip nccl_dp2_fp32 (bin/myriad has no --comm nccl yet)"
+    nccl_env=
+    [ "$DEV" = cpu ] && nccl_env="MYRIAD_NCCL_LIB=${MYRIAD_NCCL_LIB:-$PWD/build/tests/libnccl-emu.so} MYRIAD_DEVICE_GUARD=strict"
+    if ! env $nccl_env $M train --init $F --data $F/tokens.bin --batch 2 --seq 8 --steps 0 --device $DEV \
+            --comm nccl >/dev/null 2>"$T/probe"; then
+        why=$(grep -o 'myriad: .*' "$T/probe" | head -1 | cut -c1-200)
+        echo "skip nccl_1rank_fp32 (${why:-bin/myriad --comm nccl did not start})"
+        echo "skip nccl_dp2_fp32 (${why:-bin/myriad --comm nccl did not start})"
     else
         reference fp32
-        timeout 300 $MPI -np 1 $run --dtype fp32 --comm nccl --log "$T/nccl1.jsonl" >/dev/null 2>"$T/err"
+        timeout 300 env $nccl_env $MPI -np 1 $run --dtype fp32 --comm nccl --log "$T/nccl1.jsonl" >/dev/null 2>"$T/err"
         check $? nccl_1rank_fp32 "$T/nccl1.jsonl" "$LOGS/llama-tiny-fp32.jsonl" 1e-4
         gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
         if [ "$DEV" = cuda ] && [ "$gpus" -lt 2 ]; then
             echo "skip nccl_dp2_fp32 ($gpus GPU visible: NCCL takes one GPU a rank)"
         else
-            timeout 300 $MPI -np 2 $run --dtype fp32 --dp 2 --comm nccl --log "$T/nccl2.jsonl" >/dev/null 2>"$T/err"
+            timeout 300 env $nccl_env $MPI -np 2 $run --dtype fp32 --dp 2 --comm nccl --log "$T/nccl2.jsonl" >/dev/null 2>"$T/err"
             check $? nccl_dp2_fp32 "$T/nccl2.jsonl" "$LOGS/llama-tiny-fp32.jsonl" 1e-4
         fi
     fi

@@ -3,6 +3,7 @@
  * the accounting of device bytes; the reuse of freed blocks; and the bf16 emulation's rounding points: every op of the bf16
  * table stores bf16 and equals the fp32 reference kernel on the widened operands, rounded to
  * nearest even once per stored output (fp32 outputs not rounded at all). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,15 +28,28 @@ static void test_select_errors(void) {
     CHECK(!strcmp(kernels_device(), "cpu") && kernels_dtype() == DTYPE_F32, "a failed select keeps the CPU fp32 table");
 }
 
-/* In a child: select the guarded CPU backend, then touch device memory directly (touch = 1: must
- * die of SIGSEGV) or only through the copies (touch = 0: must exit 0 with the value back). */
-static int guarded_child(int touch) {
+/* In a child: select the guarded CPU backend (mode "1" or "strict"), then touch device memory
+ * directly (touch = 1: must die of SIGSEGV; touch = 2: the same while another thread runs kernels
+ * on device memory, which opens it under "1" but not under "strict") or only through the copies
+ * (touch = 0: must exit 0 with the value back). */
+static void *busy_kernels(void *p) {
+    for (;;) scale_inplace(p, 1, 1 << 16);
+    return NULL;
+}
+
+static int guarded_child(const char *mode, int touch) {
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("MYRIAD_DEVICE_GUARD", "1", 1);
+        setenv("MYRIAD_DEVICE_GUARD", mode, 1);
         KernelOptions o = {"cpu", DTYPE_F32, 0, 0};
         if (kernels_select(&o) || dev_host_accessible()) _exit(3);
         real *p = dev_alloc(1000), x = 7, y = 0;
+        if (touch == 2) {
+            pthread_t t;
+            pthread_create(&t, NULL, busy_kernels, dev_alloc(1 << 16));
+            for (int i = 0; i < 100000; i++) ((volatile real *)p)[i % 1000] = x; /* under "1": often open */
+            _exit(5);
+        }
         if (touch) p[10] = x; /* a host write to device memory */
         host_to_dev(p + 10, &x, sizeof x);
         scale_inplace(p, 3, 1000); /* a kernel opens the memory while it runs */
@@ -48,10 +62,17 @@ static int guarded_child(int touch) {
 }
 
 static void test_guard_faults_on_host_access(void) {
-    int st = guarded_child(1);
-    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "a direct host write under the guard: status %d", st);
-    st = guarded_child(0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "copies and kernels under the guard: status %d", st);
+    const char *modes[] = {"1", "strict"};
+    for (int m = 0; m < 2; m++) {
+        int st = guarded_child(modes[m], 1);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "a direct host write under the guard %s: status %d", modes[m],
+              st);
+        st = guarded_child(modes[m], 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "copies and kernels under the guard %s: status %d", modes[m], st);
+    }
+    /* strict: a host write faults at once even while another thread's kernels use device memory */
+    int st = guarded_child("strict", 2);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "strict guard with kernels running elsewhere: status %d", st);
 }
 
 static void test_memory_accounting(void) {

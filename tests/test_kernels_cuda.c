@@ -955,6 +955,42 @@ static void act_free(Act *a) { free(a->h); cuda_free(a->d); }
         free(g_); free(c_);                                          \
     } while (0)
 
+/* the comm layer's bf16 reduction (CUDA-aware MPI) bit for bit against the CPU's, and the
+ * communication stream: work on it ordered after the compute stream's and back by events */
+static void test_comm_kernels(void) {
+    size_t n = SIZE(1001, 1 << 20);
+    int nsrc = 3;
+    float *x = rnd(n * nsrc, 7, 4);
+    void *d_src = up(x, n * nsrc, CUDA_BF16), *d_out = cuda_alloc(n * 2 + 16);
+    uint16_t *src = malloc(n * nsrc * 2), *ref = malloc(n * 2), *got = malloc(n * 2);
+    for (size_t i = 0; i < n * nsrc; i++) src[i] = f32_to_bf16(x[i]);
+    for (int op = 0; op < 3; op++) {
+        cpu_reduce_bf16(ref, src, nsrc, n, op, nsrc);
+        poison(d_out, n * 2);
+        cuda_reduce_bf16(d_out, d_src, nsrc, n, op, nsrc);
+        cuda_copy_to_host(got, d_out, n * 2);
+        CHECK(!memcmp(got, ref, n * 2), "reduce_bf16 op %d: not the CPU's bits", op);
+    }
+    /* compute -> comm -> compute by events: the calls are accepted and the events complete */
+    float *h = rnd(n, 8, 1), *want = copy_of(h, n);
+    for (size_t i = 0; i < n; i++) want[i] *= 2;
+    float *d_a = up(h, n, CUDA_F32), *d_b = cuda_alloc(n * 4);
+    void *e1 = cuda_event_create(), *e2 = cuda_event_create();
+    CHECK(cuda_stream_handle(1) != NULL && cuda_stream_handle(1) != cuda_stream_handle(0), "a stream of its own");
+    cuda_scale_inplace(d_a, 2, n);
+    cuda_event_record(e1, 0);
+    cuda_stream_wait_event(1, e1);
+    cuda_event_record(e2, 1);
+    cuda_stream_wait_event(0, e2);
+    float *back = down(d_a, n, CUDA_F32);
+    CHECK(!memcmp(back, want, n * 4), "the compute stream's work is lost");
+    cuda_event_sync(e2);
+    CHECK(cuda_event_query(e1) == 1 && cuda_event_query(e2) == 1, "synchronized events are done");
+    cuda_event_destroy(e1), cuda_event_destroy(e2);
+    cuda_free(d_src), cuda_free(d_out), cuda_free(d_a), cuda_free(d_b);
+    free(x), free(src), free(ref), free(got), free(h), free(want), free(back);
+}
+
 static void test_backend_table(void) {
     for (int dt = 0; dt < 2; dt++) {
         KernelOptions o = {"cuda", dt == CUDA_BF16 ? DTYPE_BF16 : DTYPE_F32, 0, 0};
@@ -1095,6 +1131,7 @@ int main(int argc, char **argv) {
     CASE(test_adamw);
     CASE(test_sum_squares);
     CASE(test_boundary_ops);
+    CASE(test_comm_kernels);
     CASE(test_backend_table);
 #ifdef MYRIAD_CUDA_EMU
     /* the emulator's own checks, each against a planted bug (tests/cuda_emu_cases.h); not CASE(),

@@ -10,7 +10,10 @@
  * Every row is checked: after timing, fresh known inputs go through the collective once and each
  * element is compared with a reference computed locally from every rank's inputs (#wrong is the
  * total over ranks). With several --algo values the all-reduce tables are followed by a
- * comparison against the first algorithm, measured in the same run. */
+ * comparison against the first algorithm, measured in the same run.
+ * With --device cpu|cuda, or --comm nccl, the buffers are device memory and every call goes
+ * through src/parallel/device_comm.h, the trainer's path (NCCL, or MPI direct or staged), timed
+ * until the device has finished. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@
 #include "bench/bench.h"
 #include "comm/comm.h"
 #include "comm/comm_opts.h"
+#include "kernels/kernels.h"
+#include "parallel/device_comm.h"
 #include "util/error.h"
 
 typedef enum { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, BROADCAST, SEND_RECV, NCOLL } Coll;
@@ -46,9 +51,12 @@ typedef struct {
     unsigned colls; /* bit per Coll */
     CommAlgo algos[3];
     int nalgos;
+    const char *device; /* device buffers through device_comm.h (NULL: host buffers, comm.h) */
 } Opts;
 
 static int me, np;
+static int on_device, nccl; /* buffers in device memory; moved by NCCL */
+static const char *const devices[] = {"cpu", "cuda", NULL};
 
 static double now_s(void) {
     struct timespec t;
@@ -122,6 +130,12 @@ static int parse_algos(void *dst, const char *v) {
     return 0;
 }
 
+static int parse_device(void *dst, const char *v) {
+    for (int i = 0; devices[i]; i++)
+        if (!strcmp(v, devices[i])) return *(const char **)dst = devices[i], 0;
+    return myr_error("--device expects cpu or cuda, got '%s'", v);
+}
+
 static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
     *o = (Opts){.minb = 8, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .trials = 1, .dt = COMM_F32,
                 .ops = {COMM_SUM}, .nops = 1, .colls = 1u << ALL_REDUCE, .algos = {COMM_ALGO_AUTO}, .nalgos = 1};
@@ -143,6 +157,9 @@ static void parse(Opts *o, CommOptions *co, int argc, char **argv) {
         OPT_CALL("--algo", "LIST", o, parse_algos,
                  "all-reduce algorithms to compare: mpi, hier, auto (default auto);\n"
                  "with several, the first is the baseline of a comparison table"),
+        OPT_CALL("--device", "cpu|cuda", &o->device, parse_device,
+                 "buffers in this device's memory, moved as the trainer moves them\n"
+                 "(device_comm.h; default with --comm nccl: cuda where usable, else cpu)"),
         COMM_OPTS(co),
         OPT_END};
     OptCommand cmd = {.name = "bench comm", .usage = "usage: myriad run -n N -- bench comm [options]", .rows = rows};
@@ -195,12 +212,37 @@ typedef struct {
     CommDtype dt;
     int root, inplace;
     size_t count;  /* per-rank elements: all-reduce/broadcast/sendrecv buffer, RS output, AG input, A2A block */
-    char *a, *b;   /* buffers of maxbytes each (+ a block) */
+    char *a, *b;   /* buffers of maxbytes each (+ a block): host memory, or device memory (on_device) */
+    char *ha, *hb; /* their host copies when on the device (else a, b themselves) */
+    size_t cap;    /* bytes of each */
 } Call;
+
+/* The same collective on device buffers through device_comm.h. */
+static int dcall(const Call *c) {
+    Comm *w = comm_world();
+    size_t esz = comm_dtype_size(c->dt);
+    switch (c->coll) {
+    case ALL_REDUCE: return dcomm_all_reduce(w, c->a, c->inplace ? c->a : c->b, c->count, c->dt, c->op);
+    case REDUCE_SCATTER:
+        return dcomm_reduce_scatter(w, c->a, c->inplace ? c->a + me * c->count * esz : c->b, c->count, c->dt, c->op);
+    case ALL_GATHER: return dcomm_all_gather(w, c->inplace ? c->b + me * c->count * esz : c->a, c->b, c->count, c->dt);
+    case ALL_TO_ALL: return dcomm_all_to_all(w, c->a, c->inplace ? c->a : c->b, c->count, c->dt);
+    case BROADCAST: return dcomm_broadcast(w, c->a, c->inplace ? c->a : c->b, c->count, c->dt, c->root);
+    case SEND_RECV: {
+        DevRequest *s, *r;
+        if (dcomm_group_start() || dcomm_irecv(w, c->b, c->count, c->dt, (me + np - 1) % np, &r) ||
+            dcomm_isend(w, c->a, c->count, c->dt, (me + 1) % np, &s) || dcomm_group_end())
+            return -1;
+        return dcomm_wait(&s) < 0 || dcomm_wait(&r) < 0 ? -1 : 0;
+    }
+    default: return -1;
+    }
+}
 
 static int call(const Call *c) {
     Comm *w = comm_world();
     size_t esz = comm_dtype_size(c->dt);
+    if (on_device) return dcall(c);
     switch (c->coll) {
     case ALL_REDUCE: return comm_all_reduce(w, c->a, c->inplace ? c->a : c->b, c->count, c->dt, c->op);
     case REDUCE_SCATTER:
@@ -219,7 +261,9 @@ static int call(const Call *c) {
 }
 
 /* Fill fresh inputs, run once, count wrong elements of the result on this rank. */
-static long check(const Call *c, int rounds) {
+static long check(const Call *dc, int rounds) {
+    Call hc = *dc, *c = &hc; /* inputs and results are read and written on the host copies */
+    hc.a = dc->ha, hc.b = dc->hb;
     size_t esz = comm_dtype_size(c->dt), n = c->count;
     long wrong = 0;
     switch (c->coll) {
@@ -241,7 +285,13 @@ static long check(const Call *c, int rounds) {
         break;
     default: break;
     }
-    if (call(c) < 0) myr_die_last();
+    if (on_device) {
+        host_to_dev(dc->a, dc->ha, dc->cap), host_to_dev(dc->b, dc->hb, dc->cap);
+        if (call(dc) < 0) myr_die_last();
+        dev_to_host(dc->ha, dc->a, dc->cap), dev_to_host(dc->hb, dc->b, dc->cap);
+    } else if (call(c) < 0) {
+        myr_die_last();
+    }
     const char *out;
     switch (c->coll) {
     case ALL_REDUCE:
@@ -250,7 +300,7 @@ static long check(const Call *c, int rounds) {
         break;
     case REDUCE_SCATTER:
         out = c->inplace ? c->a + me * n * esz : c->b;
-        for (size_t k = 0; k < n; k++) wrong += !reduced_ok(out, c->dt, c->op, k, me * n + k, 1);
+        for (size_t k = 0; k < n; k++) wrong += !reduced_ok(out, c->dt, c->op, k, me * n + k, nccl ? np : 1);
         break;
     case ALL_GATHER:
         for (int r = 0; r < np; r++)
@@ -281,6 +331,7 @@ static double timed(const Call *c, const Opts *o) {
     double t0 = now_s();
     for (int i = 0; i < o->iters; i++)
         if (call(c) < 0) myr_die_last();
+    if (on_device) dev_sync(); /* until the device has done them (NCCL's blocking calls only queue) */
     float t = (float)((now_s() - t0) / o->iters);
     if (comm_all_reduce(comm_world(), &t, &t, 1, COMM_F32, COMM_MAX) < 0) myr_die_last();
     return t;
@@ -308,7 +359,8 @@ static void header(Coll coll, CommAlgo algo) {
     Comm *w = comm_world();
     printf("#\n# Collective: %s   ranks: %d   nodes: %d", coll_names[coll], np, comm_node_count(w));
     if (comm_local_size(w)) printf(" (%d ranks each)", comm_local_size(w));
-    if (coll == ALL_REDUCE) printf("   algo: %s", comm_algo_name(algo));
+    if (nccl) printf("   transport: nccl");
+    else if (coll == ALL_REDUCE) printf("   algo: %s", comm_algo_name(algo));
     printf("\n#\n");
     printf("#%72s%33s\n", "out-of-place", "in-place");
     printf("#%11s %13s %9s %7s %7s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
@@ -333,7 +385,7 @@ static int cmp_double(const void *x, const void *y) {
  * algorithms take turns K times and each time is the median of its K means, so a burst of
  * load from elsewhere on the machine hits every algorithm alike and is voted out. */
 static void measure(Coll coll, const CommAlgo *algos, int nalgos, CommOp op, size_t count, const Opts *o, char *a,
-                    char *b, Row *out /* [nalgos] */) {
+                    char *b, char *ha, char *hb, size_t cap, Row *out /* [nalgos] */) {
     size_t esz = comm_dtype_size(o->dt);
     int blocks = coll == REDUCE_SCATTER || coll == ALL_GATHER || coll == ALL_TO_ALL;
     double t[3][2][99];
@@ -343,17 +395,20 @@ static void measure(Coll coll, const CommAlgo *algos, int nalgos, CommOp op, siz
         for (int ai = 0; ai < nalgos; ai++) {
             comm_set_algo(algos[ai]);
             for (int ip = 0; ip < 1 + out[ai].has_inplace; ip++) {
-                Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
+                Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a,
+                          .b = b, .ha = ha, .hb = hb, .cap = cap};
                 t[ai][ip][k] = timed(&c, o);
             }
         }
     for (int ai = 0; ai < nalgos; ai++) {
         comm_set_algo(algos[ai]);
         int rounds = coll == ALL_REDUCE && comm_allreduce_algo(comm_world(), count, o->dt) == COMM_ALGO_HIER ? 2 : 1;
+        if (nccl) rounds = np; /* NCCL's bf16 rounds every partial sum */
         for (int ip = 0; ip < 1 + out[ai].has_inplace; ip++) {
             qsort(t[ai][ip], o->trials, sizeof(double), cmp_double);
             out[ai].t[ip] = t[ai][ip][o->trials / 2];
-            Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a, .b = b};
+            Call c = {.coll = coll, .op = op, .dt = o->dt, .root = o->root, .inplace = ip, .count = count, .a = a,
+                      .b = b, .ha = ha, .hb = hb, .cap = cap};
             out[ai].wrong[ip] = total_over_ranks(check(&c, rounds));
         }
     }
@@ -387,11 +442,22 @@ int bench_comm(int argc, char **argv) {
     Comm *w = comm_world();
     me = comm_rank(w), np = comm_size(w);
     if (o.root < 0 || o.root >= np) myr_die("--root %d is outside 0..%d", o.root, np - 1);
+    if (o.device || co.transport == COMM_TRANSPORT_NCCL) { /* device buffers, the trainer's transport */
+        KernelOptions ko = {o.device, DTYPE_F32, kernels_local_rank(), 0};
+        if (!ko.device) ko.device = kernels_cuda_usable(NULL, 0) ? "cuda" : "cpu";
+        if (kernels_select(&ko)) myr_die("bench comm: %s", myr_last_error());
+        char desc[256];
+        if (dcomm_setup(desc, sizeof desc)) myr_die_last();
+        on_device = 1, nccl = dcomm_transport() == DCOMM_NCCL;
+        if (me == 0) printf("# device buffers on %s, moved by %s\n", ko.device, desc);
+        if (nccl && o.nalgos > 1) myr_die("bench comm: --algo compares MPI's all-reduce algorithms; not with --comm nccl");
+    }
     size_t esz = comm_dtype_size(o.dt), cap = o.maxb + (size_t)np * esz + 64;
-    char *a = malloc(cap), *b = malloc(cap);
+    char *ha = malloc(cap), *hb = malloc(cap), *a = ha, *b = hb;
     static Row rows[3][MAX_ROWS];
     if (!a || !b) myr_die("bench comm: cannot allocate 2 x %zu bytes; lower -e", cap);
     memset(a, 0, cap), memset(b, 0, cap);
+    if (on_device) a = dev_alloc_bytes(cap), b = dev_alloc_bytes(cap);
     if (me == 0) {
         printf("# myriad bench comm: minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d "
                "trials: %d (median) validation: 1 timeout: %g s\n", o.minb, o.maxb, o.factor, o.warmup, o.iters,
@@ -415,7 +481,8 @@ int bench_comm(int argc, char **argv) {
                 if (count == 0) continue;
                 CommAlgo mpi_only = COMM_ALGO_MPI;
                 Row r[3];
-                measure((Coll)coll, coll == ALL_REDUCE ? o.algos : &mpi_only, nalgos, o.ops[oi], count, &o, a, b, r);
+                measure((Coll)coll, coll == ALL_REDUCE ? o.algos : &mpi_only, nalgos, o.ops[oi], count, &o, a, b, ha, hb,
+                        cap, r);
                 for (int ai = 0; ai < nalgos; ai++) {
                     rows[ai][nrows] = r[ai];
                     wrong += r[ai].wrong[0] + r[ai].wrong[1];
@@ -451,7 +518,8 @@ int bench_comm(int argc, char **argv) {
         printf("# Avg bus bandwidth    : %g\n#\n", bw_n ? bw_sum / bw_n : 0);
         fflush(stdout);
     }
-    free(a), free(b);
+    if (on_device) dev_free(a), dev_free(b);
+    free(ha), free(hb);
     if (comm_finalize() < 0) myr_die_last();
     if (wrong) myr_die("bench comm: %ld wrong values (see #wrong)", wrong);
     return 0;

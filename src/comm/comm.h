@@ -1,8 +1,9 @@
 /* comm.h: myriad's device-neutral communication API (process groups, collectives,
  * point-to-point, nonblocking requests, progress, timeouts).
  *
- * No backend types appear here: the MPI backend lives in comm_mpi*.c, and an NCCL backend can
- * implement the same functions later. Style is libuv-like: opaque handles, every call returns
+ * No backend types appear here: the MPI backend lives in comm_mpi*.c. These functions take host
+ * buffers; device buffers go through src/parallel/device_comm.h (NCCL on GPUs, or MPI), which
+ * uses the hooks at the end of this file. Style is libuv-like: opaque handles, every call returns
  * 0 or -1, and on -1 a one-line reason naming the operation, group and ranks is recorded with
  * myr_error() (read it with myr_last_error()).
  *
@@ -29,18 +30,24 @@ typedef struct CommRequest CommRequest; /* an operation in flight */
 typedef enum { COMM_F32 = 0, COMM_BF16 = 1 } CommDtype;
 typedef enum { COMM_SUM = 0, COMM_AVG = 1, COMM_MAX = 2 } CommOp;
 typedef enum { COMM_ALGO_AUTO = 0, COMM_ALGO_MPI = 1, COMM_ALGO_HIER = 2 } CommAlgo;
+/* What moves device buffers (src/parallel/device_comm.h): auto = NCCL on GPUs when libnccl
+ * loads, else MPI; MPI always carries host buffers and bootstraps NCCL. */
+typedef enum { COMM_TRANSPORT_AUTO = 0, COMM_TRANSPORT_MPI = 1, COMM_TRANSPORT_NCCL = 2 } CommTransport;
 
 typedef struct {
     double timeout_s;    /* a collective not done after this long fails, naming missing ranks; 0 = never */
     int ranks_per_node;  /* >0: emulate nodes of this many consecutive world ranks; 0: real shared-memory nodes */
     CommAlgo algo;       /* all-reduce algorithm: auto picks hierarchical when it applies (see COMM.md) */
+    CommTransport transport; /* --comm: device buffers over nccl or mpi */
 } CommOptions;
 
 #define COMM_DEFAULT_TIMEOUT_S 300.0
 
-/* Default options: timeout COMM_DEFAULT_TIMEOUT_S, real nodes, auto algorithm. */
+/* Default options: timeout COMM_DEFAULT_TIMEOUT_S, real nodes, auto algorithm, auto transport. */
 CommOptions comm_default_options(void);
-/* Parse one comm flag at argv[*i] (--comm-timeout S, --ranks-per-node N, --comm-algo mpi|hier|auto),
+/* The options comm_init was given (the defaults before it). */
+const CommOptions *comm_options(void);
+/* Parse one comm flag at argv[*i] (--comm nccl|mpi, --comm-timeout S, --ranks-per-node N, --comm-algo mpi|hier|auto),
  * the rows of COMM_OPTS (comm_opts.h), which commands put in their option tables.
  * Returns 1 and advances *i if it was one, 0 if not; dies with a one-line message on a bad value. */
 int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i);
@@ -142,6 +149,8 @@ double comm_wait_seconds(void);
 /* The calling thread's CPU time spent in those waits (spinning on progress): subtracted from a
  * section's CPU time so that waiting is never counted as computing. */
 double comm_wait_cpu_seconds(void);
+/* A device transport's host waits count there too (wall and CPU seconds of this thread). */
+void comm_count_wait(double wall_s, double cpu_s);
 
 /* Algorithm all-reduce would use for this size on this group (resolves COMM_ALGO_AUTO). */
 CommAlgo comm_allreduce_algo(const Comm *c, size_t count, CommDtype dt);
@@ -151,6 +160,7 @@ void comm_set_algo(CommAlgo algo);
 const char *comm_dtype_name(CommDtype dt); /* "float", "bfloat16" (nccl-tests names) */
 const char *comm_op_name(CommOp op);       /* "sum", "avg", "max" */
 const char *comm_algo_name(CommAlgo a);    /* "auto", "mpi", "hier" */
+const char *comm_transport_name(CommTransport t); /* "auto", "mpi", "nccl" */
 size_t comm_dtype_size(CommDtype dt);
 
 /* bfloat16 <-> fp32 (round to nearest even; NaN stays NaN). */
@@ -161,8 +171,50 @@ void comm_bf16_to_f32_array(const uint16_t *src, float *dst, size_t n);
 
 /* Whether MPI can read and write CUDA device buffers itself (Open MPI built CUDA-aware:
  * MPIX_Query_cuda_support() at run time); 0 without MPI or without the extension.
- * MYRIAD_MPI_CUDA_AWARE=0 forces staging through host memory. */
+ * MYRIAD_MPI_CUDA_AWARE=0 forces staging through host memory; =1 claims it (the CPU rehearsal
+ * under MYRIAD_DEVICE_GUARD=strict, where the emulated device's memory is MPI-readable). */
 int comm_cuda_aware(void);
+
+/* ---- device buffers handed to MPI itself (a CUDA-aware MPI) ----
+ * The comm layer then never dereferences them: what it computes on them (AVG's division, the
+ * fp32 sum of bf16 chunks), the copies and the scratch it needs go through these functions, and
+ * MPI is given mpi_address(p) for each device pointer p. Each function completes before it
+ * returns (the result is in device memory, visible to MPI). src/parallel/device_comm.c fills
+ * them from kernels.h. */
+typedef struct {
+    void *(*alloc)(size_t bytes);                               /* device scratch (never NULL) */
+    void (*free)(void *p);
+    void (*copy)(void *dst, const void *src, size_t bytes);     /* device to device */
+    void (*scale_f32)(float *x, size_t n, float s);             /* x[i] *= s */
+    /* out[k] = bf16(op over s < nsrc of src[s*n + k]) accumulated in fp32 (AVG: sum / divisor) */
+    void (*reduce_bf16)(uint16_t *out, const uint16_t *src, int nsrc, size_t n, CommOp op, int divisor);
+    const void *(*mpi_address)(const void *p);                  /* what MPI is given for p */
+} CommDeviceOps;
+/* Operations started from now on (until the next call) take their buffers as device memory
+ * handled by `ops`; NULL (the default) is host memory. Returns the previous setting. The
+ * operation keeps its setting to the end, whatever is set while it is in flight. */
+const CommDeviceOps *comm_device_buffers(const CommDeviceOps *ops);
+
+/* ---- for a device transport beside MPI (NCCL, src/parallel/device_comm_nccl.c) ----
+ * Its collectives count on the group's sequence like MPI's, so arrival queries (--comm-timeout)
+ * see them; while it waits it answers other ranks' queries; at its deadline it asks which ranks
+ * have not arrived, exactly as the MPI requests do (docs/COMM.md, "Timeouts"). */
+int64_t comm_count_collective(Comm *c);  /* the new collective's number on c */
+void comm_serve_queries(void);           /* answer pending arrival queries (cheap) */
+double comm_timeout_seconds(void);       /* --comm-timeout (0: never) */
+double comm_query_grace(double timeout); /* how long before the timeout the query starts */
+/* At the deadline of operation `opname` #seq on c (peer: point-to-point peer, else -1): ask the
+ * others where they are, calling still_pending(arg) meanwhile (it returns 1 while pending). 0 if
+ * it completed after all, else 1 with "did not complete within S s; ranks not arrived: ..." in out. */
+int comm_report_missing(Comm *c, const char *opname, int64_t seq, int peer, int (*still_pending)(void *), void *arg,
+                        char *out, size_t cap);
+/* Record the failure of operation `opname` on c as the current error (comm_fail's format:
+ * "comm: <op> on group '<name>' (rank r of n, world rank w): <reason>"). Returns -1. */
+int comm_error(const Comm *c, const char *opname, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Per-group data of another transport, destroyed (destroy(p)) when the group is freed or at
+ * comm_finalize, before MPI goes away. One slot per group. */
+void comm_set_attachment(Comm *c, void *p, void (*destroy)(void *p));
+void *comm_attachment(const Comm *c);
 
 /* Abort the whole job now (all ranks) with `code`, e.g. after a fatal comm error in a library
  * context where returning is not possible. The CLI normally just exits non-zero: the launcher

@@ -24,6 +24,8 @@ struct Comm {
      * Multi-stage requests (bf16, hierarchical) post later stages only when polled, so each
      * group lets one request post at a time, in creation order: the head of this queue. */
     CommRequest *post_head, *post_tail;
+    void *attach;     /* another transport's data for this group (comm_set_attachment) */
+    void (*attach_destroy)(void *);
     Comm *next;       /* all live groups, for answering arrival queries */
 };
 
@@ -40,6 +42,7 @@ struct CommRequest {
     int peer;         /* point-to-point peer, -1 for collectives */
     double deadline;  /* MPI_Wtime() after which the request has timed out; 0 = never */
     /* engine state */
+    const CommDeviceOps *dev; /* buffers are device memory handled by these (NULL: host) */
     int (*advance)(CommRequest *r);
     int stage, done, failed;
     int final_posted; /* the last stage has been posted: later requests of the group may post */
@@ -82,7 +85,7 @@ void comm_watch_serve(void);
 double comm_watch_grace(double timeout);
 /* `r` has reached its deadline: ask the other ranks where they are, polling `r` meanwhile with
  * pending_fn (1 while pending). Returns 0 if r finished after all, else 1 with the one-line
- * report naming the ranks that have not arrived in `out`. */
+ * report naming the ranks that have not arrived in `out`. (comm_report_missing in general.) */
 int comm_watch_report(CommRequest *r, int (*pending_fn)(CommRequest *), char *out, size_t cap);
 /* Release the reply buffers of answered queries; called at finalize. */
 void comm_watch_cleanup(void);

@@ -25,6 +25,13 @@
 
 static CommRequest *active_head;
 static int active_count;
+static const CommDeviceOps *device_ops; /* comm_device_buffers: buffers of new requests */
+
+const CommDeviceOps *comm_device_buffers(const CommDeviceOps *ops) {
+    const CommDeviceOps *prev = device_ops;
+    device_ops = ops;
+    return prev;
+}
 
 int comm_pending(void) { return active_count; }
 
@@ -41,15 +48,35 @@ static CommRequest *req_new(MPI_Comm mc, int (*advance)(CommRequest *)) {
     r->peer = -1;
     r->divisor = 1;
     r->advance = advance;
+    r->dev = device_ops;
     return r;
+}
+
+/* ---- the request's buffers: host memory, or device memory that only r->dev touches ---- */
+
+static void *buf_alloc(CommRequest *r, size_t bytes) { return r->dev ? r->dev->alloc(bytes) : malloc(bytes); }
+static void buf_free(CommRequest *r, void *p) {
+    if (!p) return;
+    if (r->dev) r->dev->free(p);
+    else free(p);
+}
+static void buf_copy(CommRequest *r, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return;
+    if (r->dev) r->dev->copy(dst, src, bytes);
+    else memmove(dst, src, bytes);
+}
+/* What MPI is given for a buffer of r (MPI_IN_PLACE and NULL stay as they are). */
+static void *MA(const CommRequest *r, const void *p) {
+    if (!r->dev || !p || p == MPI_IN_PLACE) return (void *)p;
+    return (void *)r->dev->mpi_address(p);
 }
 
 static void req_free(CommRequest *r) {
     if (!r) return;
     req_free(r->child);
     free(r->counts);
-    free(r->tmp);
-    free(r->shard);
+    buf_free(r, r->tmp);
+    buf_free(r, r->shard);
     free(r);
 }
 
@@ -112,16 +139,23 @@ static int *chunk_layout(size_t count, int n) {
 
 static MPI_Op mpi_op(CommOp op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
 
-static void scale_f32(float *x, size_t n, int divisor) {
-    if (divisor <= 1) return;
+static void scale_f32(CommRequest *r, float *x, size_t n, int divisor) {
+    if (divisor <= 1 || !n) return;
     float inv = 1.0f / (float)divisor;
-    for (size_t i = 0; i < n; i++) x[i] *= inv;
+    if (r->dev) r->dev->scale_f32(x, n, inv);
+    else
+        for (size_t i = 0; i < n; i++) x[i] *= inv;
 }
 
 /* out[k] = reduce over s of src[s*cnt + k], in fp32, rounded once to bf16. Works in blocks so
  * the fp32 accumulator stays in cache and the inner loops run over contiguous memory. */
-static void reduce_bf16(const uint16_t *src, int nsrc, size_t cnt, CommOp op, int divisor, uint16_t *out) {
+static void reduce_bf16(CommRequest *r, const uint16_t *src, int nsrc, size_t cnt, CommOp op, int divisor,
+                        uint16_t *out) {
     enum { BLOCK = 1024 };
+    if (r->dev) { /* the same sum on the device (kernels.h dev_reduce_bf16) */
+        if (cnt) r->dev->reduce_bf16(out, src, nsrc, cnt, op, divisor);
+        return;
+    }
     float acc[BLOCK];
     for (size_t k0 = 0; k0 < cnt; k0 += BLOCK) {
         size_t m = cnt - k0 < BLOCK ? cnt - k0 : BLOCK;
@@ -150,14 +184,14 @@ static int post_chunk_exchange(CommRequest *r) {
     int n = r->n, *counts = r->counts, *displs = counts + n, *rcounts = counts + 2 * n, *rdispls = counts + 3 * n;
     int mine = counts[r->me];
     for (int i = 0; i < n; i++) rcounts[i] = mine, rdispls[i] = i * mine;
-    r->tmp = malloc((size_t)n * mine * 2 + 2);
+    r->tmp = buf_alloc(r, (size_t)n * mine * 2 + 2);
     if (!r->tmp) return stage_oom(r);
     int equal = 1, rc;
     for (int i = 1; i < n; i++) equal &= counts[i] == counts[0];
     if (equal) /* the plain form has better algorithms in Open MPI than the v form */
-        rc = MPI_Ialltoall(r->send, mine, MPI_UINT16_T, r->tmp, mine, MPI_UINT16_T, r->mc, &r->mreq[0]);
+        rc = MPI_Ialltoall(MA(r, r->send), mine, MPI_UINT16_T, MA(r, r->tmp), mine, MPI_UINT16_T, r->mc, &r->mreq[0]);
     else
-        rc = MPI_Ialltoallv(r->send, counts, displs, MPI_UINT16_T, r->tmp, rcounts, rdispls, MPI_UINT16_T, r->mc,
+        rc = MPI_Ialltoallv(MA(r, r->send), counts, displs, MPI_UINT16_T, MA(r, r->tmp), rcounts, rdispls, MPI_UINT16_T, r->mc,
                             &r->mreq[0]);
     if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Ialltoallv");
     r->nmreq = 1;
@@ -170,14 +204,14 @@ static int advance_allreduce_f32(CommRequest *r) {
     switch (r->stage++) {
     case 0: {
         r->final_posted = 1;
-        int rc = MPI_Iallreduce(r->send == r->recv ? MPI_IN_PLACE : r->send, r->recv, (int)r->count, MPI_FLOAT,
+        int rc = MPI_Iallreduce(r->send == r->recv ? MPI_IN_PLACE : MA(r, r->send), MA(r, r->recv), (int)r->count, MPI_FLOAT,
                                 mpi_op(r->op), r->mc, &r->mreq[0]);
         if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Iallreduce");
         r->nmreq = 1;
         return 0;
     }
     default:
-        if (r->op == COMM_AVG) scale_f32(r->recv, r->count, r->divisor);
+        if (r->op == COMM_AVG) scale_f32(r, r->recv, r->count, r->divisor);
         r->done = 1;
         return 0;
     }
@@ -191,14 +225,15 @@ static int advance_allreduce_bf16(CommRequest *r) {
     case 1: {
         int *counts = r->counts, *displs = counts + r->n;
         /* the send buffer is no longer read, so writing my chunk of recv is safe even in place */
-        reduce_bf16(r->tmp, r->n, counts[r->me], r->op, r->divisor, (uint16_t *)r->recv + displs[r->me]);
+        reduce_bf16(r, r->tmp, r->n, counts[r->me], r->op, r->divisor, (uint16_t *)r->recv + displs[r->me]);
         r->final_posted = 1;
         int equal = 1, rc;
         for (int i = 1; i < r->n; i++) equal &= counts[i] == counts[0];
         if (equal)
-            rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, counts[0], MPI_UINT16_T, r->mc, &r->mreq[0]);
+            rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MA(r, r->recv), counts[0], MPI_UINT16_T, r->mc,
+                                &r->mreq[0]);
         else
-            rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r->recv, counts, displs, MPI_UINT16_T, r->mc,
+            rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MA(r, r->recv), counts, displs, MPI_UINT16_T, r->mc,
                                  &r->mreq[0]);
         if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Iallgatherv");
         r->nmreq = 1;
@@ -233,24 +268,25 @@ static int advance_reduce_scatter(CommRequest *r) {
         const char *s = r->send, *d = r->recv;
         if (d + mine * esz > s && d < s + total * esz) {
             r->final_dst = r->recv;
-            if (!(r->shard = malloc(mine * esz + 4))) return stage_oom(r);
+            if (!(r->shard = buf_alloc(r, mine * esz + 4))) return stage_oom(r);
             r->recv = r->shard;
         }
         if (r->dt == COMM_BF16) return post_chunk_exchange(r);
         int equal = 1, rc;
         for (int i = 1; i < n; i++) equal &= counts[i] == counts[0];
         if (equal)
-            rc = MPI_Ireduce_scatter_block(r->send, r->recv, counts[0], MPI_FLOAT, mpi_op(r->op), r->mc, &r->mreq[0]);
+            rc = MPI_Ireduce_scatter_block(MA(r, r->send), MA(r, r->recv), counts[0], MPI_FLOAT, mpi_op(r->op), r->mc,
+                                           &r->mreq[0]);
         else
-            rc = MPI_Ireduce_scatter(r->send, r->recv, counts, MPI_FLOAT, mpi_op(r->op), r->mc, &r->mreq[0]);
+            rc = MPI_Ireduce_scatter(MA(r, r->send), MA(r, r->recv), counts, MPI_FLOAT, mpi_op(r->op), r->mc, &r->mreq[0]);
         if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Ireduce_scatter");
         r->nmreq = 1;
         return 0;
     }
     default:
-        if (r->dt == COMM_BF16) reduce_bf16(r->tmp, n, mine, r->op, r->divisor, r->recv);
-        else if (r->op == COMM_AVG) scale_f32(r->recv, mine, r->divisor);
-        if (r->final_dst) memcpy(r->final_dst, r->recv, mine * esz);
+        if (r->dt == COMM_BF16) reduce_bf16(r, r->tmp, n, mine, r->op, r->divisor, r->recv);
+        else if (r->op == COMM_AVG) scale_f32(r, r->recv, mine, r->divisor);
+        if (r->final_dst) buf_copy(r, r->final_dst, r->recv, mine * esz);
         r->done = 1;
         return 0;
     }
@@ -283,11 +319,11 @@ static int advance_allgather(CommRequest *r) {
     for (int i = 1; i < n; i++) equal &= counts[i] == counts[0];
     MPI_Datatype t = comm_mpi_type(r->dt);
     const char *mine = (const char *)r->recv + (size_t)displs[r->me] * comm_dtype_size(r->dt);
-    const void *src = r->send == mine ? MPI_IN_PLACE : r->send;
+    const void *src = r->send == mine ? MPI_IN_PLACE : MA(r, r->send);
     if (equal)
-        rc = MPI_Iallgather(src, counts[0], t, r->recv, counts[0], t, r->mc, &r->mreq[0]);
+        rc = MPI_Iallgather(src, counts[0], t, MA(r, r->recv), counts[0], t, r->mc, &r->mreq[0]);
     else
-        rc = MPI_Iallgatherv(src, counts[r->me], t, r->recv, counts, displs, t, r->mc, &r->mreq[0]);
+        rc = MPI_Iallgatherv(src, counts[r->me], t, MA(r, r->recv), counts, displs, t, r->mc, &r->mreq[0]);
     if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Iallgather");
     r->nmreq = 1;
     return 0;
@@ -308,6 +344,13 @@ static CommRequest *allgather_v(MPI_Comm mc, const void *send, void *recv, const
 
 /* --------------------------------------------------- hierarchical all-reduce */
 
+/* A stage's child request handles the parent's kind of buffers, whatever is set now. */
+static int adopt_child(CommRequest *r) {
+    if (!r->child) return stage_oom(r);
+    r->child->dev = r->dev;
+    return 0;
+}
+
 static int advance_hier(CommRequest *r) {
     Comm *c = r->comm;
     int L;
@@ -319,16 +362,16 @@ static int advance_hier(CommRequest *r) {
     switch (r->stage++) {
     case 0: /* reduce-scatter inside the node: I own chunk lr of the node's partial sum */
         if (!(r->counts = chunk_layout(r->count, L))) return stage_oom(r);
-        if (!(r->shard = malloc((size_t)r->counts[lr] * esz + 4))) return stage_oom(r);
+        if (!(r->shard = buf_alloc(r, (size_t)r->counts[lr] * esz + 4))) return stage_oom(r);
         r->child = reduce_scatter_v(c->node, r->send, r->shard, r->counts, r->dt, inner, 1);
-        return r->child ? 0 : stage_oom(r);
+        return adopt_child(r);
     case 1: /* all-reduce my chunk across nodes (AVG divides by the whole group) */
         r->child = allreduce_flat(c->cross, r->shard, r->shard, r->counts[lr], r->dt, r->op, c->size);
-        return r->child ? 0 : stage_oom(r);
+        return adopt_child(r);
     case 2: /* all-gather the chunks inside the node (the child posts it right away) */
         r->final_posted = 1;
         r->child = allgather_v(c->node, r->shard, r->recv, r->counts, r->dt);
-        return r->child ? 0 : stage_oom(r);
+        return adopt_child(r);
     default:
         r->done = 1;
         return 0;
@@ -347,17 +390,18 @@ static int advance_single(CommRequest *r) {
     const char *what = r->opname;
     r->final_posted = 1;
     if (!strcmp(what, "all_to_all")) {
-        rc = MPI_Ialltoall(r->tmp ? r->tmp : r->send, (int)r->count, t, r->recv, (int)r->count, t, r->mc, &r->mreq[0]);
+        rc = MPI_Ialltoall(MA(r, r->tmp ? r->tmp : r->send), (int)r->count, t, MA(r, r->recv), (int)r->count, t, r->mc,
+                           &r->mreq[0]);
     } else if (!strcmp(what, "all_to_all_v")) {
         int n = r->n;
-        rc = MPI_Ialltoallv(r->tmp ? r->tmp : r->send, r->counts, r->counts + n, t, r->recv, r->counts + 2 * n,
+        rc = MPI_Ialltoallv(MA(r, r->tmp ? r->tmp : r->send), r->counts, r->counts + n, t, MA(r, r->recv), r->counts + 2 * n,
                             r->counts + 3 * n, t, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "broadcast")) {
-        rc = MPI_Ibcast(r->recv, (int)r->count, t, r->root, r->mc, &r->mreq[0]);
+        rc = MPI_Ibcast(MA(r, r->recv), (int)r->count, t, r->root, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "send")) {
-        rc = MPI_Isend(r->send, (int)r->count, t, r->peer, 11, r->mc, &r->mreq[0]);
+        rc = MPI_Isend(MA(r, r->send), (int)r->count, t, r->peer, 11, r->mc, &r->mreq[0]);
     } else if (!strcmp(what, "recv")) {
-        rc = MPI_Irecv(r->recv, (int)r->count, t, r->peer, 11, r->mc, &r->mreq[0]);
+        rc = MPI_Irecv(MA(r, r->recv), (int)r->count, t, r->peer, 11, r->mc, &r->mreq[0]);
     } else {
         rc = MPI_Ibarrier(r->mc, &r->mreq[0]);
     }
@@ -524,6 +568,7 @@ static _Thread_local double waited_s, waited_cpu_s;
 
 double comm_wait_seconds(void) { return waited_s; }
 double comm_wait_cpu_seconds(void) { return waited_cpu_s; }
+void comm_count_wait(double wall_s, double cpu_s) { waited_s += wall_s, waited_cpu_s += cpu_s; }
 
 int comm_wait(CommRequest **rp) {
     CommRequest *r = *rp;
@@ -619,11 +664,11 @@ int comm_iall_to_all(Comm *c, const void *send, void *recv, size_t count, CommDt
     r->opname = name, r->send = send, r->recv = recv, r->count = count, r->dt = dt;
     if (send == recv) { /* MPI's in-place all-to-all is not nonblocking everywhere: stage a copy */
         size_t bytes = count * c->size * comm_dtype_size(dt);
-        if (!(r->tmp = malloc(bytes + 1))) {
+        if (!(r->tmp = buf_alloc(r, bytes + 1))) {
             free(r);
             return comm_fail(c, name, "out of memory");
         }
-        memcpy(r->tmp, send, bytes);
+        buf_copy(r, r->tmp, send, bytes);
     }
     return launch(c, name, 1, r, req);
 }
@@ -651,11 +696,11 @@ int comm_iall_to_all_v(Comm *c, const void *send, const size_t *sendcounts, cons
     r->opname = name, r->send = send, r->recv = recv, r->dt = dt;
     if (send == recv) {
         size_t bytes = send_extent * comm_dtype_size(dt);
-        if (!(r->tmp = malloc(bytes + 1))) {
+        if (!(r->tmp = buf_alloc(r, bytes + 1))) {
             req_free(r);
             return comm_fail(c, name, "out of memory");
         }
-        memcpy(r->tmp, send, bytes);
+        buf_copy(r, r->tmp, send, bytes);
     }
     return launch(c, name, 1, r, req);
 }
@@ -667,7 +712,7 @@ int comm_ibroadcast(Comm *c, const void *send, void *recv, size_t count, CommDty
     CommRequest *r = req_new(c->mpi, advance_single);
     if (!r) return comm_fail(c, name, "out of memory");
     r->opname = name, r->recv = recv, r->count = count, r->dt = dt, r->root = root;
-    if (c->rank == root && send && send != recv) memmove(recv, send, count * comm_dtype_size(dt));
+    if (c->rank == root && send && send != recv) buf_copy(r, recv, send, count * comm_dtype_size(dt));
     return launch(c, name, 1, r, req);
 }
 

@@ -86,13 +86,28 @@ double comm_watch_grace(double timeout) {
     return grace;
 }
 
+/* comm_watch_report's pending function through comm_report_missing's (void *) one */
+typedef struct {
+    CommRequest *r;
+    int (*fn)(CommRequest *);
+} PendingReq;
+static int req_pending(void *arg) {
+    PendingReq *p = arg;
+    return p->fn(p->r);
+}
+
 int comm_watch_report(CommRequest *r, int (*pending_fn)(CommRequest *), char *out, size_t cap) {
+    PendingReq p = {r, pending_fn};
+    return comm_report_missing(r->comm, r->opname, r->seq, r->peer, req_pending, &p, out, cap);
+}
+
+int comm_report_missing(Comm *c, const char *opname, int64_t seq, int peer, int (*pending_fn)(void *), void *arg,
+                        char *out, size_t cap) {
     static int round;
-    Comm *c = r->comm;
     int n = c->size;
     double timeout = comm_opts.timeout_s;
     double grace = comm_watch_grace(timeout);
-    int64_t query[2] = {r->seq, TAG_REPLY0 + round++ % 1000};
+    int64_t query[2] = {seq, TAG_REPLY0 + round++ % 1000};
     int64_t *answer = calloc(n, sizeof *answer);
     MPI_Request *sreq = malloc(sizeof *sreq * n), *rreq = malloc(sizeof *rreq * n);
     int *asked = calloc(n, sizeof *asked), *got = calloc(n, sizeof *got);
@@ -102,7 +117,7 @@ int comm_watch_report(CommRequest *r, int (*pending_fn)(CommRequest *), char *ou
     }
     int pending = 0;
     for (int i = 0; i < n; i++) {
-        if (i == c->rank || (r->peer >= 0 && i != r->peer)) continue;
+        if (i == c->rank || (peer >= 0 && i != peer)) continue;
         asked[i] = 1;
         MPI_Isend(query, 2, MPI_INT64_T, i, TAG_QUERY, c->monitor, &sreq[i]);
         MPI_Irecv(&answer[i], 1, MPI_INT64_T, i, (int)query[1], c->monitor, &rreq[i]);
@@ -111,7 +126,7 @@ int comm_watch_report(CommRequest *r, int (*pending_fn)(CommRequest *), char *ou
     /* the query starts `grace` before the timeout; the operation may still finish meanwhile */
     double until = MPI_Wtime() + grace;
     int finished = 0;
-    while (MPI_Wtime() < until && !(finished = !pending_fn(r))) {
+    while (MPI_Wtime() < until && !(finished = !pending_fn(arg))) {
         for (int i = 0; i < n; i++) {
             if (!asked[i] || got[i]) continue;
             int f = 0;
@@ -137,19 +152,19 @@ int comm_watch_report(CommRequest *r, int (*pending_fn)(CommRequest *), char *ou
     }
 
     size_t len = append(out, cap, 0, "did not complete within %g s; ", timeout);
-    if (r->peer >= 0) {
-        int p = r->peer;
+    if (peer >= 0) {
+        int p = peer;
         if (!got[p])
             len = append(out, cap, len, "peer rank %d (world rank %d) did not answer within %g s: stopped, dead, or busy "
                          "outside comm calls", p, c->world_ranks[p], grace);
         else
             len = append(out, cap, len, "peer rank %d (world rank %d) is alive (at collective #%lld of this group) but "
                          "has not posted the matching %s", p, c->world_ranks[p], (long long)answer[p],
-                         strcmp(r->opname, "send") ? "send" : "recv");
+                         strcmp(opname, "send") ? "send" : "recv");
     } else {
         int missing = 0;
         for (int i = 0; i < n; i++) {
-            if (!asked[i] || (got[i] && answer[i] >= r->seq)) continue;
+            if (!asked[i] || (got[i] && answer[i] >= seq)) continue;
             if (missing == 0) len = append(out, cap, len, "ranks not arrived:");
             if (missing < MAX_LISTED) {
                 if (got[i])

@@ -8,11 +8,16 @@
 #include "util/error.h"
 
 CommOptions comm_default_options(void) {
-    CommOptions o = {.timeout_s = COMM_DEFAULT_TIMEOUT_S, .ranks_per_node = 0, .algo = COMM_ALGO_AUTO};
+    CommOptions o = {.timeout_s = COMM_DEFAULT_TIMEOUT_S, .ranks_per_node = 0, .algo = COMM_ALGO_AUTO,
+                     .transport = COMM_TRANSPORT_AUTO};
     return o;
 }
 
 const char *const comm_algo_names[] = {"auto", "mpi", "hier", NULL};
+const char *const comm_transport_names[] = {"auto", "mpi", "nccl", NULL};
+const char *comm_transport_name(CommTransport t) {
+    return t == COMM_TRANSPORT_MPI ? "mpi" : t == COMM_TRANSPORT_NCCL ? "nccl" : "auto";
+}
 
 int comm_parse_flag(CommOptions *opt, int argc, char **argv, int *i) {
     const Opt rows[] = {COMM_OPTS(opt), OPT_END};

@@ -38,6 +38,14 @@ typedef struct KernelBackend {
     void *(*host_alloc_pinned)(size_t bytes); /* NULL when out of memory */
     void (*host_free_pinned)(void *p);
     void (*sync)(void);
+    /* streams and events (kernels.h); the CPU's are cpu_stream.c's */
+    void *(*stream_handle)(DevStream s);
+    DevEvent *(*event_create)(void);
+    void (*event_destroy)(DevEvent *e);
+    void (*event_record)(DevEvent *e, DevStream s);
+    void (*stream_wait_event)(DevStream s, DevEvent *e);
+    int (*event_query)(DevEvent *e);
+    void (*event_sync)(DevEvent *e);
     void (*set_threads)(int threads);
     int (*threads)(void);
     void (*act_from_f32)(act *dst, const real *src, size_t n);
@@ -100,6 +108,7 @@ typedef struct KernelBackend {
     void (*adamw_update)(real *p, const real *g, real *m, real *v, size_t n, const AdamWScalars *s);
     double (*sum_squares)(const real *x, size_t n);
     void (*scale_inplace)(real *x, real s, size_t n);
+    void (*reduce_bf16)(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor);
 } KernelBackend;
 
 /* The CPU tables (DTYPE_BF16 is NULL in the f64 build). */

@@ -1,7 +1,8 @@
 /* dispatch.c: kernels.h over the selected backend table (backend.h): backend selection, device
  * memory with this process's accounting (bytes in use and at peak; out-of-memory names the bytes
- * asked and free), the copy functions, and one indirect call per op. Under MYRIAD_DEVICE_GUARD
- * (device_guard.c) device memory is opened around each call. */
+ * asked and free), the copy functions, and one indirect call per op. Under MYRIAD_DEVICE_GUARD=1
+ * (device_guard.c) device memory is opened around each call; under MYRIAD_DEVICE_GUARD=strict it is
+ * never opened: every pointer argument goes through DA(), the device's own address of it. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +15,21 @@
 
 static const KernelBackend *kb = &cpu_f32_table;
 static KernelBackend guarded_table; /* the CPU table with guarded memory */
-static int guarded;
+static int guarded;       /* GUARD_CLOSED: memory opened around each call */
+static int guard_mode;    /* what kernels_select installed (GUARD_OFF when it is not the CPU) */
 
-#define OPEN() \
-    if (guarded) guard_open()
+/* The device's address of a pointer argument (itself unless strict-guarded device memory). */
+#define DA(p) ((__typeof__(p))guard_addr(p))
+
+/* kernels and copies this thread has dispatched: the CPU compute stream's work (cpu_stream.h) */
+static _Thread_local uint64_t dispatched;
+const uint64_t *cpu_dispatch_count(void) { return &dispatched; }
+
+#define OPEN()                      \
+    do {                            \
+        dispatched++;               \
+        if (guarded) guard_open();  \
+    } while (0)
 #define CLOSE() \
     if (guarded) guard_close()
 #define VCALL(op, ...)      \
@@ -114,16 +126,19 @@ int kernels_select(KernelOptions *o) {
     }
     if (in_use && next != kb) return myr_error("internal: kernels_select after device memory was allocated");
     guarded = 0;
+    guard_mode = GUARD_OFF;
     kb = next;
-    if (!cuda && guard_requested()) {
+    int mode = cuda ? GUARD_OFF : guard_requested();
+    if (mode != GUARD_OFF) {
         guarded_table = *next;
-        guarded_table.alloc = guard_alloc;
-        guarded_table.free = guard_free;
+        guarded_table.alloc = mode == GUARD_STRICT ? guard_strict_alloc : guard_alloc;
+        guarded_table.free = mode == GUARD_STRICT ? guard_strict_free : guard_free;
         guarded_table.host_accessible = 0;
         guarded_table.snapshot_async = guard_snapshot_async;
         guarded_table.snapshot_wait = guard_snapshot_wait;
         kb = &guarded_table;
-        guarded = 1;
+        guarded = mode == GUARD_CLOSED;
+        guard_mode = mode;
     }
     return 0;
 }
@@ -233,7 +248,7 @@ void *dev_alloc_bytes(size_t bytes) {
     if (!bytes) bytes = 1;
     size_t want = bytes;
     void *p = cache_take(want, &bytes);
-    if (p) VCALL(memset_zero, p, want); /* zeroed like a new block */
+    if (p) VCALL(memset_zero, DA(p), want); /* zeroed like a new block */
     if (!p) p = kb->alloc(bytes);
     if (!p && ncache) {
         cache_release();
@@ -262,26 +277,26 @@ void dev_free(void *p) {
 }
 
 void dev_zero_bytes(void *p, size_t bytes) {
-    if (bytes) VCALL(memset_zero, p, bytes);
+    if (bytes) VCALL(memset_zero, DA(p), bytes);
 }
 void dev_zero(real *p, size_t count) { dev_zero_bytes(p, count * sizeof(real)); }
 void dev_zero_act(act *p, size_t count) { dev_zero_bytes(p, count * kb->act_size); }
 size_t act_size(void) { return kb->act_size; }
 
 void dev_to_host(void *host, const void *dev, size_t bytes) {
-    if (bytes) VCALL(copy, host, dev, bytes, COPY_D2H);
+    if (bytes) VCALL(copy, DA(host), DA(dev), bytes, COPY_D2H);
 }
 void host_to_dev(void *dev, const void *host, size_t bytes) {
-    if (bytes) VCALL(copy, dev, host, bytes, COPY_H2D);
+    if (bytes) VCALL(copy, DA(dev), DA(host), bytes, COPY_H2D);
 }
 void dev_to_dev(void *dst, const void *src, size_t bytes) {
-    if (bytes) VCALL(copy, dst, src, bytes, COPY_D2D);
+    if (bytes) VCALL(copy, DA(dst), DA(src), bytes, COPY_D2D);
 }
 void host_to_dev_async(void *dev, const void *host, size_t bytes) {
-    if (bytes) VCALL(copy_async, dev, host, bytes, COPY_H2D);
+    if (bytes) VCALL(copy_async, DA(dev), DA(host), bytes, COPY_H2D);
 }
 void dev_to_host_async(void *host, const void *dev, size_t bytes) {
-    if (bytes) VCALL(copy_async, host, dev, bytes, COPY_D2H);
+    if (bytes) VCALL(copy_async, DA(host), DA(dev), bytes, COPY_D2H);
 }
 
 void *host_alloc_pinned(size_t bytes) {
@@ -295,10 +310,21 @@ void host_free_pinned(void *p) {
 }
 void dev_sync(void) { kb->sync(); }
 
+/* streams and events: no device memory is touched, so no guard (the watchdog queries from its thread) */
+void *dev_stream_handle(DevStream s) { return kb->stream_handle(s); }
+DevEvent *dev_event_create(void) { return kb->event_create(); }
+void dev_event_destroy(DevEvent *e) {
+    if (e) kb->event_destroy(e);
+}
+void dev_event_record(DevEvent *e, DevStream s) { kb->event_record(e, s); }
+void dev_stream_wait_event(DevStream s, DevEvent *e) { kb->stream_wait_event(s, e); }
+int dev_event_query(DevEvent *e) { return kb->event_query(e); }
+void dev_event_sync(DevEvent *e) { kb->event_sync(e); }
+
 void dev_snapshot_async(void *host, const void *dev, size_t bytes) {
     if (!bytes) return;
-    if (kb->snapshot_async) VCALL(snapshot_async, host, dev, bytes);
-    else VCALL(copy, host, dev, bytes, COPY_D2H);
+    if (kb->snapshot_async) VCALL(snapshot_async, DA(host), DA(dev), bytes);
+    else VCALL(copy, DA(host), DA(dev), bytes, COPY_D2H);
 }
 
 void dev_snapshot_wait(void) {
@@ -306,17 +332,23 @@ void dev_snapshot_wait(void) {
 }
 int dev_host_accessible(void) { return kb->host_accessible; }
 
+/* A transport library may be handed device memory on a GPU (if it can read it: CUDA-aware MPI,
+ * NCCL), on the plain CPU backend, and under the strict guard through the device's own mapping;
+ * not under MYRIAD_DEVICE_GUARD=1, whose memory is closed outside kernel calls. */
+int dev_transport_capable(void) { return guard_mode != GUARD_CLOSED; }
+void *dev_transport_address(const void *p) { return guard_mode == GUARD_CLOSED ? NULL : guard_addr(p); }
+
 void act_from_f32(act *dst, const real *src, size_t n) {
-    if (n) VCALL(act_from_f32, dst, src, n);
+    if (n) VCALL(act_from_f32, DA(dst), DA(src), n);
 }
 void act_to_f32(real *dst, const act *src, size_t n) {
-    if (n) VCALL(act_to_f32, dst, src, n);
+    if (n) VCALL(act_to_f32, DA(dst), DA(src), n);
 }
 void dev_f32_to_bf16(uint16_t *dst, const real *src, size_t n) {
-    if (n) VCALL(f32_to_bf16, dst, src, n);
+    if (n) VCALL(f32_to_bf16, DA(dst), DA(src), n);
 }
 void dev_bf16_to_f32(real *dst, const uint16_t *src, size_t n) {
-    if (n) VCALL(bf16_to_f32, dst, src, n);
+    if (n) VCALL(bf16_to_f32, DA(dst), DA(src), n);
 }
 
 void act_to_host_f32(float *host, const act *dev, size_t n) {
@@ -337,125 +369,128 @@ int kernels_threads(void) { return kb->threads(); }
 /* ---- ops ---- */
 
 void matmul_forward(void *out, int out_f32, const act *inp, const act *w, const real *bias, int N, int IC, int OC) {
-    VCALL(matmul_forward, out, out_f32, inp, w, bias, N, IC, OC);
+    VCALL(matmul_forward, DA(out), out_f32, DA(inp), DA(w), DA(bias), N, IC, OC);
 }
 void matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias, const act *dout, const act *inp, const act *w,
                      int N, int IC, int OC, int accumulate_dinp) {
-    VCALL(matmul_backward, dinp, dinp_f32, dw, dbias, dout, inp, w, N, IC, OC, accumulate_dinp);
+    VCALL(matmul_backward, DA(dinp), dinp_f32, DA(dw), DA(dbias), DA(dout), DA(inp), DA(w), N, IC, OC, accumulate_dinp);
 }
 void layernorm_forward(act *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N, int C,
                        real eps) {
-    VCALL(layernorm_forward, out, mean, rstd, inp, w, b, N, C, eps);
+    VCALL(layernorm_forward, DA(out), DA(mean), DA(rstd), DA(inp), DA(w), DA(b), N, C, eps);
 }
 void layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
                         const real *mean, const real *rstd, int N, int C) {
-    VCALL(layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    VCALL(layernorm_backward, DA(dinp), DA(dw), DA(db), DA(dout), DA(inp), DA(w), DA(mean), DA(rstd), N, C);
 }
 void rmsnorm_forward(act *out, real *rstd, const real *inp, const real *w, int N, int C, real eps) {
-    VCALL(rmsnorm_forward, out, rstd, inp, w, N, C, eps);
+    VCALL(rmsnorm_forward, DA(out), DA(rstd), DA(inp), DA(w), N, C, eps);
 }
 void rmsnorm_backward(real *dinp, real *dw, const real *dout, const real *inp, const real *w, const real *rstd, int N,
                       int C) {
-    VCALL(rmsnorm_backward, dinp, dw, dout, inp, w, rstd, N, C);
+    VCALL(rmsnorm_backward, DA(dinp), DA(dw), DA(dout), DA(inp), DA(w), DA(rstd), N, C);
 }
-void gelu_forward(act *out, const act *inp, size_t n) { VCALL(gelu_forward, out, inp, n); }
-void gelu_backward(act *dinp, const act *inp, const act *dout, size_t n) { VCALL(gelu_backward, dinp, inp, dout, n); }
-void swiglu_forward(act *out, const act *inp, int N, int F) { VCALL(swiglu_forward, out, inp, N, F); }
+void gelu_forward(act *out, const act *inp, size_t n) { VCALL(gelu_forward, DA(out), DA(inp), n); }
+void gelu_backward(act *dinp, const act *inp, const act *dout, size_t n) { VCALL(gelu_backward, DA(dinp), DA(inp), DA(dout), n); }
+void swiglu_forward(act *out, const act *inp, int N, int F) { VCALL(swiglu_forward, DA(out), DA(inp), N, F); }
 void swiglu_backward(act *dinp, const act *inp, const act *dout, int N, int F) {
-    VCALL(swiglu_backward, dinp, inp, dout, N, F);
+    VCALL(swiglu_backward, DA(dinp), DA(inp), DA(dout), N, F);
 }
-void residual_forward(real *out, const real *a, const real *b, size_t n) { VCALL(residual_forward, out, a, b, n); }
-void add_inplace(real *acc, const real *x, size_t n) { VCALL(add_inplace, acc, x, n); }
+void residual_forward(real *out, const real *a, const real *b, size_t n) { VCALL(residual_forward, DA(out), DA(a), DA(b), n); }
+void add_inplace(real *acc, const real *x, size_t n) { VCALL(add_inplace, DA(acc), DA(x), n); }
 void embedding_forward(real *out, const int32_t *tokens, const real *tok, const real *pos, int N, int T, int C) {
-    VCALL(embedding_forward, out, tokens, tok, pos, N, T, C);
+    VCALL(embedding_forward, DA(out), DA(tokens), DA(tok), DA(pos), N, T, C);
 }
 void embedding_backward(real *dtok, real *dpos, const real *dout, const int32_t *tokens, int N, int T, int C) {
-    VCALL(embedding_backward, dtok, dpos, dout, tokens, N, T, C);
+    VCALL(embedding_backward, DA(dtok), DA(dpos), DA(dout), DA(tokens), N, T, C);
 }
 void embedding_shard_forward(real *out, const int32_t *tokens, const real *tok_shard, int vocab_lo, int vocab_n,
                              int N, int C) {
-    VCALL(embedding_shard_forward, out, tokens, tok_shard, vocab_lo, vocab_n, N, C);
+    VCALL(embedding_shard_forward, DA(out), DA(tokens), DA(tok_shard), vocab_lo, vocab_n, N, C);
 }
 void embedding_shard_backward(real *dtok_shard, const real *dout, const int32_t *tokens, int vocab_lo, int vocab_n,
                               int N, int C) {
-    VCALL(embedding_shard_backward, dtok_shard, dout, tokens, vocab_lo, vocab_n, N, C);
+    VCALL(embedding_shard_backward, DA(dtok_shard), DA(dout), DA(tokens), vocab_lo, vocab_n, N, C);
 }
 void position_forward_add(real *out, const real *pos, int row0, int N, int T, int C) {
-    VCALL(position_forward_add, out, pos, row0, N, T, C);
+    VCALL(position_forward_add, DA(out), DA(pos), row0, N, T, C);
 }
 void position_backward(real *dpos, const real *dout, int row0, int N, int T, int C) {
-    VCALL(position_backward, dpos, dout, row0, N, T, C);
+    VCALL(position_backward, DA(dpos), DA(dout), row0, N, T, C);
 }
-void bias_add(real *out, const real *bias, int N, int C) { VCALL(bias_add, out, bias, N, C); }
-void bias_backward(real *dbias, const real *dout, int N, int C) { VCALL(bias_backward, dbias, dout, N, C); }
-void vocab_shard_row_max(const act *logits, int N, int V, double *max) { VCALL(vocab_shard_row_max, logits, N, V, max); }
+void bias_add(real *out, const real *bias, int N, int C) { VCALL(bias_add, DA(out), DA(bias), N, C); }
+void bias_backward(real *dbias, const real *dout, int N, int C) { VCALL(bias_backward, DA(dbias), DA(dout), N, C); }
+void vocab_shard_row_max(const act *logits, int N, int V, double *max) { VCALL(vocab_shard_row_max, DA(logits), N, V, DA(max)); }
 void vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
-    VCALL(vocab_shard_row_sumexp, logits, N, V, max, sum);
+    VCALL(vocab_shard_row_sumexp, DA(logits), N, V, DA(max), DA(sum));
 }
 void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
-    VCALL(vocab_shard_target_logit, logits, targets, vocab_lo, N, V, out);
+    VCALL(vocab_shard_target_logit, DA(logits), DA(targets), vocab_lo, N, V, DA(out));
 }
 void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
                       const double *sum, double scale) {
-    VCALL(vocab_shard_grad, logits, targets, vocab_lo, N, V, max, sum, scale);
+    VCALL(vocab_shard_grad, DA(logits), DA(targets), vocab_lo, N, V, DA(max), DA(sum), scale);
 }
 double vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N) {
     OPEN();
-    double r = kb->vocab_shard_losses(losses, max, sum, target, N);
+    double r = kb->vocab_shard_losses(DA(losses), DA(max), DA(sum), DA(target), N);
     CLOSE();
     return r;
 }
 void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq) {
-    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, inv_freq);
+    VCALL(rope_tables, DA(cos_t), DA(sin_t), max_seq, hd, inv_freq); /* inv_freq: host floats */
 }
 void rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                 int stride, int inverse) {
-    VCALL(rope_apply, qkv, cos_t, sin_t, N, T, heads, kv_heads, hd, stride, inverse);
+    VCALL(rope_apply, DA(qkv), DA(cos_t), DA(sin_t), N, T, heads, kv_heads, hd, stride, inverse);
 }
 size_t attention_saved_count(int B, int T, int H) { return kb->attention_saved_count(B, T, H); }
 void attention_forward(act *out, real *saved, const act *qkv, int B, int T, int H, int KV, int hd) {
-    VCALL(attention_forward, out, saved, qkv, B, T, H, KV, hd);
+    VCALL(attention_forward, DA(out), DA(saved), DA(qkv), B, T, H, KV, hd);
 }
 void attention_backward(act *dqkv, const act *dout, const act *qkv, const act *out, const real *saved, int B, int T,
                         int H, int KV, int hd) {
-    VCALL(attention_backward, dqkv, dout, qkv, out, saved, B, T, H, KV, hd);
+    VCALL(attention_backward, DA(dqkv), DA(dout), DA(qkv), DA(out), DA(saved), B, T, H, KV, hd);
 }
 double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
                                       double grad_scale) {
     OPEN();
-    double r = kb->cross_entropy_forward_backward(logits, losses, targets, N, V, want_grad, grad_scale);
+    double r = kb->cross_entropy_forward_backward(DA(logits), DA(losses), DA(targets), N, V, want_grad, grad_scale);
     CLOSE();
     return r;
 }
 void moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k) {
-    VCALL(moe_router_topk, probs, topk, gates, N, E, k);
+    VCALL(moe_router_topk, DA(probs), DA(topk), DA(gates), N, E, k);
 }
 void moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates, const real *dgates,
                          const real *daux, int N, int T, int E, int k) {
-    VCALL(moe_router_backward, dlogits, probs, topk, gates, dgates, daux, N, T, E, k);
+    VCALL(moe_router_backward, DA(dlogits), DA(probs), DA(topk), DA(gates), DA(dgates), DA(daux), N, T, E, k);
 }
 void moe_gather_rows(act *out, const act *x, const int32_t *idx, const real *scale, int R, int C) {
-    VCALL(moe_gather_rows, out, x, idx, scale, R, C);
+    VCALL(moe_gather_rows, DA(out), DA(x), DA(idx), DA(scale), R, C);
 }
 void moe_scatter_rows(act *out, const act *x, const int32_t *idx, int R, int C) {
-    VCALL(moe_scatter_rows, out, x, idx, R, C);
+    VCALL(moe_scatter_rows, DA(out), DA(x), DA(idx), R, C);
 }
 void moe_combine(real *out, const act *x, const int32_t *idx, const real *w, int R, int C) {
-    VCALL(moe_combine, out, x, idx, w, R, C);
+    VCALL(moe_combine, DA(out), DA(x), DA(idx), DA(w), R, C);
 }
 void moe_row_dot(real *out, const act *a, const int32_t *idx, const act *b, int R, int C) {
-    VCALL(moe_row_dot, out, a, idx, b, R, C);
+    VCALL(moe_row_dot, DA(out), DA(a), DA(idx), DA(b), R, C);
 }
 void moe_scatter_scalars(real *dst, const real *src, const int32_t *slot, int A) {
-    VCALL(moe_scatter_scalars, dst, src, slot, A);
+    VCALL(moe_scatter_scalars, DA(dst), DA(src), DA(slot), A);
 }
 void adamw_update(real *p, const real *g, real *m, real *v, size_t n, const AdamWScalars *s) {
-    VCALL(adamw_update, p, g, m, v, n, s);
+    VCALL(adamw_update, DA(p), DA(g), DA(m), DA(v), n, DA(s));
 }
 double sum_squares(const real *x, size_t n) {
     OPEN();
-    double r = kb->sum_squares(x, n);
+    double r = kb->sum_squares(DA(x), n);
     CLOSE();
     return r;
 }
-void scale_inplace(real *x, real s, size_t n) { VCALL(scale_inplace, x, s, n); }
+void scale_inplace(real *x, real s, size_t n) { VCALL(scale_inplace, DA(x), s, n); }
+void dev_reduce_bf16(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor) {
+    if (n) VCALL(reduce_bf16, DA(out), DA(src), nsrc, n, op, divisor);
+}

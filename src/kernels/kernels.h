@@ -103,9 +103,17 @@ void dev_sync(void); /* wait for everything queued */
 void dev_snapshot_async(void *host, const void *dev, size_t bytes);
 void dev_snapshot_wait(void);
 /* Whether host code may read and write device pointers directly (the CPU backend, unless
- * MYRIAD_DEVICE_GUARD=1 makes its memory inaccessible outside kernels to rehearse a GPU).
+ * MYRIAD_DEVICE_GUARD=1 or =strict makes its memory inaccessible to rehearse a GPU).
  * Code that may skip a staging copy when this holds must give the same bits either way. */
 int dev_host_accessible(void);
+/* Device memory handed to a transport library that moves it itself (a CUDA-aware MPI, NCCL):
+ * whether this backend allows it (a GPU, the plain CPU backend, the strict guard; not
+ * MYRIAD_DEVICE_GUARD=1, whose memory is closed outside kernel calls), and the address such a
+ * library is given for device pointer p: p itself, or under MYRIAD_DEVICE_GUARD=strict the
+ * emulated device's own mapping of it, so that only the library's call sites can reach the bytes
+ * and any other host access still faults. NULL where not allowed. Only transports call these. */
+int dev_transport_capable(void);
+void *dev_transport_address(const void *p);
 /* Conversions between fp32 and the activation dtype (round to nearest even), device to
  * device; a copy in fp32 runs. */
 void act_from_f32(act *dst, const real *src, size_t n);
@@ -115,6 +123,23 @@ void act_to_host_f32(float *host, const act *dev, size_t n);
 /* fp32 <-> bf16 arrays on the device whatever the run's dtype (bf16 gradient reduction). */
 void dev_f32_to_bf16(uint16_t *dst, const real *src, size_t n);
 void dev_bf16_to_f32(real *dst, const uint16_t *src, size_t n);
+
+/* ---- streams and events: a communication stream beside the compute stream ----
+ * Every op above runs on the compute stream. A transport library (NCCL) queues its work on the
+ * communication stream, ordered with the compute stream only by events: record an event on one
+ * stream, make the other wait for it. So a reduction queued after a gradient bucket's backward
+ * runs while the next layers' backward runs (docs/COMM.md). On the CPU the compute stream is
+ * synchronous and the communication stream holds what a library queued until it is waited for
+ * (kernels/cpu/cpu_stream.h), so missing orderings read stale data there too. */
+typedef enum { STREAM_COMPUTE = 0, STREAM_COMM = 1 } DevStream;
+typedef struct DevEvent DevEvent;
+void *dev_stream_handle(DevStream s);           /* cudaStream_t on CUDA; a CpuStream on the CPU */
+DevEvent *dev_event_create(void);
+void dev_event_destroy(DevEvent *e);
+void dev_event_record(DevEvent *e, DevStream s);      /* marks the work queued on s so far */
+void dev_stream_wait_event(DevStream s, DevEvent *e); /* work queued on s from now on runs after e's */
+int dev_event_query(DevEvent *e);                     /* 1 when e's work is done; never blocks; any thread */
+void dev_event_sync(DevEvent *e);                     /* the host waits for e's work */
 
 void kernels_set_threads(int threads); /* host threads of the CPU backend; BLAS is called from them */
 int kernels_threads(void);
@@ -241,6 +266,10 @@ void adamw_update(real *p, const real *g, real *m, real *v, size_t n, const Adam
 /* ---- deterministic reductions (fp32 buffers; results on the host) ---- */
 double sum_squares(const real *x, size_t n); /* fixed-order, double accumulation */
 void scale_inplace(real *x, real s, size_t n);
+/* The comm layer's bf16 reduction on the device (docs/COMM.md): src holds nsrc copies of n bf16
+ * values back to back; out[k] = bf16(fp32 sum over the copies in order), or their max (op 2), or the
+ * sum divided by divisor (op 1, avg); op numbers are CommOp's. One rounding per element. */
+void dev_reduce_bf16(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor);
 
 #ifdef __cplusplus
 }

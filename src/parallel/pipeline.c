@@ -128,7 +128,7 @@ static void sum_tied_embedding(Pipeline *pl) {
         const ParamInfo *p = param_table_find(&m->table, m->stage.first ? "tok_emb" : "lm_head");
         if (!p || (!m->stage.first && !m->stage.last)) continue;
         real *g = model_tensors_get(&m->g, p);
-        if (dcomm_all_reduce(pl->embed_group, g, p->numel, COMM_F32, COMM_SUM)) myr_die_last();
+        if (dcomm_all_reduce(pl->embed_group, g, g, p->numel, COMM_F32, COMM_SUM)) myr_die_last();
     }
 }
 

@@ -9,7 +9,7 @@
 #include "util/error.h"
 
 static void sum_real(void *ctx, real *x, size_t n) {
-    if (dcomm_all_reduce((Comm *)ctx, x, n, COMM_F32, COMM_SUM)) myr_die_last();
+    if (dcomm_all_reduce((Comm *)ctx, x, x, n, COMM_F32, COMM_SUM)) myr_die_last();
 }
 
 /* Doubles cross the wire bit-exactly (as pairs of 32-bit words) and are combined in rank order,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "parallel/device_comm.h"
 #include "parallel/schedule.h"
 #include "train/train_job.h"
 #include "util/error.h"
@@ -146,12 +147,18 @@ static void select_device(TrainJob *j) {
     DeviceInfo d;
     if (kernels_device_info(&d)) train_layout_error(j->rank, "%s", myr_last_error());
     j->device = d;
+    char comm[300] = ""; /* what moves device buffers between ranks (--comm) */
+    if (j->distributed) {
+        char desc[256];
+        if (dcomm_setup(desc, sizeof desc)) train_layout_error(j->rank, "%s", myr_last_error());
+        snprintf(comm, sizeof comm, ", comm %s", desc);
+    }
     if (j->rank == 0) {
         char where[32] = "cpu";
         if (!strcmp(ko.device, "cuda")) snprintf(where, sizeof where, "cuda:%d", d.ordinal);
-        fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s\n", where, d.name,
+        fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s%s\n", where, d.name,
                 d.total_bytes / 1073741824.0, d.free_bytes / 1073741824.0, dtype_name((Dtype)ko.dtype),
-                ko.dtype == DTYPE_BF16 && strcmp(ko.device, "cuda") ? " activations (emulated)" : " activations");
+                ko.dtype == DTYPE_BF16 && strcmp(ko.device, "cuda") ? " activations (emulated)" : " activations", comm);
     }
 }
 

@@ -64,6 +64,17 @@ void cpu_moe_scatter_scalars(real *dst, const real *src, const int32_t *slot, in
 void cpu_adamw_update(real *p, const real *g, real *m, real *v, size_t n, const AdamWScalars *s);
 double cpu_sum_squares(const real *x, size_t n);
 void cpu_scale_inplace(real *x, real s, size_t n);
+void cpu_reduce_bf16(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor);
+/* streams and events (cpu_stream.c) */
+void *cpu_stream_handle(DevStream s);
+DevEvent *cpu_event_create(void);
+void cpu_event_destroy(DevEvent *e);
+void cpu_event_record(DevEvent *e, DevStream s);
+void cpu_stream_wait_event(DevStream s, DevEvent *e);
+int cpu_event_query(DevEvent *e);
+void cpu_event_sync(DevEvent *e);
+/* the calling thread's count of kernels.h calls (dispatch.c): the compute stream's work */
+const uint64_t *cpu_dispatch_count(void);
 
 /* memory and threads of the CPU backend (cpu_memory.c) */
 void *cpu_alloc(size_t bytes); /* zeroed, 64-byte aligned; NULL when out of memory */

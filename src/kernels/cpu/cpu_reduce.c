@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_reduce.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "util/bf16.h"
 
 enum { ROWS_PER_CHUNK = 64 };
 
@@ -67,4 +68,20 @@ double cpu_sum_squares(const real *x, size_t n) {
 void cpu_scale_inplace(real *x, real s, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* The comm layer's bf16 reduction (docs/COMM.md): src holds nsrc copies of n bf16 values back to
+ * back; each output is their fp32 sum (or max) in copy order, divided by `divisor` for op 1 (avg),
+ * rounded once to bf16. Elements are independent, so threads cannot change the bits. */
+void cpu_reduce_bf16(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k = 0; k < n; k++) {
+        float acc = bf16_to_f32(src[k]);
+        for (int s = 1; s < nsrc; s++) {
+            float v = bf16_to_f32(src[(size_t)s * n + k]);
+            acc = op == 2 ? (v > acc ? v : acc) : acc + v;
+        }
+        if (op == 1 && divisor > 1) acc /= (float)divisor;
+        out[k] = f32_to_bf16(acc);
+    }
 }

@@ -112,6 +112,17 @@ void cuda_residual_forward(void *out, int out_dt, const void *a, int a_dt, const
 void cuda_add_inplace(void *acc, int acc_dt, const void *x, int x_dt, size_t n);
 void cuda_scale_inplace(float *x, float s, size_t n);
 
+/* ---- communication (cuda_comm.cu): the comm layer's bf16 reduction (kernels.h dev_reduce_bf16);
+ * the communication stream (which = 1; 0 is the compute stream) and events ordering the two ---- */
+void cuda_reduce_bf16(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor);
+void *cuda_stream_handle(int which);
+void *cuda_event_create(void);
+void cuda_event_destroy(void *e);
+void cuda_event_record(void *e, int which);
+void cuda_stream_wait_event(int which, void *e);
+int cuda_event_query(void *e); /* 1 done, 0 not yet */
+void cuda_event_sync(void *e);
+
 /* ---- embeddings (tables and their gradients fp32; backward deterministic: rows are grouped
  * by token with a stable sort and each table row is summed by one block in row order) ---- */
 void cuda_embedding_forward(void *out, int out_dt, const int32_t *tokens, const float *tok, const float *pos, int N,

@@ -65,6 +65,13 @@ static void t_snapshot_wait(void) {
     CUDA_CHECK(cudaSetDevice(snap_device)); /* this thread's current device (a copy thread starts on 0) */
     CUDA_CHECK(cudaStreamSynchronize(snap_stream));
 }
+static void *t_stream_handle(DevStream s) { return cuda_stream_handle(s == STREAM_COMM); }
+static DevEvent *t_event_create(void) { return (DevEvent *)cuda_event_create(); }
+static void t_event_destroy(DevEvent *e) { cuda_event_destroy(e); }
+static void t_event_record(DevEvent *e, DevStream s) { cuda_event_record(e, s == STREAM_COMM); }
+static void t_stream_wait_event(DevStream s, DevEvent *e) { cuda_stream_wait_event(s == STREAM_COMM, e); }
+static int t_event_query(DevEvent *e) { return cuda_event_query(e); }
+static void t_event_sync(DevEvent *e) { cuda_event_sync(e); }
 static void t_set_threads(int threads) {
     host_threads = threads < 1 ? 1 : threads;
     cpu_set_threads(host_threads); /* the host's own OpenMP work (data, checkpoints) */
@@ -198,6 +205,13 @@ static void fill_table(int dt) {
     t.host_alloc_pinned = cuda_host_try_alloc;
     t.host_free_pinned = cuda_host_free;
     t.sync = cuda_synchronize;
+    t.stream_handle = t_stream_handle;
+    t.event_create = t_event_create;
+    t.event_destroy = t_event_destroy;
+    t.event_record = t_event_record;
+    t.stream_wait_event = t_stream_wait_event;
+    t.event_query = t_event_query;
+    t.event_sync = t_event_sync;
     t.set_threads = t_set_threads;
     t.threads = t_threads;
     t.act_from_f32 = t_act_from_f32;
@@ -245,6 +259,7 @@ static void fill_table(int dt) {
     t.adamw_update = t_adamw_update;
     t.sum_squares = cuda_sum_squares;
     t.scale_inplace = cuda_scale_inplace;
+    t.reduce_bf16 = cuda_reduce_bf16;
     table = t;
 }
 
