@@ -146,3 +146,17 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
     if (pidfd >= 0) close(pidfd);
     return end;
 }
+
+void sup_loop_linger(Sup *s, double seconds) {
+    if (!s->metrics || seconds <= 0) return;
+    long long before = metrics_served(s->metrics);
+    double until = sup_now() + seconds;
+    struct epoll_event evs[16];
+    while (metrics_served(s->metrics) == before && sup_now() < until) {
+        double wait = until - sup_now(), mt = metrics_timeout(s->metrics);
+        if (mt < wait) wait = mt;
+        int ms = wait <= 0 ? 0 : wait > 1 ? 1000 : (int)ceil(wait * 1000);
+        epoll_wait(s->epfd, evs, 16, ms); /* the metrics server's descriptor (connections are closed) */
+        metrics_run(s->metrics);
+    }
+}

@@ -205,6 +205,11 @@ static void report_leftover_copies(void) {
     closedir(d);
 }
 
+const char *sup_fail_kind_name(int kind) {
+    static const char *kinds[FAIL_KINDS] = {"rank-exit", "hang", "never-connected", "launcher-exit", "host-lost", "straggler"};
+    return kind >= 0 && kind < FAIL_KINDS ? kinds[kind] : "?";
+}
+
 void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->failed) return;
     s->failed = 1;
@@ -212,6 +217,7 @@ void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->lost_host_this_attempt >= 0 && kind != FAIL_STRAGGLER) kind = FAIL_HOST_LOST;
     s->fail_kind = kind;
     s->m.failures[kind]++;
+    sup_ledger_declared(s, sup_fail_kind_name(kind));
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->why, sizeof s->why, fmt, ap);
@@ -535,6 +541,7 @@ int supervise(SuperviseOpts *o) {
     s->straggler = straggler_create(o->nranks, &o->straggler);
     s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
     s->m.mem_step = -1;
+    sup_ledger_open(s, o->t_start > 0); /* the time ledger; a --preflight check set t_start */
     int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0, nonfinite = 0;
     char hostfile[64] = "";
 
@@ -591,6 +598,7 @@ int supervise(SuperviseOpts *o) {
         free(line);
         fflush(stdout);
         fflush(stderr);
+        sup_ledger_launch(s);
         s->launch_time = sup_now();
         pid_t child = fork();
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
@@ -653,10 +661,12 @@ int supervise(SuperviseOpts *o) {
                 sup_fail(s, FAIL_LAUNCHER_EXIT, "%s exited with code %d", direct ? o->cmd[0] : launcher_name, code);
             }
         }
+        if (s->failed) sup_ledger_failed(s); /* the step lost with the failure, its detection */
         if (!exited) teardown(s, child, &status);
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
         hb_close_all(s);
+        sup_ledger_account(s, s->failed ? LEDGER_TEARDOWN : LEDGER_FINISH);
         if (!exited && sup_graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
             stopped = 1;
             exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
@@ -680,6 +690,7 @@ int supervise(SuperviseOpts *o) {
                          "myriad run --slurm-script runs scontrol requeue)", myr_last_error(), SLURM_EXIT_REQUEUE);
                 fprintf(stderr, "myriad: %s\n", why);
                 exit_code = requeue_exit(s, why);
+                sup_ledger_account(s, LEDGER_SPARE_WAIT); /* lost-node checks and settling with Slurm */
                 requeue = 1;
                 s->attempt++;
                 goto done;
@@ -720,7 +731,7 @@ done:;
     if (!finished) report_leftover_copies();
     if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
-    double wall = sup_now() - sup_t_start;
+    double wall = sup_ledger_close(s, LEDGER_FINISH); /* the ledger and the finished event end at one instant */
     double productive = progress_productive_time(s, s->attempt, &steps);
     cJSON *f = sup_event("finished");
     cJSON_AddStringToObject(f, "status", finished       ? "ok"
@@ -739,6 +750,8 @@ done:;
     fprintf(stderr, "myriad run: %s after %d restart%s; goodput %.1f%% (%.2f s productive of %.2f s wall, %lld steps)\n",
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
             productive, wall, steps);
+    sup_ledger_report(s, wall); /* the goodput event (the last one) and the console summary */
+    sup_loop_linger(s, o->metrics_linger);
     if (hostfile[0]) unlink(hostfile);
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);

@@ -15,6 +15,7 @@
 #include "train/progress.h"
 #include "train/stop_signal.h"
 #include "train/train_job.h"
+#include "train/train_phases.h"
 #include "trace/trace.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -212,16 +213,23 @@ void train_job_run(TrainJob *j) {
      * launcher (a no-op otherwise) */
     if (hb_connect_from_env()) fprintf(stderr, "myriad train: heartbeat: %s (continuing without it)\n", myr_last_error());
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
-    hb_start(j->first_step);
+    /* where this start's time went, for the launcher's time ledger (docs/LAUNCHER.md) */
+    HbStartInfo phases;
+    hb_start_info_init(&phases);
+    phases.mpi_s = train_phase_seconds(TRAIN_PHASE_LAYOUT);
+    phases.setup_s = train_phase_seconds(TRAIN_PHASE_SETUP);
+    phases.restore_s = train_phase_seconds(TRAIN_PHASE_RESUME);
+    if (train_phase_end_time(TRAIN_PHASE_RESUME) > 0) phases.post_s = train_now_s() - train_phase_end_time(TRAIN_PHASE_RESUME);
+    hb_start_info(j->first_step, &phases);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
-        double td = clock_thread_cpu_s(); /* sections are CPU time: see trainer.h */
+        double td = clock_thread_cpu_s(), td_wall = train_now_s(); /* sections are CPU time: see trainer.h */
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
             myr_die_last();
-        double data_s = clock_thread_cpu_s() - td;
+        double data_s = clock_thread_cpu_s() - td, data_wall = train_now_s() - td_wall;
         t->slow_factor = hb_slow_factor(s + 1); /* myriad run --inject slow@STEP:RANK:FACTOR */
         if (j->pl && o->trace_path && s == trace_step) {
             trace_init(&trace, j->rank);
@@ -230,9 +238,11 @@ void train_job_run(TrainJob *j) {
         }
         FILE *routing = o->moe_routing && j->cfg.experts && s == j->first_step && j->tp_rank == 0
                             ? open_routing_dump(j) : NULL;
+        double mem_s0 = j->mem ? mem_ckpt_seconds(j->mem) : 0; /* the copy's wait inside the step (before_update) */
         double t0 = train_now_s();
         StepResult r = trainer_step(t, x, y, rows, o->seq);
         double dt = train_now_s() - t0;
+        double ckpt_wall = j->mem ? mem_ckpt_seconds(j->mem) - mem_s0 : 0;
         if (routing) {
             for (int c = 0; c < j->vpp; c++) j->chunks[c].moe_routing = NULL;
             fclose(routing);
@@ -265,6 +275,7 @@ void train_job_run(TrainJob *j) {
         double cpu_c = clock_thread_cpu_s(), comm_c = comm_wait_seconds(), comm_cpu_c = comm_wait_cpu_seconds();
         j->stop_signal = train_stop_agreed(j->state.world);
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
+        if (rep.ckpt_ms > 0) ckpt_wall += rep.ckpt_ms * 1e-3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
             progress_step(&progress, &rep);
@@ -288,11 +299,16 @@ void train_job_run(TrainJob *j) {
             j->step_total_s += dt;
             if (j->pl) j->bubble_total += 1 - j->pl->compute_s / j->pl->run_s;
         }
+        double eval_wall = 0;
         if (o->eval_every > 0 && ((s + 1) % o->eval_every == 0 || s + 1 == o->steps)) {
+            double te = train_now_s();
             j->last_val = train_validation_loss(j);
+            eval_wall = train_now_s() - te;
             rep.have_val = 1;
             rep.val_loss = j->last_val;
         }
+        /* wall time of the rank-side causes of the launcher's time ledger (docs/LAUNCHER.md) */
+        info.wall_ckpt_s = ckpt_wall, info.wall_data_s = data_wall, info.wall_eval_s = eval_wall;
         progress_step(&progress, &rep);
         hb_step_info(s + 1, r.loss, &info);
         if (j->stop_signal) {
