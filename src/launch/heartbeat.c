@@ -420,7 +420,8 @@ double hb_process_age_s(void) {
     if (!p) return -1;
     unsigned long long start = 0;
     int field = 2;
-    for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+    char *save;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
         if (++field == 22) {
             start = strtoull(tok, NULL, 10);
             break;

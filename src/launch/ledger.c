@@ -47,9 +47,7 @@ static void segment(Ledger *l, int cause, double t) {
     double a = l->t_mark - l->t_start, b = t - l->t_start;
     if (l->nseg) {
         LedgerSegment *p = &l->seg[l->nseg - 1];
-        /* the same cause continued, or a sliver under 1 ms (drawn as part of what came before;
-         * its seconds are counted all the same) */
-        if ((p->cause == cause && p->attempt == l->cur) || b - a < 1e-3) {
+        if (p->cause == cause && p->attempt == l->cur) { /* the same cause continued */
             p->t1 = b;
             return;
         }

@@ -145,16 +145,19 @@ static double straggler_share(Sup *s, long long step) {
 }
 
 /* The phases of a recovery: the ledger's causes from the failure to the start of the first step
- * no attempt had completed before. */
-static void emit_recovery(Sup *s) {
+ * no attempt had completed before (completed = 0: another failure struck first). */
+static void emit_recovery(Sup *s, int completed) {
     SupLedger *g = &s->led;
     g->recovering = 0;
     LedgerRow d;
     for (int c = 0; c < LEDGER_CAUSES; c++) d.seconds[c] = g->l.total.seconds[c] - g->at_failure.seconds[c];
     cJSON *e = sup_event("recovery");
-    cJSON_AddNumberToObject(e, "attempt", s->attempt);
-    cJSON_AddStringToObject(e, "failure", g->fail_kind);
-    if (s->source[0]) cJSON_AddStringToObject(e, "source", s->source);
+    cJSON_AddNumberToObject(e, "attempt", g->fail_attempt + 1);
+    cJSON_AddStringToObject(e, "failure", g->rec_kind);
+    cJSON_AddBoolToObject(e, "completed", completed);
+    cJSON_AddNumberToObject(e, "failure_t", round((g->rec_fault_t - sup_t_start) * 1000) / 1000);
+    cJSON_AddNumberToObject(e, "declared_t", round((g->rec_declared_t - sup_t_start) * 1000) / 1000);
+    if (completed && s->source[0]) cJSON_AddStringToObject(e, "source", s->source);
     cJSON *p = cJSON_AddObjectToObject(e, "phases");
     static const struct {
         const char *name;
@@ -182,8 +185,9 @@ static void emit_recovery(Sup *s) {
 
 void sup_ledger_job_step(Sup *s, long long step, double t) {
     SupLedger *g = &s->led;
+    if (g->t_declared) return; /* heartbeats read after the verdict: the attempt is over (teardown) */
     account_start(s);
-    if (g->recovering && step > g->best_before) emit_recovery(s);
+    if (g->recovering && step > g->best_before) emit_recovery(s, 1);
     if (step <= g->best_before) { /* computed before, lost with a failure: computed again */
         ledger_step(&g->l, t, LEDGER_RECOMPUTED, NULL, NULL, 0);
         return;
@@ -215,9 +219,12 @@ void sup_ledger_failed(Sup *s) {
     /* the step in flight when the failure struck is lost and computed again (or, before every
      * rank had connected, the start itself was) */
     ledger_account(&g->l, g->start_done ? LEDGER_RECOMPUTED : LEDGER_LAUNCH, tf);
+    if (g->recovering) emit_recovery(s, 0); /* the previous failure's recovery did not get this far */
     g->at_failure = g->l.total;
     g->recovering = 1;
     g->fail_attempt = s->attempt;
+    g->rec_fault_t = tf, g->rec_declared_t = g->t_declared;
+    memcpy(g->rec_kind, g->fail_kind, sizeof g->rec_kind);
     ledger_account(&g->l, LEDGER_DETECTION, g->t_declared);
 }
 
@@ -245,6 +252,10 @@ void sup_ledger_report(Sup *s, double wall_s) {
     char line[1400];
     ledger_summary(&g->l.total, *wall, line, sizeof line);
     fprintf(stderr, "myriad run: time ledger: effective training time %.1f%%; %s\n", *wall > 0 ? 100 * prod / *wall : 0, line);
+}
+
+void sup_ledger_free(Sup *s) {
+    SupLedger *g = &s->led;
     free(g->compute), free(g->compute_step);
     ledger_free(&g->l);
     g->compute = NULL, g->compute_step = NULL;

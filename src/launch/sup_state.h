@@ -91,6 +91,8 @@ typedef struct {
     LedgerRow at_failure;    /* the totals when that failure struck */
     char fail_kind[24];
     int fail_attempt;
+    double rec_fault_t, rec_declared_t; /* that failure: when it struck, when it was declared */
+    char rec_kind[24];
 } SupLedger;
 
 struct StragglerDetector;
@@ -208,7 +210,8 @@ void sup_ledger_failed(Sup *s);                 /* after the watch: the failure'
 void sup_ledger_account(Sup *s, int cause);     /* the time since the mark went to cause */
 /* The end: the time since the mark to `cause`; returns the wall time (the launcher's start to now). */
 double sup_ledger_close(Sup *s, int cause);
-void sup_ledger_report(Sup *s, double wall); /* the goodput event and the console summary; frees */
+void sup_ledger_report(Sup *s, double wall); /* the goodput event and the console summary */
+void sup_ledger_free(Sup *s);
 
 /* sup_straggler.c: the detector's verdicts become events, evictions and metrics */
 void sup_straggler_sample(Sup *s, int r, const HbMsg *m);

@@ -752,6 +752,7 @@ done:;
             productive, wall, steps);
     sup_ledger_report(s, wall); /* the goodput event (the last one) and the console summary */
     sup_loop_linger(s, o->metrics_linger);
+    sup_ledger_free(s);
     if (hostfile[0]) unlink(hostfile);
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);

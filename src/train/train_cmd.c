@@ -29,10 +29,8 @@ int cmd_train(int argc, char **argv) {
     }
     myr_die_quietly(0);
     /* the start-up phases are timed for the launcher's time ledger (train_phases.h) */
-    train_phase_begin(TRAIN_PHASE_LAYOUT);
-    train_job_layout(j, &argc, &argv);
-    train_phase_end(TRAIN_PHASE_LAYOUT);
-    train_phase_begin(TRAIN_PHASE_SETUP);
+    train_phase_begin(TRAIN_PHASE_MPI);
+    train_job_layout(j, &argc, &argv); /* ends MPI init and begins the setup */
     train_job_setup(j);
     train_phase_end(TRAIN_PHASE_SETUP);
     train_phase_begin(TRAIN_PHASE_RESUME);

@@ -216,7 +216,7 @@ void train_job_run(TrainJob *j) {
     /* where this start's time went, for the launcher's time ledger (docs/LAUNCHER.md) */
     HbStartInfo phases;
     hb_start_info_init(&phases);
-    phases.mpi_s = train_phase_seconds(TRAIN_PHASE_LAYOUT);
+    phases.mpi_s = train_phase_seconds(TRAIN_PHASE_MPI);
     phases.setup_s = train_phase_seconds(TRAIN_PHASE_SETUP);
     phases.restore_s = train_phase_seconds(TRAIN_PHASE_RESUME);
     if (train_phase_end_time(TRAIN_PHASE_RESUME) > 0) phases.post_s = train_now_s() - train_phase_end_time(TRAIN_PHASE_RESUME);
