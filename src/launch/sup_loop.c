@@ -131,6 +131,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             break;
         }
         if (!s->failed && !sup_graceful_signal) progress_check_timeouts(s);
+        if (s->nparked) sup_reap_parked(s, 0); /* launchers of earlier attempts finishing their abort */
         /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
          * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
         if (s->ndone < s->o->nranks) all_done_since = 0;

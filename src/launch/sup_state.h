@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -145,6 +146,8 @@ typedef struct Sup {
     struct MetricsServer *metrics;
     SupMetrics m;
     SupLedger led;           /* the time ledger */
+    struct { pid_t pid; double t0; int termed; } *parked; /* launchers left to finish their abort (sup_teardown.c) */
+    int nparked;
 } Sup;
 
 /* epoll data in the event loop: a tag, or for a connection the top bit, its slot and generation */
@@ -196,6 +199,12 @@ void faults_begin_attempt(Sup *s);      /* hold steps (MYRIAD_HB_HOLD), slowed r
 int holds_has(const Sup *s, long long step);
 void holds_add(Sup *s, int r, long long step); /* rank r waits for GO at step */
 void holds_release(Sup *s);            /* GO to every held rank whose step every running rank reached */
+
+/* sup_teardown.c: ending an attempt */
+/* Kill the attempt's ranks and its launcher; returns once every rank is gone (the launcher may be
+ * left to finish its own abort: parked, reaped by sup_reap_parked). *status: the launcher's, when reaped. */
+void sup_teardown(Sup *s, pid_t child, int *status);
+void sup_reap_parked(Sup *s, int block); /* reap (block: all of) the parked launchers, escalating to signals */
 
 /* sup_ledger.c: the time ledger fed from the attempts, heartbeats and failures (docs/LAUNCHER.md) */
 void sup_ledger_open(Sup *s, int preflight_ran); /* at the supervisor's start: the time so far */
