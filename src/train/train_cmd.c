@@ -28,6 +28,11 @@ int cmd_train(int argc, char **argv) {
         train_options_model_config(&j->o, &c);
     }
     myr_die_quietly(0);
+    /* automatic intervals: every step until chosen after the setup (which prepares the snapshot
+     * memory of async saves and the in-memory copies when they are on), train/ckpt_policy.h */
+    j->policy.auto_disk = j->o.save_every == CKPT_EVERY_AUTO, j->policy.auto_mem = j->o.mem_ckpt_every == CKPT_EVERY_AUTO;
+    if (j->policy.auto_disk) j->o.save_every = 1;
+    if (j->policy.auto_mem) j->o.mem_ckpt_every = 1;
     /* the start-up phases are timed for the launcher's time ledger (train_phases.h) */
     train_phase_begin(TRAIN_PHASE_MPI);
     train_job_layout(j, &argc, &argv); /* ends MPI init and begins the setup */
