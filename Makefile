@@ -63,7 +63,7 @@ LIB64_OBJS := $(patsubst src/%.c,build/obj64/%.o,$(LIB64_SRCS))
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRCS))
 
-.PHONY: all test test-long tests bench clean fuzz demo FORCE
+.PHONY: all test test-long tests bench clean fuzz demo link-inputs build-headers print-% FORCE
 all: bin/myriad $(TEST_BINS) $(EMU_TEST)
 
 # The C objects remember the flags they were built with: `make CUDA=0` then `make` changes
@@ -154,6 +154,27 @@ clean:
 # The README's default job: prepare shards from this project's sources, train, sample, save.
 demo: bin/myriad
 	bash scripts/demo.sh
+
+# What the build takes from outside the tree: scripts/gpu_needs.sh derives from these the packages
+# the offline GPU machine is given (scripts/gpu_deps.sh) and what the rehearsal hides.
+#   link-inputs    every file the link line resolves to: the linker's trace (--trace) of an empty
+#                  program linked with this CC, LDFLAGS and LDLIBS (bin/myriad's and the tests' line);
+#                  LINK_RUN=1 also runs it (--no-as-needed: the loader must find every library named)
+#   build-headers  every header the C, emulation and CUDA sources include: the compilers' -M lists
+#   print-VAR      the value of a variable (CC, LDLIBS, ...)
+link-inputs:
+	@d=$$(mktemp -d) && printf 'int main(void) { return 0; }\n' >$$d/e.c && \
+	    $(CC) $$d/e.c -o $$d/e $(LDFLAGS) -Wl,--no-as-needed $(LDLIBS) -Wl,--trace && { [ -z "$(LINK_RUN)" ] || $$d/e; }; \
+	    rc=$$?; rm -rf $$d; exit $$rc
+
+build-headers: $(if $(CU_SRCS),build/obj/kernels/cuda/cuda_unity.cu)
+	@d=$$(mktemp -d) && if { $(CC) $(CFLAGS) $(CUDA_DEFS) -Itests -M $(LIB_SRCS) src/main.c $(TEST_SRCS) && \
+	    $(if $(EMU_TEST),g++ $(EMU_FLAGS) -M $(CU_SRCS) tests/cuda_emu.cc &&) \
+	    $(if $(CU_SRCS),$(NVCC) $(NVCCFLAGS) -M build/obj/kernels/cuda/cuda_unity.cu &&) true; } >$$d/m; \
+	    then tr ' \\' '\n\n' <$$d/m | grep '^/' | sort -u; rc=0; else rc=1; fi; rm -rf $$d; exit $$rc
+
+print-%:
+	@echo '$($*)'
 
 # A longer fuzz campaign than the suite's (tests/test_fuzz.sh: 100,000 inputs per parser, 25,000 for the tokenizer).
 fuzz:

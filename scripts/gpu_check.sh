@@ -1,52 +1,111 @@
 #!/usr/bin/env bash
-# gpu_check.sh: the GPU half of issue 13's acceptance (Part B) in one prepared script, for a fresh
-# machine with one NVIDIA GPU (an H200), the CUDA toolkit, a C compiler and PyTorch, no network,
-# and none of our Debian build dependencies (OpenBLAS, cJSON, Open MPI). In order:
-#   deps      unpack .gpudeps (made here by scripts/gpu_deps.sh) with dpkg -x into a private
-#             prefix (never into /), with an mpicc wrapper and a relocated Open MPI
-#   build     make -j$(nproc) bin/myriad and the CUDA kernel test against that prefix
-#   kernels   build/tests/test_kernels_cuda: every CUDA kernel against the CPU backend, fp32 and
-#             bf16, and bit-identical reruns
-#   train     tests/test_cuda_train.sh: the PyTorch fixtures through --device cuda (fp32, bf16),
-#             2 ranks sharing the GPU with --dp 2 and --tp 2, checkpoints GPU <-> CPU
-#   doctor    myriad doctor --device cuda: the pre-flight GEMM (cuBLAS) and device-copy checks
-#   bench     bench/gpu_bench.sh: gpt2-124m and a 1.1B Llama, myriad against PyTorch
-#   sim probe bench/gpu_sim_probe.py (PyTorch only, so it runs even if the build failed): GEMM rates
-#             bf16 and fp8, FlashAttention-2 by shape, PyTorch's ring attention emulated on one GPU;
-#             the measurements docs/SIMULATOR.md's three rows outside 15% wait for
-#   sanitize  the kernel test on small shapes under compute-sanitizer memcheck (when time is left)
-# Each phase runs under a deadline: the whole script ends within BUDGET seconds (default 450,
-# build included); a phase that would not fit is reported as skipped, never silently dropped.
-# Writes $OUT/gpu_check.md (the summary: figures, pass/fail per test) and the logs beside it when
-# OUT is set (the device tool's output folder), else in build/gpu_check/.
+# gpu_check.sh: the device check, in one prepared script, for a fresh machine with one NVIDIA GPU
+# (an H200), the CUDA toolkit, a C compiler and PyTorch, no network, and none of our Debian build
+# dependencies. Phases, in the order that finds most in the least device time, each with a budget
+# in seconds (printed with their sum, at most 480: the device lends 15 minutes a session, start
+# included). A phase must end by the sum of the budgets up to it, so time one phase leaves is
+# the next one's; one that cannot get its minimum is reported as skipped, never dropped silently.
+#   deps       .gpudeps -> a private prefix, checked need by need (scripts/gpu_prefix.sh); stops
+#              the check at the first missing dependency, naming it
+#   build      make bin/myriad and the CUDA kernel test against the prefix (machine code for the
+#              GPU's own compute capability), then ldd: every library found, ours from the prefix
+#   smoke      myriad --version, myriad doctor --device cuda (cuBLASLt GEMM, device copy), three
+#              training steps of the tiny GPT-2 on the GPU: is the GPU usable at all
+#   kernels    build/tests/test_kernels_cuda (every kernel against the CPU backend, CPU references
+#              on every core); each failing or unreported case rerun alone with
+#              CUDA_LAUNCH_BLOCKING=1, so that a fault names its kernel (file:line of its launch)
+#   memcheck, racecheck, synccheck   the kernel test on small shapes under compute-sanitizer
+#   fixtures   tests/test_cuda_train.sh part 1: the PyTorch fixtures, fp32 and bf16, on the GPU
+#   training   its part 2: dp 2 / tp 2 ranks sharing the GPU, checkpoints GPU <-> CPU
+#   nccl       its part 4 (--comm nccl) and `myriad bench comm --comm nccl`; skipped, saying so,
+#              while bin/myriad has no NCCL backend
+#   bench      bench/gpu_bench.sh: gpt2-124m and a 1.1B Llama, myriad against PyTorch
+#              (torch.compile, bf16, the same shapes, in the same run): tokens/s and MFU
+#   sim probe  bench/gpu_sim_probe.py (PyTorch only), in whatever time the phases left
+# Writes $OUT/gpu_check.md (the report: phases, the speed against PyTorch and the goals, every
+# test case) and the logs beside it when OUT is set (the device tool's output folder), else in
+# build/gpu_check/. Exit 0 when no phase failed.
 #
-# On the device machine (docs/GPU.md, "The device check"):
-#   run(command="bash scripts/gpu_check.sh", carry=[".gpudeps"], timeout_s=540)
-# Rehearsal on a machine without a GPU (what this project's CI machines are):
-#   bash scripts/gpu_check.sh --rehearse
-# re-runs itself in a private mount namespace where this machine's OpenBLAS, cJSON and Open MPI
-# are hidden (bound over by empty files and folders), so only the prefix can serve them; it
-# builds, checks with ldd and LD_DEBUG where every library comes from, and runs the CPU side of
-# every phase against the prefix: the training tests with MYRIAD_TEST_DEVICE=cpu (2 ranks through
-# the relocated mpirun), the benchmark on tiny shapes; the GPU steps report skips.
+# On the device machine (docs/GPU.md, "The device check"), after bash scripts/gpu_deps.sh here:
+#   run(command="bash scripts/gpu_check.sh", carry=[".gpudeps"], timeout_s=570)
+# Rehearsal on a machine without a GPU, with the build's packages installed (scripts/install-deps.sh):
+#   bash scripts/gpu_deps.sh && bash scripts/gpu_check.sh --rehearse
+# derives the build's needs again (scripts/gpu_needs.py) and stops if .gpudeps is stale, copies the
+# tree (what the device receives: no build/), and re-runs itself in a private mount namespace where
+# every file of every package .gpudeps packs is hidden (scripts/gpu_hide.sh), so only the prefix
+# can serve them; then every phase runs its command line as far as a GPU is not needed: the tests
+# with MYRIAD_TEST_DEVICE=cpu under the device guard, the emulated kernel test, the benchmark on
+# tiny shapes on the CPU (PyTorch with --cpu-rehearse); the GPU steps report skips.
+# Options: --rehearse; --deps-only (stop after the deps phase: tests/test_gpu_deps.sh).
+# Env: GPUDEPS_DIR (default .gpudeps), GPU_NEEDS_MANIFEST (a rehearsal compares .gpudeps with this
+# derivation instead of deriving again), GPU_CHECK_PYTHON (the python3 with PyTorch),
+# GPU_CHECK_SKIP_STALE=1 (tests of the hiding itself: a .gpudeps that lacks a need on purpose),
+# GPU_CHECK_SCALE (deadlines times this: default 1, 20 in a rehearsal).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+REHEARSE=${REHEARSE:-0} DEPS_ONLY=0
+for a in "$@"; do
+    case $a in
+        --rehearse) REHEARSE=1 ;;
+        --deps-only) DEPS_ONLY=1 ;;
+        *) echo "gpu_check: unknown option $a (use --rehearse, --deps-only)" >&2; exit 2 ;;
+    esac
+done
+GPUDEPS=${GPUDEPS_DIR:-.gpudeps}
+KBIN=build/tests/test_kernels_cuda
+case $GPUDEPS in /*) ;; *) GPUDEPS=$ROOT/$GPUDEPS ;; esac
 
-if [ "${1:-}" = --rehearse ] && [ -z "${GPU_CHECK_IN_NS:-}" ]; then
-    # a fresh copy of the tree (what the device machine receives: no build/), in a mount namespace
+# ---------------------------------------------------------------- rehearsal: the host's part
+if [ "$REHEARSE" = 1 ] && [ -z "${GPU_CHECK_IN_NS:-}" ]; then
+    [ -s "$GPUDEPS/MANIFEST" ] || { echo "gpu_check: no $GPUDEPS/MANIFEST: run bash scripts/gpu_deps.sh first" >&2; exit 1; }
+    [ "$(id -u)" = 0 ] || { echo "gpu_check: the rehearsal needs root (a mount namespace that hides this machine's libraries)" >&2; exit 1; }
     copy=$(mktemp -d /tmp/myriad-rehearse-XXXXXX)
-    git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$copy" && cp -r .gpudeps "$copy/" || exit 1
+    derived=${GPU_NEEDS_MANIFEST:-$copy.derived}
+    if [ -z "${GPU_NEEDS_MANIFEST:-}" ]; then
+        echo "gpu_check: deriving the build's needs again (scripts/gpu_needs.py) to compare with $GPUDEPS/MANIFEST" >&2
+        python3 scripts/gpu_needs.py >"$derived" || { rm -rf "$copy" "$derived"; echo "gpu_check: deriving the build's needs failed (above)" >&2; exit 1; }
+    fi
+    # stale: a need of today's build that .gpudeps was not made for
+    stale=$(awk 'NR == FNR {if ($1 == "need") have[$2 " " $3] = 1; next} $1 == "need" && !have[$2 " " $3] {print $2 " " $3 " (" ($2 == "file" ? $4 : $2 == "data" ? $3 : $5) ")"; exit}' \
+        "$GPUDEPS/MANIFEST" "$derived")
+    if [ -n "$stale" ] && [ -z "${GPU_CHECK_SKIP_STALE:-}" ]; then
+        rm -rf "$copy" "$copy.derived"
+        echo "gpu_check: stale $GPUDEPS: the build now needs $stale, which its MANIFEST lacks: run bash scripts/gpu_deps.sh again" >&2
+        exit 1
+    fi
+    # a package missing from .gpudeps stops the rehearsal here already, as it would stop the device check
+    . scripts/gpu_prefix.sh
+    if ! prefix_packages "$GPUDEPS" >/dev/null; then
+        rm -rf "$copy" "$copy.derived"
+        echo "gpu_check: $DEPS_ERROR" >&2
+        exit 1
+    fi
+    . scripts/gpu_hide.sh
+    hide_list "$GPUDEPS/MANIFEST" "$derived" >"$copy.hide"
+    rm -f "$copy.derived"
     mkdir -p build/gpu_check
+    if [ $DEPS_ONLY = 1 ]; then # the deps phase builds nothing: it runs in this tree, on GPUDEPS as it is
+        rmdir "$copy"
+        exec unshare -m --propagation private env GPU_CHECK_IN_NS=1 REHEARSE=1 GPU_CHECK_HIDE="$copy.hide" \
+            GPUDEPS_DIR="$GPUDEPS" OUT="${OUT:-$ROOT/build/gpu_check}" bash "$ROOT/scripts/gpu_check.sh" --rehearse --deps-only
+    fi
+    git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$copy" 2>/dev/null
+    mkdir -p "$copy/.gpudeps" && cp -r "$GPUDEPS/." "$copy/.gpudeps/" || { rm -rf "$copy" "$copy.hide"; exit 1; }
     exec unshare -m --propagation private env GPU_CHECK_IN_NS=1 REHEARSE=1 REHEARSE_TREE="$copy" \
-        OUT="${OUT:-$ROOT/build/gpu_check}" bash "$copy/scripts/gpu_check.sh" --rehearse
+        GPU_CHECK_HIDE="$copy.hide" GPUDEPS_DIR="$copy/.gpudeps" OUT="${OUT:-$ROOT/build/gpu_check}" \
+        bash "$copy/scripts/gpu_check.sh" --rehearse
 fi
-REHEARSE=${REHEARSE:-0}
-BUDGET=${BUDGET:-450}
-SCALE=1 # phase deadlines are for a 16-core machine; a rehearsal on 2 busy cores gets 20 times as long
-[ "$REHEARSE" = 1 ] && BUDGET=${REHEARSE_BUDGET:-14400} SCALE=20
+
+# ---------------------------------------------------------------- budgets
+PH_NAMES=(deps build smoke kernels memcheck racecheck synccheck fixtures training nccl "bench gpt2-124m" "bench llama-1.1b")
+PH_BUDGET=(15 85 30 45 35 25 20 20 45 15 55 90)
+TOTAL=0
+for b in "${PH_BUDGET[@]}"; do TOTAL=$((TOTAL + b)); done
+# budgets are for the 16-core GPU machine; a rehearsal on 2 busy cores gets 20 times as long
+SCALE=${GPU_CHECK_SCALE:-$([ "$REHEARSE" = 1 ] && echo 20 || echo 1)}
 START=$(date +%s)
-DEADLINE=$((START + BUDGET))
+END=$((START + SCALE * TOTAL))
 NPROC=$(nproc)
 RESULT_DIR=${OUT:-$ROOT/build/gpu_check}
 mkdir -p "$RESULT_DIR"
@@ -54,28 +113,37 @@ LOG=$RESULT_DIR/gpu_check.log
 MD=$RESULT_DIR/gpu_check.md
 : >"$LOG"
 W=$(mktemp -d /tmp/myriad-gpucheck-XXXXXX)
-MOUNTS=()
-cleanup() {
-    for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
-    rm -rf "$W" ${REHEARSE_TREE:+"$REHEARSE_TREE"}
-}
+cleanup() { rm -rf "$W" ${REHEARSE_TREE:+"$REHEARSE_TREE"} ${GPU_CHECK_HIDE:+"$GPU_CHECK_HIDE"}; }
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=
+export OMP_NUM_THREADS=$NPROC # the CPU references of the kernel test use every core
 
 log() { echo "[$(($(date +%s) - START))s] $*" | tee -a "$LOG" >&2; }
-left() { echo $((DEADLINE - $(date +%s))); }
 PHASES=()
-phase_row() { PHASES+=("| $1 | $2 | $3 | $4 |"); } # NAME STATUS SECONDS NOTE
+FAILED=0
+phase_row() { # NAME STATUS SECONDS NOTE
+    local b=- i
+    for i in "${!PH_NAMES[@]}"; do [ "${PH_NAMES[$i]}" = "$1" ] && b=${PH_BUDGET[$i]}; done
+    PHASES+=("| $1 | $b | $2 | $3 | $4 |")
+    case $2 in FAILED* | TIMEOUT*) FAILED=1 ;; esac
+}
+checkpoint() { # NAME: when the phase must be done (the budgets' sum up to it), else the end
+    local i sum=0
+    for i in "${!PH_NAMES[@]}"; do
+        sum=$((sum + PH_BUDGET[i]))
+        [ "${PH_NAMES[$i]}" = "$1" ] && { echo $((START + SCALE * sum)); return; }
+    done
+    echo $END
+}
 
-# run_phase NAME MAX_SECONDS MIN_SECONDS OUTFILE CMD...: the command under a deadline of
-# min(MAX, time left - 20 s for the summary); skipped when less than MIN would remain.
+# run_phase NAME MIN_SECONDS OUTFILE CMD...: CMD under the phase's deadline; skipped when less than
+# MIN_SECONDS is left. A phase whose output has FAIL lines failed, whatever its exit status.
 run_phase() {
-    local name=$1 max=$(($2 * SCALE)) min=$3 outfile=$4; shift 4
-    local l=$(( $(left) - 20 )) t=$max
-    [ $l -lt $t ] && t=$l
-    if [ $t -lt $min ]; then
-        log "$name: skipped (${l}s left, it needs ${min}s)"
-        phase_row "$name" "skipped: no time" 0 "${l}s were left"
+    local name=$1 min=$2 outfile=$3; shift 3
+    local t=$(( $(checkpoint "$name") - $(date +%s) ))
+    if [ $t -lt "$min" ]; then
+        log "$name: skipped (${t}s left, it needs ${min}s)"
+        phase_row "$name" "skipped: no time" 0 "${t}s were left, it needs ${min}s"
         return 2
     fi
     log "$name: start (deadline ${t}s)"
@@ -83,88 +151,87 @@ run_phase() {
     timeout -k 10 $t "$@" >"$outfile" 2>&1
     local rc=$? dt=$(( $(date +%s) - t0 ))
     cat "$outfile" >>"$LOG"
+    local fails=$(grep -c '^FAIL ' "$outfile") oks=$(grep -c '^ok ' "$outfile") skips=$(grep -c '^skip ' "$outfile")
+    local note=""
+    [ $((oks + fails + skips)) -gt 0 ] && note="$oks ok, $fails failed, $skips skipped"
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        log "$name: stopped at its deadline (${dt}s)"; phase_row "$name" "TIMEOUT" $dt "stopped after ${t}s"; return 1
+        log "$name: stopped at its deadline (${dt}s)"; phase_row "$name" "TIMEOUT" $dt "stopped after ${t}s${note:+; $note}"; return 1
     fi
     log "$name: exit $rc (${dt}s)"
-    phase_row "$name" "$([ $rc -eq 0 ] && echo done || echo "FAILED (exit $rc)")" $dt ""
+    if [ $rc -eq 0 ] && [ $fails -eq 0 ]; then phase_row "$name" done $dt "$note"
+    else phase_row "$name" "FAILED (exit $rc)" $dt "${note:-$(grep -v -e '^\s*$' -e '^+ ' "$outfile" | tail -1 | cut -c1-160)}"; rc=1; fi
     return $rc
 }
 
 # ---------------------------------------------------------------- the machine
-PY=${GPU_CHECK_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}
-[ "$REHEARSE" = 1 ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3 # Debian's PyTorch here
+# the python3 with PyTorch: the PATH's (the GPU machine's image), else /usr/bin's (Debian's, here)
+has_torch() { "$1" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' 2>/dev/null; }
+PY=${GPU_CHECK_PYTHON:-}
+if [ -z "$PY" ]; then
+    for c in $([ "$REHEARSE" = 1 ] && echo /usr/bin/python3) $(command -v python3) /usr/bin/python3; do
+        has_torch "$c" && PY=$c && break
+    done
+    PY=${PY:-$(command -v python3 || echo /usr/bin/python3)}
+fi
 MYRIAD_PYTHON=$PY
 [ -x /usr/bin/python3 ] && MYRIAD_PYTHON=/usr/bin/python3
 export MYRIAD_PYTHON
+CC_CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "host: $(. /etc/os-release 2>/dev/null; echo "$PRETTY_NAME"), $NPROC cores, $(free -g 2>/dev/null | awk '/Mem:/ {print $2}') GiB"
-    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)${CC_CAP:+, compute capability $CC_CAP}"
     echo "nvcc: $( (command -v nvcc || ls /usr/local/cuda/bin/nvcc) 2>/dev/null | head -1) $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | grep -o 'release [0-9.]*')"
-    echo "python: $PY, torch $(env -u LD_LIBRARY_PATH "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null)"
-    echo "compiler: $(gcc --version 2>/dev/null | head -1); make: $(make --version 2>/dev/null | head -1)"
+    echo "python: $PY; compiler: $(gcc --version 2>/dev/null | head -1)"
 } >"$W/facts"
 cat "$W/facts" >>"$LOG"
-log "gpu_check $([ "$REHEARSE" = 1 ] && echo "REHEARSAL (no GPU steps)") in $ROOT, budget ${BUDGET}s"
+budgets=$(for i in "${!PH_NAMES[@]}"; do printf '%s %s, ' "${PH_NAMES[$i]}" "${PH_BUDGET[$i]}"; done)
+log "gpu_check $([ "$REHEARSE" = 1 ] && echo "REHEARSAL (no GPU steps; deadlines x$SCALE)") in $ROOT"
+log "budgets (s): ${budgets%, }; sum $TOTAL s (limit 480)"
 
-# ---------------------------------------------------------------- rehearsal: hide this machine's deps
-if [ "$REHEARSE" = 1 ]; then
-    mkdir -p "$W/empty"
-    : >"$W/emptyfile"
-    hidden=0
-    for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/include/x86_64-linux-gnu/openblas-pthread \
-        /usr/include/cjson /usr/share/openmpi /etc/openmpi /usr/include/x86_64-linux-gnu/openmpi; do
-        [ -d "$d" ] && mount --bind "$W/empty" "$d" && MOUNTS+=("$d") && hidden=$((hidden + 1))
+summary() { # writes the report (every exit after this point goes through it)
+    . scripts/gpu_report.sh
+    write_report >"$MD"
+    for f in deps.txt build.txt smoke.txt kernels.txt train.txt nccl.txt sanitizer.txt bench.jsonl; do
+        [ -s "$W/$f" ] && tail -c 8000000 "$W/$f" >"$RESULT_DIR/$f"
     done
-    for f in libmpi.so.40 libopen-rte.so.40 libopen-pal.so.40 libcjson.so.1 libopenblas.so.0 libhwloc.so.15 \
-        libevent_core-2.1.so.7 libevent_pthreads-2.1.so.7 libgfortran.so.5 libquadmath.so.0 libfabric.so.1 libucp.so.0 \
-        libucs.so.0 libuct.so.0 libucm.so.0 libibverbs.so.1 librdmacm.so.1 libpsm2.so.2 libinfinipath.so.4 \
-        libnl-3.so.200 libnl-route-3.so.200 libnuma.so.1 libmunge.so.2 libltdl.so.7; do
-        real=$(readlink -f "/usr/lib/x86_64-linux-gnu/$f" 2>/dev/null) || continue
-        [ -f "$real" ] && mount --bind "$W/emptyfile" "$real" && MOUNTS+=("$real") && hidden=$((hidden + 1))
-    done
-    for b in mpicc mpirun mpiexec orted orterun opal_wrapper; do
-        real=$(readlink -f "/usr/bin/$b" 2>/dev/null) || continue
-        [ -f "$real" ] && mount --bind "$W/emptyfile" "$real" && MOUNTS+=("$real") && hidden=$((hidden + 1))
-    done
-    log "rehearsal: $hidden system folders and files of OpenBLAS, cJSON and Open MPI hidden in this namespace"
+    log "report: $MD"
+    cat "$MD"
+}
+
+# ---------------------------------------------------------------- rehearsal: hide this machine's copies
+if [ "$REHEARSE" = 1 ] && [ -n "${GPU_CHECK_HIDE:-}" ]; then
+    . scripts/gpu_hide.sh
+    if hide_apply "$GPU_CHECK_HIDE" "$W"; then
+        log "rehearsal: $(wc -l <"$GPU_CHECK_HIDE") files of the packages .gpudeps packs are hidden in this namespace"
+        phase_row "hide (rehearsal)" done 0 "$(wc -l <"$GPU_CHECK_HIDE") files of $(grep -c ' packed$' "$GPUDEPS/MANIFEST") packages hidden; base ones left"
+    else
+        log "rehearsal: $HIDE_ERROR"
+        phase_row "hide (rehearsal)" "FAILED" 0 "$HIDE_ERROR"
+        summary; exit 1
+    fi
 fi
 
 # ---------------------------------------------------------------- deps
-P=${GPU_DEPS_PREFIX:-/tmp/myriad-gpudeps}
-R=$P/root
-L=$R/usr/lib/x86_64-linux-gnu
-setup_deps() {
-    ls .gpudeps/*.deb >/dev/null 2>&1 || { echo "no .gpudeps/*.deb: run bash scripts/gpu_deps.sh on the build machine and carry .gpudeps"; return 1; }
-    rm -rf "$P" && mkdir -p "$R" "$P/bin" || return 1
-    for f in .gpudeps/*.deb; do
-        if command -v dpkg >/dev/null; then dpkg -x "$f" "$R" || return 1
-        else (cd "$W" && rm -f data.tar.* && ar x "$OLDPWD/$f" && tar -xf data.tar.* -C "$R") || return 1; fi
-    done
-    # mpicc: gcc with the Debian wrapper's flags relocated to the prefix (link flags only when linking)
-    cat >"$P/bin/mpicc" <<EOF
-#!/bin/sh
-link="-L$L/openmpi/lib -L$L -L$L/openblas-pthread -Wl,-rpath-link,$L:$L/openmpi/lib:$L/pmix2/lib -lmpi"
-for a in "\$@"; do case "\$a" in -c|-E|-S|-M|-MM) link= ;; esac; done
-exec \${MYRIAD_HOST_CC:-gcc} -I$L/openmpi/include -I$L/openmpi/include/openmpi -I$R/usr/include \\
-    -I$R/usr/include/x86_64-linux-gnu/openblas-pthread "\$@" \$link
-EOF
-    chmod +x "$P/bin/mpicc"
-    ln -sf "$R/usr/bin/mpirun.openmpi" "$P/bin/mpirun"
-    ln -sf "$R/usr/bin/mpiexec.openmpi" "$P/bin/mpiexec"
-    command -v make >/dev/null || ln -sf "$R/usr/bin/make" "$P/bin/make"
-    du -sh "$R" | cut -f1 | xargs echo "prefix size:"
-}
-export -f setup_deps
-export P R L W
-run_phase deps 60 5 "$W/deps.txt" bash -c setup_deps
-deps_ok=$?
-export PATH="$P/bin:$PATH:$R/usr/bin"
-export LD_LIBRARY_PATH="$L:$L/openblas-pthread:$L/openmpi/lib:$L/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OPAL_PREFIX=$R/usr PMIX_INSTALL_PREFIX=$L/pmix2
-export OMPI_MCA_mca_base_component_path=$L/openmpi/lib/openmpi3
-export PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix
+. scripts/gpu_prefix.sh
+t0=$(date +%s)
+prefix_setup "$GPUDEPS" "${GPU_DEPS_PREFIX:-$W/prefix}" >"$W/deps.txt" 2>&1
+deps_rc=$?
+cat "$W/deps.txt" >>"$LOG"
+if [ $deps_rc -ne 0 ]; then
+    log "deps: ${DEPS_ERROR:-failed}"
+    phase_row deps "FAILED" $(( $(date +%s) - t0 )) "${DEPS_ERROR:-see deps.txt}"
+    phase_row "(all later phases)" "not run" 0 "the dependency check stopped the device check"
+    summary
+    echo "gpu_check: ${DEPS_ERROR:-the dependency phase failed}" >&2
+    exit 1
+fi
+phase_row deps done $(( $(date +%s) - t0 )) "$(tail -1 "$W/deps.txt" | cut -c1-120); $(grep -m1 '^sonames' "$W/deps.txt")"
+log "deps: $(grep -c . "$W/deps.txt") checks passed"
+if [ $DEPS_ONLY = 1 ]; then summary; exit $FAILED; fi
+# the rehearsal's PyTorch is Debian's, linked with libraries hidden here: every folder of the prefix
+# that holds shared libraries, after ours
+[ "$REHEARSE" = 1 ] && REHEARSE_TORCH_LIBPATH=$LD_LIBRARY_PATH:$(find "$R" -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
 
 # ---------------------------------------------------------------- build
 NVCC_BIN=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null | head -1)
@@ -178,174 +245,143 @@ if [ ! -e "$CUDA_HOME_GUESS/lib64/libcublasLt.so.13" ] && [ -z "${MYRIAD_CUBLASL
     lib=$(env -u LD_LIBRARY_PATH "$PY" -c 'import nvidia.cublas, os, glob; print(sorted(glob.glob(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.*")))[-1])' 2>/dev/null)
     [ -n "$lib" ] && export MYRIAD_CUBLASLT=$lib && log "cuBLASLt from PyTorch's wheel: $lib"
 fi
+# libnccl for --comm nccl: PyTorch's nvidia-nccl wheel where the system has none
+if [ -z "${MYRIAD_NCCL:-}" ]; then
+    lib=$(env -u LD_LIBRARY_PATH "$PY" -c 'import nvidia.nccl, os, glob; print(sorted(glob.glob(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so*")))[-1])' 2>/dev/null)
+    [ -n "$lib" ] && export MYRIAD_NCCL=$lib && log "libnccl from PyTorch's wheel: $lib"
+fi
+arch=()
+# machine code for this GPU alone (half the CUDA compile of the default sm_80 + sm_90)
+if [[ "$CC_CAP" =~ ^[0-9]+\.[0-9]$ ]]; then
+    sm=${CC_CAP/./}
+    arch=("CUDA_ARCH=-gencode arch=compute_$sm,code=[sm_$sm,compute_$sm]")
+fi
 build_targets="bin/myriad build/tests/test_kernels_cuda"
 [ "$REHEARSE" = 1 ] && build_targets="all"
-run_phase build 240 30 "$W/build.txt" make -j"$NPROC" CC="$P/bin/mpicc" NVCC_EXTRA="$extra" $build_targets
+run_phase build 20 "$W/build.txt" make -j"$NPROC" CC="$P/bin/mpicc" NVCC_EXTRA="$extra" "${arch[@]}" $build_targets
 build_ok=$?
-grep -E ": error|: fatal|\*\*\* |undefined reference" "$W/build.txt" | head -20 >"$W/build_errors.txt"
-
-if [ "$REHEARSE" = 1 ] && [ $build_ok -eq 0 ]; then
-    # where each library comes from: all of OpenBLAS, cJSON and Open MPI must be the prefix's
-    ldd bin/myriad >"$W/ldd.txt" 2>&1
-    LD_DEBUG=libs bin/myriad train --help >/dev/null 2>"$W/lddebug.txt"
-    leaks=$(grep -E "openblas|cjson|libmpi|open-rte|open-pal|hwloc|libevent|gfortran|quadmath" "$W/ldd.txt" | grep -v "$R" | grep -c .)
-    missing=$(grep -c "not found" "$W/ldd.txt")
-    loaded=$(grep -o "calling init: [^ ]*" "$W/lddebug.txt" | grep -E "openblas|cjson|libmpi|hwloc|event|gfortran" | sort -u)
-    {
-        echo "ldd bin/myriad:"; cat "$W/ldd.txt"
-        echo "LD_DEBUG=libs (initialised libraries of ours):"; echo "$loaded"
-    } >>"$LOG"
-    outside=$(echo "$loaded" | grep -v "$R" | grep -c .)
-    phase_row "no leaks (ldd, LD_DEBUG)" "$([ $leaks -eq 0 ] && [ $missing -eq 0 ] && [ $outside -eq 0 ] && echo done || echo FAILED)" 0 \
-        "$leaks from outside the prefix, $missing not found; $(echo "$loaded" | grep -c .) of ours initialised, $outside from outside"
-    run_phase "cpu tests on the prefix" 100 60 "$W/cputests.txt" bash tests/run.sh kernels
+grep -E ": error|: fatal|\*\*\* |undefined reference|cannot find" "$W/build.txt" | head -20 >"$W/build_errors.txt"
+if [ $build_ok -eq 0 ]; then
+    # every library of every program found, and each of ours (MANIFEST class packed) from the prefix
+    progs="bin/myriad build/tests/test_kernels_cuda"
+    [ "$REHEARSE" = 1 ] && progs="bin/myriad $(ls build/tests/test_* | grep -v '\.')"
+    for p in $progs; do echo "== $p"; ldd "$p"; done >"$W/ldd.txt" 2>&1
+    ours=$(awk 'NR == FNR {if ($1 == "package" && $5 == "packed") pk[$2] = 1; next} $1 == "need" && $2 == "soname" && pk[$5] {print $3}' \
+        "$GPUDEPS/MANIFEST" "$GPUDEPS/MANIFEST" | sort -u)
+    missing=$(grep "not found" "$W/ldd.txt" | awk '{print $1}' | sort -u | tr '\n' ' ')
+    outside=$(for s in $ours; do grep -E "^\s$s => " "$W/ldd.txt" | grep -v " => $P/" | awk '{print $1 " => " $3}'; done | sort -u | head -3 | tr '\n' ' ')
+    nours=$(for s in $ours; do grep -qE "^\s$s => $P/" "$W/ldd.txt" && echo $s; done | grep -c .)
+    if [ -z "$missing" ] && [ -z "$outside" ]; then
+        phase_row "libraries (ldd)" done 0 "$(echo $progs | wc -w) programs; $nours of our libraries, all from the prefix"
+    else
+        phase_row "libraries (ldd)" FAILED 0 "${missing:+not found: $missing}${outside:+ from outside the prefix: $outside}"
+    fi
+    cat "$W/ldd.txt" >>"$LOG"
+    if [ "$REHEARSE" = 1 ]; then
+        run_phase "cpu tests on the prefix (rehearsal)" 60 "$W/cputests.txt" bash tests/run.sh kernels
+    fi
 fi
 
-# ---------------------------------------------------------------- kernels, training, benchmark
+# ---------------------------------------------------------------- the GPU phases
 KT=$W/kernels.txt
-if [ $build_ok -eq 0 ]; then
-    run_phase kernels 150 20 "$KT" build/tests/test_kernels_cuda
-    # a device fault ends the program at the failing kernel: run each unreported case alone
-    cases=$(grep -o 'CASE(test_[a-z0-9_]*)' tests/test_kernels_cuda.c | sed 's/CASE(\(.*\))/\1/')
-    missing=$(for c in $cases; do grep -qE "^(ok|FAIL|skip) $c( |\$)" "$KT" || echo $c; done)
-    if [ -n "$missing" ] && [ $(left) -gt 120 ]; then
-        log "kernels: rerunning the unreported cases one per process: $(echo $missing)"
-        for c in $missing; do
-            [ $(left) -gt 100 ] || break
-            timeout -k 5 60 build/tests/test_kernels_cuda "$c" >"$W/case.txt" 2>&1
-            rc=$?
-            cat "$W/case.txt" >>"$KT"
-            grep -qE "^(ok|FAIL|skip) $c( |\$)" "$W/case.txt" ||
-                echo "FAIL $c (exit $rc before reporting: $(grep -v '^  ' "$W/case.txt" | tail -1 | cut -c1-200))" >>"$KT"
-        done
-        phase_row "kernels, one case a process" done 0 "for: $(echo $missing)"
-    fi
-    # the benchmark still runs if the tensor-core attention failed here: on the other kernels
-    if grep -q "^FAIL test_attention_tc" "$KT"; then
-        export MYRIAD_CUDA_ATTN=simple
-        phase_row "attention for the benchmark" "fp32-arithmetic kernels" 0 "test_attention_tc failed: MYRIAD_CUDA_ATTN=simple"
-    fi
-    if [ "$REHEARSE" = 1 ]; then
-        run_phase train 200 60 "$W/train.txt" env MYRIAD_TEST_DEVICE=cpu bash tests/test_cuda_train.sh
-    else
-        run_phase train 200 30 "$W/train.txt" bash tests/test_cuda_train.sh
-    fi
-    # the pre-flight check's GPU path: cuBLAS GEMM and device copy rates (the rehearsal runs the
-    # same calls under the device guard on small sizes)
-    if [ "$REHEARSE" = 1 ]; then
-        run_phase "doctor (GPU checks)" 60 10 "$W/doctor.txt" env MYRIAD_DEVICE_GUARD=1 bin/myriad doctor --reps 2 --gemm-n 128 --triad-mb 8
-    else
-        run_phase "doctor (GPU checks)" 60 10 "$W/doctor.txt" bin/myriad doctor --device cuda --reps 3 --out "$RESULT_DIR/doctor.json"
-    fi
-    bench_env="MYRIAD_PY=$MYRIAD_PYTHON PY=$PY"
-    [ "$REHEARSE" = 1 ] && bench_env="$bench_env REHEARSE=1 STEPS=3 WARMUP=1 TORCH_KEEP_LIBPATH=1"
-    run_phase "bench gpt2-124m" 150 40 "$W/bench_gpt2.txt" env $bench_env MODELS=gpt2 bash bench/gpu_bench.sh "$W/bench.jsonl"
-    run_phase "bench llama 1.1B" 170 60 "$W/bench_llama.txt" env $bench_env MODELS=llama bash bench/gpu_bench.sh "$W/bench.jsonl"
-fi
-
-# ---------------------------------------------------------------- sim probe (PyTorch alone: no build needed)
-# Writes sim_probe.jsonl and sim_probe.md into RESULT_DIR itself. Its own budget (measurements after
-# torch's import, which takes seconds) stays inside the phase's deadline; a rehearsal runs the same
-# code on tiny CPU shapes. PyTorch runs without the prefix's libraries, as in the benchmark.
-probe_budget=$(( $(left) - 45 )) # 20 s the summary keeps, 25 s for the import and the last measurement
-[ $probe_budget -gt 75 ] && probe_budget=75
-[ $probe_budget -lt 10 ] && probe_budget=10
-probe_args="--out $RESULT_DIR --budget $probe_budget"
-rm -f "$RESULT_DIR/sim_probe.md" "$RESULT_DIR/sim_probe.jsonl" # a summary must not show an older run's
-probe_env="-u LD_LIBRARY_PATH -u OPAL_PREFIX"
-[ "$REHEARSE" = 1 ] && probe_args="$probe_args --small" probe_env= # the rehearsal hid the system libs torch needs
-if [ "$REHEARSE" = 1 ] && ! "$PY" -c 'import torch' >"$W/sim_probe.txt" 2>&1; then
-    # hiding Open MPI here also hides libnl, which the system torch links: an artifact of the
-    # rehearsal (tests/test_sim_probe.sh runs the probe's CPU path outside it)
-    phase_row "sim probe" "skipped" 0 "rehearsal: torch does not import in this namespace"
+TRAIN_LOGS=$W/train-logs
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ "$REHEARSE" = 1 ]; then
+    DEVENV="MYRIAD_TEST_DEVICE=cpu MYRIAD_DEVICE_GUARD=1" DEV=cpu
+    KBIN=build/tests/test_kernels_cuda_emu # the same test on the emulated device (the real one skips)
 else
-    run_phase "sim probe" 100 30 "$W/sim_probe.txt" env $probe_env "$PY" bench/gpu_sim_probe.py $probe_args
+    DEVENV="MYRIAD_TEST_DEVICE=cuda" DEV=cuda KBIN=build/tests/test_kernels_cuda
 fi
+export SAN KBIN
+
+smoke() {
+    set -x
+    bin/myriad --version || return 1
+    if [ "$REHEARSE" = 1 ]; then MYRIAD_DEVICE_GUARD=1 bin/myriad doctor --reps 2 --gemm-n 128 --triad-mb 8 || return 1
+    else bin/myriad doctor --device cuda --reps 2 --out "$RESULT_DIR/doctor.json" || return 1; fi
+    local F=tests/fixtures/gpt2-tiny
+    env $DEVENV bin/myriad train --init $F --data $F/tokens.bin --batch 2 --seq 8 --steps 3 --device $DEV --dtype bf16
+}
+# one case a process, with CUDA_LAUNCH_BLOCKING=1: a device fault then stops at its own kernel's launch
+rerun_cases() { # CASE...
+    local c rc
+    for c in "$@"; do
+        echo "# rerun $c alone with CUDA_LAUNCH_BLOCKING=1"
+        CUDA_LAUNCH_BLOCKING=1 timeout -k 5 60 $KBIN "$c" >"$W/case.txt" 2>&1
+        rc=$?
+        sed 's/^\(ok\|FAIL\|skip\) /rerun-\1 /' "$W/case.txt"
+        grep -qE "^(ok|FAIL|skip) $c( |\$)" "$W/case.txt" ||
+            echo "rerun-FAIL $c (exit $rc before reporting: $(grep -v '^  ' "$W/case.txt" | grep -v '^\s*$' | tail -1 | cut -c1-300))"
+    done
+}
+kernels() {
+    $KBIN >"$KT.main" 2>&1
+    local rc=$? cases again
+    cat "$KT.main"
+    [ "$REHEARSE" = 1 ] && build/tests/test_kernels_cuda 2>&1 | sed 's/^/device test: /' # every case skips: no device
+    cases=$(grep -o 'CASE(test_[a-z0-9_]*)' tests/test_kernels_cuda.c | sed 's/CASE(\(.*\))/\1/')
+    again=$(for c in $cases; do grep -qE "^(ok|skip) $c( |\$)" "$KT.main" || echo $c; done)
+    [ "$REHEARSE" = 1 ] && [ -z "$again" ] && again=test_memory # exercise the rerun on the CPU
+    [ -n "$again" ] && rerun_cases $again
+    return $rc
+}
+sanitize() { # TOOL
+    MYRIAD_TEST_SMALL=1 "$SAN" --tool "$1" --error-exitcode 9 build/tests/test_kernels_cuda
+}
+nccl() {
+    env $DEVENV CUDA_TRAIN_PART=nccl CUDA_TRAIN_LOGS="$TRAIN_LOGS" bash tests/test_cuda_train.sh
+    if bin/myriad bench comm --help 2>&1 | grep -qE -- '--comm[ =][^ ]*nccl'; then
+        mpirun --oversubscribe --bind-to none -np 1 bin/myriad bench comm --comm nccl -c all -b 8 -e 256M -f 8 -n 5 -w 2 &&
+            echo "ok bench_comm_nccl" || echo "FAIL bench_comm_nccl"
+    else
+        echo "skip bench_comm_nccl (bin/myriad bench comm has no --comm nccl yet)"
+    fi
+}
+export -f smoke rerun_cases kernels sanitize nccl
+export REHEARSE DEVENV DEV RESULT_DIR W KT TRAIN_LOGS
 
 if [ $build_ok -eq 0 ]; then
-    SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
-    if [ -n "$SAN" ] && [ "$REHEARSE" != 1 ]; then
-        run_phase "sanitize (memcheck)" 120 45 "$W/sanitizer.txt" env MYRIAD_TEST_SMALL=1 "$SAN" --tool memcheck \
-            --error-exitcode 9 build/tests/test_kernels_cuda
-    else
-        phase_row "sanitize (memcheck)" "skipped" 0 "$([ "$REHEARSE" = 1 ] && echo "rehearsal" || echo "no compute-sanitizer")"
-    fi
+    run_phase smoke 10 "$W/smoke.txt" bash -c smoke
+    run_phase kernels 15 "$KT" bash -c kernels
+    for tool in memcheck racecheck synccheck; do
+        if [ "$REHEARSE" = 1 ] || [ -z "$SAN" ]; then
+            phase_row $tool skipped 0 "$([ -z "$SAN" ] && echo "no compute-sanitizer on this machine; " )on the GPU: MYRIAD_TEST_SMALL=1 compute-sanitizer --tool $tool --error-exitcode 9 build/tests/test_kernels_cuda"
+            [ -n "$SAN" ] && [ "$REHEARSE" = 1 ] && run_phase $tool 10 "$W/san-$tool.txt" bash -c "sanitize $tool"
+            continue
+        fi
+        run_phase $tool 10 "$W/san-$tool.txt" bash -c "sanitize $tool"
+        if grep -qiE "device not supported|not supported on this" "$W/san-$tool.txt"; then
+            unset 'PHASES[${#PHASES[@]}-1]'
+            phase_row $tool "unsupported" 0 "compute-sanitizer does not support this device here ($(grep -m1 -iE 'not supported' "$W/san-$tool.txt" | cut -c1-100))"
+        fi
+        { echo "== $tool"; cat "$W/san-$tool.txt"; } >>"$W/sanitizer.txt"
+    done
+    run_phase fixtures 10 "$W/train-fixtures.txt" env $DEVENV CUDA_TRAIN_PART=fixtures CUDA_TRAIN_LOGS="$TRAIN_LOGS" bash tests/test_cuda_train.sh
+    run_phase training 15 "$W/train-parallel.txt" env $DEVENV CUDA_TRAIN_PART=parallel CUDA_TRAIN_LOGS="$TRAIN_LOGS" bash tests/test_cuda_train.sh
+    cat "$W/train-fixtures.txt" "$W/train-parallel.txt" >"$W/train.txt" 2>/dev/null
+    run_phase nccl 5 "$W/nccl.txt" bash -c nccl
+    bench_env="MYRIAD_PY=$MYRIAD_PYTHON PY=$PY STEPS=20 WARMUP=3"
+    # the rehearsal's PyTorch (Debian's) loads libraries hidden here: it takes them from the prefix
+    [ "$REHEARSE" = 1 ] && bench_env="MYRIAD_PY=$MYRIAD_PYTHON PY=$PY REHEARSE=1 STEPS=3 WARMUP=1 TORCH_KEEP_LIBPATH=1
+        LD_LIBRARY_PATH=$REHEARSE_TORCH_LIBPATH"
+    : >"$W/bench.jsonl"
+    run_phase "bench gpt2-124m" 30 "$W/bench_gpt2.txt" env $bench_env MODELS=gpt2 bash bench/gpu_bench.sh "$W/bench.jsonl"
+    run_phase "bench llama-1.1b" 40 "$W/bench_llama.txt" env $bench_env MODELS=llama bash bench/gpu_bench.sh "$W/bench.jsonl"
+else
+    phase_row "(GPU phases)" "not run" 0 "the build failed (Build errors below)"
 fi
 
-# ---------------------------------------------------------------- the summary
-tests_table() { # FILE: one row per ok / FAIL / skip line
-    [ -s "$1" ] || { echo "(no output)"; return; }
-    echo "| test | result |"; echo "|---|---|"
-    grep -E '^(ok|FAIL|skip) ' "$1" | sed -E 's/^(ok|FAIL|skip) ([^ ]+)(.*)$/| \2\3 | \1 |/'
-    echo
-    echo "$(grep -c '^ok ' "$1") passed, $(grep -c '^FAIL ' "$1") failed, $(grep -c '^skip ' "$1") skipped"
-}
-{
-    echo "# myriad GPU check $([ "$REHEARSE" = 1 ] && echo "(REHEARSAL without a GPU: GPU steps skipped)")"
-    echo
-    sed 's/^/    /' "$W/facts"
-    echo
-    echo "Finished in $(( $(date +%s) - START )) s (budget $BUDGET s)."
-    echo
-    echo "## Phases"
-    echo "| phase | status | seconds | note |"; echo "|---|---|---|---|"
-    printf '%s\n' "${PHASES[@]}"
-    if [ -s "$W/build_errors.txt" ]; then echo; echo "Build errors:"; echo '```'; cat "$W/build_errors.txt"; echo '```'; fi
-    echo
-    echo "## Benchmark (bench/gpu_bench.sh; method in bench/gpu_results.md)"
-    if [ -s "$W/bench.jsonl" ]; then
-        "$MYRIAD_PYTHON" - "$W/bench.jsonl" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("| model | framework | tokens/s | MFU | peak GPU memory (GiB) | step (ms) | notes |")
-print("|---|---|---|---|---|---|---|")
-by = {}
-for r in rows:
-    by.setdefault(r.get("arch"), {})[r.get("framework")] = r
-    if "error" in r:
-        print(f"| {r.get('arch')} | {r.get('framework')} | error | | | | {r['error']}: {r.get('stderr', '')[-200:]!r} |")
-        continue
-    if "skipped" in r:
-        print(f"| {r.get('arch')} | {r.get('framework')} | skipped | | | | {r['skipped']} |")
-        continue
-    note = f"compile {r['compile_s']} s, torch {r['torch']}" if r.get("framework") == "pytorch" else f"{r.get('steps')} timed steps"
-    print(f"| {r['arch']} | {r['framework']} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | {r['peak_mem_gib']:.1f} | {r['step_ms']} | {note} |")
-print()
-for arch, want, aim in (("gpt2", 1.0, 1.2), ("llama", 0.9, None)):
-    m, t = by.get(arch, {}).get("myriad"), by.get(arch, {}).get("pytorch")
-    if m and t and "tokens_per_s" in m and "tokens_per_s" in t:
-        ratio = m["tokens_per_s"] / t["tokens_per_s"]
-        verdict = "meets" if ratio >= want else "BELOW"
-        extra = f"; MFU {100 * m['mfu']:.1f}% (target >= 40%)" if arch == "gpt2" else ""
-        print(f"- {arch}: myriad / PyTorch tokens/s = **{ratio:.2f}x** ({verdict} the {want}x target{', aim ' + str(aim) + 'x' if aim else ''}){extra}")
-    else:
-        print(f"- {arch}: no ratio (a run is missing)")
-EOF
-    else
-        echo "(not run)"
-    fi
-    echo
-    echo "## myriad doctor on the device (GEMM and memory checks; docs/OPERATIONS.md)"
-    if [ -s "$W/doctor.txt" ]; then echo "\`\`\`"; grep -v "^\[" "$W/doctor.txt" | head -12; echo "\`\`\`"; else echo "(not run)"; fi
-    echo
-    echo "## Sim probe (bench/gpu_sim_probe.py; what it feeds: docs/SIMULATOR.md, Outside 15%)"
-    if [ -s "$RESULT_DIR/sim_probe.md" ]; then sed -e '1d' -e 's/^## /### /' "$RESULT_DIR/sim_probe.md"
-    else echo "(not run)"; tail -5 "$W/sim_probe.txt" 2>/dev/null | sed 's/^/    /'; fi
-    echo
-    echo "## CUDA kernel tests (build/tests/test_kernels_cuda)"
-    tests_table "$KT"
-    if [ -s "$KT" ]; then echo; echo "Measured errors:"; echo '```'; grep -E '^  ' "$KT" | head -150; echo '```'; fi
-    echo
-    echo "## Training through --device cuda (tests/test_cuda_train.sh)"
-    tests_table "$W/train.txt"
-    grep '^#' "$W/train.txt" 2>/dev/null | sed 's/^# */    /'
-    if [ -s "$W/sanitizer.txt" ]; then
-        echo; echo "## compute-sanitizer memcheck (small shapes)"; echo '```'; grep -E "ERROR SUMMARY|=========" "$W/sanitizer.txt" | head -30; echo '```'
-    fi
-    if [ -s "$W/cputests.txt" ]; then echo; echo "## CPU tests against the prefix (rehearsal)"; echo '```'; tail -5 "$W/cputests.txt"; echo '```'; fi
-} >"$MD"
-for f in kernels.txt train.txt sanitizer.txt bench.jsonl build.txt; do
-    [ -s "$W/$f" ] && tail -c 8000000 "$W/$f" >"$RESULT_DIR/$f"
-done
-log "summary: $MD"
-cat "$MD"
+# ---------------------------------------------------------------- sim probe: PyTorch alone, in the time left
+probe_budget=$(( END - $(date +%s) - 25 )) # 25 s for torch's import and the last measurement
+[ $probe_budget -gt 75 ] && probe_budget=75
+rm -f "$RESULT_DIR/sim_probe.md" "$RESULT_DIR/sim_probe.jsonl" # a report must not show an older run's
+if [ $probe_budget -lt 15 ]; then
+    phase_row "sim probe" "skipped: no time" 0 "runs only in what the budgeted phases left"
+else
+    probe_args="--out $RESULT_DIR --budget $probe_budget" probe_env="-u LD_LIBRARY_PATH -u OPAL_PREFIX"
+    [ "$REHEARSE" = 1 ] && probe_args="$probe_args --small" probe_env="LD_LIBRARY_PATH=${REHEARSE_TORCH_LIBPATH:-$LD_LIBRARY_PATH}"
+    run_phase "sim probe" 15 "$W/sim_probe.txt" env $probe_env "$PY" bench/gpu_sim_probe.py $probe_args
+fi
+
+summary
+exit $FAILED

@@ -625,9 +625,11 @@ static void test_rope(void) {
     int B = 2, T = SIZE(9, 1024), H = 4, KV = 2, hd = SIZE(16, 128), N = B * T, stride = (H + 2 * KV) * hd;
     int max_seq = T + 3;
     float *cs = malloc((size_t)max_seq * hd / 2 * 4), *sn = malloc((size_t)max_seq * hd / 2 * 4);
-    cpu_rope_tables(cs, sn, max_seq, hd, 10000.0f);
+    float inv_freq[64];
+    for (int i = 0; i < hd / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    cpu_rope_tables(cs, sn, max_seq, hd, inv_freq);
     float *d_cs = cuda_alloc((size_t)max_seq * hd / 2 * 4), *d_sn = cuda_alloc((size_t)max_seq * hd / 2 * 4);
-    cuda_rope_tables(d_cs, d_sn, max_seq, hd, 10000.0f);
+    cuda_rope_tables(d_cs, d_sn, max_seq, hd, inv_freq);
     float *g_cs = down(d_cs, (size_t)max_seq * hd / 2, 0);
     CHECK(!memcmp(g_cs, cs, (size_t)max_seq * hd / 2 * 4), "rotary tables are the CPU backend's");
     for (int dt = 0; dt < 2; dt++)

@@ -12,7 +12,8 @@
 #     not part of a step with exactly its seconds;
 #   - every failure has a recovery event whose phases add up to its total and whose detection
 #     equals the time from the fault to its verdict in the event log (hangs: inject ->
-#     heartbeat-timeout; kills and host losses: inject -> exit);
+#     heartbeat-timeout; kills: inject -> exit; host losses: inject -> exit, or heartbeat-timeout
+#     when the link went down before the killed ranks' connections closed);
 #   - Prometheus: myriad_time_seconds_total{cause} never decreases between scrapes, never exceeds
 #     myriad_wall_seconds, and a scrape after the end (--metrics-linger) equals the goodput event;
 #   - the console summary names the same effective training time;
@@ -133,7 +134,7 @@ steps_sec = sum(S[c] for c in inside)
 if abs(steps_seg - steps_sec) > 0.01 + 0.001 * len(tl): problems.append("steps: segments %.3f, causes %.3f" % (steps_seg, steps_sec))
 check("ledger_timeline_tiles_the_run (%d segments)" % len(tl), problems)
 # recoveries: one per failure; phases add up; the failure and its verdict are the event log's
-# fault and verdict (hangs: inject -> heartbeat-timeout; kills and host losses: inject -> exit)
+# fault and verdict (hangs: inject -> heartbeat-timeout; kills: inject -> exit; host losses: either)
 rec = [e for e in ev if e["event"] == "recovery"]
 problems = []
 restarts = fin[-1]["restarts"] if fin else 0
@@ -147,8 +148,10 @@ for r in rec:
     t0, t1 = launch[k], launch[k + 1] if k + 1 < len(launch) else W
     e = next((x for x in inject if t0 <= x["t"] < t1), None)
     if not e: continue
-    want = "heartbeat-timeout" if e["fault"] == "hang" else "exit"
-    v = next((x for x in ev[ev.index(e) + 1:] if x["event"] == want), None)
+    # a lost host's connections may never close: when its link goes down before the killed
+    # ranks' FINs left, the verdict is the hang timeout's instead of the closed connection's
+    want = {"hang": ("heartbeat-timeout",), "host": ("exit", "heartbeat-timeout")}.get(e["fault"], ("exit",))
+    v = next((x for x in ev[ev.index(e) + 1:] if x["event"] in want), None)
     if v and abs(r["failure_t"] - e["t"]) <= 0.0015 and abs(r["declared_t"] - v["t"]) <= 0.0015: matched += 1
     else: problems.append("attempt %d: %s at %.3f, verdict %s; recovery failure_t %s declared_t %s" % (k, e["fault"], e["t"], v and v["t"], r["failure_t"], r["declared_t"]))
 done = [r for r in rec if r["completed"]]

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "sim/sim.h"
+#include "sim/validate.h"
 #include "test.h"
 #include "util/error.h"
 
@@ -498,6 +499,61 @@ static void test_validation_sets(void) {
     fclose(devnull);
 }
 
+/* The product's table of the best validated MFU per GPU family, software and precision
+ * (validated.c) is what the validation sets give, class by class. */
+static void test_validated_table_matches_sets(void) {
+    ValCase *cases = NULL;
+    int n = 0;
+    CHECK(sim_validate_load("../shared/validation/published_modern.csv", &cases, &n) == 0 &&
+              sim_validate_load("../shared/validation/published_a100.csv", &cases, &n) == 0, "%s", myr_last_error());
+    struct { const char *fam, *sw; int fp8; double mfu; } best[64];
+    int nb = 0;
+    for (int i = 0; i < n; i++) {
+        ValPrepared p;
+        SimResult r;
+        if (val_prepare(&cases[i], &p) || val_simulate(&p, NULL, &r, NULL)) continue;
+        double mfu = r.mfu * r.step_time / cases[i].measured_s;
+        const char *fam = sim_gpu_family(cases[i].gpu_name);
+        int fp8 = cases[i].l.dtype == DT_FP8, k = 0;
+        while (k < nb && !(!strcmp(best[k].fam, fam) && !strcmp(best[k].sw, cases[i].software) && best[k].fp8 == fp8)) k++;
+        if (k == nb) best[nb++] = (typeof(best[0])){fam, cases[i].software, fp8, 0};
+        if (mfu > best[k].mfu) best[k].mfu = mfu;
+    }
+    for (int k = 0; k < nb; k++) {
+        const char *gpu = !strcmp(best[k].fam, "a100") ? "a100-80g" : !strcmp(best[k].fam, "h100") ? "h100-sxm" : best[k].fam;
+        int exact;
+        double t = sim_validated_mfu(gpu, best[k].sw, best[k].fp8, NULL, &exact);
+        CHECK(exact && fabs(t - best[k].mfu) < 0.002, "%s %s fp8 %d: table %.4f, sets %.4f", best[k].fam, best[k].sw,
+              best[k].fp8, t, best[k].mfu);
+    }
+    CHECK(nb >= 10, "%d classes", nb);
+    free(cases);
+}
+
+/* The flags an answer carries: few micro-batches, a bubble above 25%, an MFU above the validated. */
+static void test_result_flags(void) {
+    Layout l;
+    sim_layout_defaults(&l);
+    l.pp = 16; l.dp = 8;
+    SimResult r = {0};
+    r.microbatches = 4; r.micro_batch = 1; r.step_time = 10; r.bubble = 3; r.mfu = 0.30;
+    int f = sim_result_flags("h100-sxm", "megatron-core", &l, &r);
+    CHECK(f == (SIM_WARN_FEW_MB | SIM_WARN_BUBBLE), "flags %d", f);
+    char w[512];
+    sim_result_warning(SIM_WARN_FEW_MB, "h100-sxm", "megatron-core", &l, &r, w, sizeof w);
+    CHECK(strstr(w, "4 micro-batches for 16 pipeline stages") && strstr(w, "--global-batch 128 or more"), "%s", w);
+    r.microbatches = 16; r.bubble = 2; r.mfu = 0.60;
+    f = sim_result_flags("h100-sxm", "megatron-core", &l, &r);
+    CHECK(f == SIM_WARN_MFU, "flags %d", f);
+    sim_result_warning(SIM_WARN_MFU, "h100-sxm", "megatron-core", &l, &r, w, sizeof w);
+    CHECK(strstr(w, "above the best validated 16-bit run of megatron-core on h100-sxm (49.4%"), "%s", w);
+    CHECK(sim_result_flags("a100-80g", "megatron-core", &l, &r) == SIM_WARN_MFU, "no A100 megatron-core run");
+    r.mfu = 0.1;
+    CHECK(sim_result_flags("a100-80g", "megatron-core", &l, &r) == SIM_WARN_MFU, "unvalidated even when slow");
+    CHECK(sim_result_flags("a100-80g", "megatron-2022", &l, &r) == 0, "validated class, below its best");
+    CHECK(sim_result_flags("my-cpu", "myriad", &l, &r) == 0, "no table for other devices");
+}
+
 int main(void) {
     RUN(test_param_count_matches_closed_formula);
     RUN(test_step_flops_match_narayanan_formula);
@@ -519,6 +575,11 @@ int main(void) {
     RUN(test_malformed_json_reports_file_line_and_expectation);
     RUN(test_trace_has_one_lane_per_stage);
     RUN(test_moe_and_context_parallel_costs);
+    RUN(test_result_flags);
+    if (access("../shared/validation/published_modern.csv", R_OK) || access("../shared/validation/published_a100.csv", R_OK))
+        SKIP(test_validated_table_matches_sets, "../shared/validation not present");
+    else
+        RUN(test_validated_table_matches_sets);
     if (access("../shared/validation/published_a100.csv", R_OK) || access("../shared/validation/memory_a100.csv", R_OK))
         SKIP(test_validation_sets, "../shared/validation not present");
     else

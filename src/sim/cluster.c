@@ -17,6 +17,8 @@ void sim_network(const ClusterSpec *c, const GpuSpec *g, Network *n) {
     double nic = (c->nic_gbps > 0 ? c->nic_gbps : g->nic_gbps) / 8.0 * 1e9 * nics;
     n->nlevels = c->ntiers + 1;
     n->sharp = c->sharp;
+    n->rail_only = c->rail_only;
+    n->gpus_per_node = c->gpus_per_node;
     n->bw[0] = su * c->scaleup_eff;
     n->alpha[0] = c->scaleup_latency_us * 1e-6;
     n->reach[0] = c->scaleup_domain;

@@ -51,7 +51,8 @@ int sim_cluster_fit(ClusterSpec *c, int gpus, char *note, size_t cap) {
     int nics = c->nics_per_gpu > 0 ? c->nics_per_gpu : 1;
     if (c->gpus > 0 && gpus <= c->gpus) return 0;
     int had = c->gpus, tiers0 = c->ntiers;
-    double ports = (double)gpus * nics;
+    /* each plane (or, rail-only, each rail) is its own fat-tree of 1/F of the NIC ports */
+    double ports = ceil((double)gpus * nics / sim_fabrics(c));
     while (tier_capacity(c) < ports) {
         if (c->ntiers >= SIM_MAX_TIERS)
             return myr_error("%d GPUs exceed what %d switch tiers of cluster %s can connect (%.0f NIC ports); give a "

@@ -42,6 +42,13 @@ static double alltoall(const Network *n, double bytes, Group g, int level) {
         double inside = members_under(n, g, k - 1);
         t = fmax(t, (1.0 - inside / g.size) * bytes / n->bw[k]);
     }
+    /* rail-only: what leaves the node to a GPU of another index first crosses NVLink to the GPU of
+     * the destination's rail (Wang et al. 2023), on top of the node's own all-to-all share */
+    if (n->rail_only && level > 0) {
+        double gpn = n->gpus_per_node > 1 ? n->gpus_per_node : 1;
+        double remote = (1.0 - m0 / g.size) * bytes;
+        t = fmax(t, ((m0 - 1) / g.size * bytes + remote * (gpn - 1) / gpn) / n->bw[0]);
+    }
     return t + (g.size - 1) * n->alpha[level] / 8.0 + n->alpha[level]; /* sends are posted concurrently */
 }
 
@@ -85,4 +92,29 @@ double sim_coll_time(const Network *n, CollKind kind, CollAlg alg, double bytes,
     case ALG_SHARP: return sh < INFINITY ? sh : hier;
     default: return fmin(fmin(flat, hier), fmin(tree, sh));
     }
+}
+
+/* One MoE dispatch (or combine) of T tokens to their top_k experts, token_bytes each, over the ep
+ * group g.
+ *   flat (NCCL all-to-all, Megatron-core's alltoall dispatcher): every (token, expert) pair is its
+ *     own message; what leaves each level's domain crosses that level (alltoall above).
+ *   two-stage (DeepEP; DeepSeek-V3 Sec. 3.2.2): a token crosses the network once per remote node
+ *     holding one of its experts (to the GPU of the same local index), then NVLink forwards it to
+ *     the GPUs of those experts; both stages run at once (the time of the slower). Node-limited
+ *     routing caps the nodes a token reaches at route_nodes (DeepSeek-V3: 4 of 8).
+ * Uniform routing: a token's experts touch D = n (1 - (1 - 1/n)^k) of the n nodes on average. */
+double sim_ep_dispatch_time(const Network *n, Group g, double T, double token_bytes, int top_k, int route_nodes,
+                            int two_stage) {
+    if (g.size <= 1 || T <= 0) return 0;
+    int m0;
+    int L = sim_group_level(n, g, &m0);
+    double pairs = T * top_k * token_bytes;
+    if (!two_stage || L == 0) return sim_coll_time(n, COLL_ALLTOALL, ALG_AUTO, pairs, g);
+    double nodes = ceil((double)g.size / m0);
+    double D = nodes * (1 - pow(1 - 1 / nodes, top_k));
+    if (route_nodes > 0 && D > route_nodes) D = route_nodes;
+    double remote = D * (nodes - 1) / nodes;
+    double ib = T * remote * token_bytes / n->bw[L];
+    double nvl = pairs * (m0 - 1) / m0 / n->bw[0];
+    return fmax(ib, nvl) + n->alpha[L] + n->alpha[0];
 }

@@ -5,17 +5,28 @@
  * ports (Al-Fares et al. 2008 for the non-blocking k-ary fat-tree: R^L / 2^(L-1) hosts).
  * Each switch-to-switch link takes two optical transceivers; NIC-to-leaf links take one optic at
  * the switch end (and one at the NIC, counted with the NIC). Rail-optimized designs need the same
- * ports; they change which GPUs share a leaf, not how many switches there are. Planes multiply
- * the fabric. */
+ * ports; they change which GPUs share a leaf, not how many switches there are. A multi-plane
+ * fabric (DeepSeek-V3 Sec. 3.1's multi-plane fat-tree) is P independent fat-trees, each for 1/P of
+ * the NIC ports (NIC i of every node on plane i); a rail-only network (Wang et al. 2023, "How to
+ * Build Low-cost Networks for Large Language Models (without Sacrificing Performance)") is one
+ * fabric per rail (GPU index x NIC), none above them: fewer ports per fabric, so fewer tiers. */
 #include <math.h>
 #include <string.h>
 
 #include "sim/sim.h"
 
+/* independent fabrics the NIC ports split into: planes, or one per rail (rail-only) */
+int sim_fabrics(const ClusterSpec *c) {
+    int nics = c->nics_per_gpu > 0 ? c->nics_per_gpu : 1;
+    if (c->rail_only) return c->gpus_per_node * nics;
+    return c->planes > 0 ? c->planes : 1;
+}
+
 int sim_fat_tree(const ClusterSpec *c, int gpus, ClusterCost *o) {
     memset(o, 0, sizeof *o);
     int nics = c->nics_per_gpu > 0 ? c->nics_per_gpu : 1;
-    double ports = (double)gpus * nics;
+    int F = sim_fabrics(c);
+    double ports = ceil((double)gpus * nics / F);
     double R = c->tier[0].radix;
     double o2 = c->ntiers > 1 ? c->tier[1].oversub : 1;
     double d = floor(R * o2 / (o2 + 1));
@@ -44,10 +55,10 @@ int sim_fat_tree(const ClusterSpec *c, int gpus, ClusterCost *o) {
         o->links = links;
         o->optics = optics;
     }
-    o->switches *= c->planes;
-    o->links *= c->planes;
-    o->optics *= c->planes;
-    o->nics = ports;
+    o->switches *= F;
+    o->links *= F;
+    o->optics *= F;
+    o->nics = (double)gpus * nics;
     return 0;
 }
 

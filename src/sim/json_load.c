@@ -239,10 +239,12 @@ static const char *const cluster_keys[] = {"name", "gpu", "gpus", "gpus_per_node
                                            "scaleup_latency_us", "nics_per_gpu", "nic_gbps", "fabric", "sharp", "topology",
                                            "planes", "tiers", "net_eff", "scaleup_eff", "pue", "host_w_per_gpu",
                                            "gpu_hour_usd", "switch_usd", "optic_usd", "nic_usd", "gpu_usd", "storage_gbps",
-                                           "host_mem_gbps", "measured", NULL};
+                                           "host_mem_gbps", "measured", "straggler_cv", NULL};
 static const char *const tier_keys[] = {"name", "radix", "oversubscription", "latency_us", "gpus_below", NULL};
 static const char *const model_keys[] = {"name", "arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
-                                         "experts", "top_k", "expert_ffn", "tied_embeddings", "dropout", NULL};
+                                         "experts", "top_k", "expert_ffn", "tied_embeddings", "dropout", "shared_experts",
+                                         "shared_ffn", "dense_layers", "route_nodes", "q_lora_rank", "kv_lora_rank",
+                                         "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mtp_layers", NULL};
 
 void sim_gpu_defaults(GpuSpec *g) {
     memset(g, 0, sizeof *g);
@@ -387,6 +389,7 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
     rc |= get_num(path, root, "gpu_usd", &c->gpu_usd);
     rc |= get_num(path, root, "storage_gbps", &c->storage_gbps);
     rc |= get_num(path, root, "host_mem_gbps", &c->host_mem_gbps);
+    rc |= get_num(path, root, "straggler_cv", &c->straggler_cv);
 
     const cJSON *tiers = cJSON_GetObjectItemCaseSensitive(root, "tiers");
     if (!rc && tiers) {
@@ -425,7 +428,9 @@ int sim_load_cluster(const char *name, ClusterSpec *c) {
         return myr_error("%s: net_eff and scaleup_eff must be in (0, 1]", path);
     if (!strcmp(topo, "fat-tree")) c->rail_optimized = 0;
     else if (!strcmp(topo, "rail-optimized")) c->rail_optimized = 1;
-    else return myr_error("%s: topology must be \"fat-tree\" or \"rail-optimized\", got \"%s\"", path, topo);
+    else if (!strcmp(topo, "rail-only")) c->rail_optimized = c->rail_only = 1;
+    else return myr_error("%s: topology must be \"fat-tree\", \"rail-optimized\" or \"rail-only\", got \"%s\"", path, topo);
+    if (c->straggler_cv < 0 || c->straggler_cv > 0.5) return myr_error("%s: straggler_cv must be in [0, 0.5]", path);
     if (c->roce && c->sharp) return myr_error("%s: SHARP in-network reduction needs InfiniBand (set sharp false)", path);
     if (c->gpus_per_node < 1 || c->scaleup_domain < 1 || c->planes < 1)
         return myr_error("%s: gpus_per_node, scaleup_domain and planes must be positive", path);
@@ -463,6 +468,16 @@ int sim_load_model(const char *name, SimModel *m) {
         rc |= get_int(path, root, "experts", &m->experts);
         rc |= get_int(path, root, "top_k", &m->top_k);
         rc |= get_int(path, root, "expert_ffn", &m->expert_ffn);
+        rc |= get_int(path, root, "shared_experts", &m->shared_experts);
+        rc |= get_int(path, root, "shared_ffn", &m->shared_ffn);
+        rc |= get_int(path, root, "dense_layers", &m->dense_layers);
+        rc |= get_int(path, root, "route_nodes", &m->route_nodes);
+        rc |= get_int(path, root, "q_lora_rank", &m->q_lora);
+        rc |= get_int(path, root, "kv_lora_rank", &m->kv_lora);
+        rc |= get_int(path, root, "qk_nope_head_dim", &m->qk_nope);
+        rc |= get_int(path, root, "qk_rope_head_dim", &m->qk_rope);
+        rc |= get_int(path, root, "v_head_dim", &m->v_head);
+        rc |= get_int(path, root, "mtp_layers", &m->mtp);
         rc |= get_bool(path, root, "tied_embeddings", &tied);
         rc |= get_bool(path, root, "dropout", &dropout);
     }
@@ -481,5 +496,15 @@ int sim_load_model(const char *name, SimModel *m) {
         return myr_error("%s: hidden must be a multiple of heads, and heads a multiple of kv_heads", path);
     if (m->experts > 1 && (m->top_k < 1 || m->top_k > m->experts))
         return myr_error("%s: top_k must be between 1 and experts", path);
+    if (m->shared_experts < 0 || m->shared_ffn < 0 || m->dense_layers < 0 || m->route_nodes < 0 || m->mtp < 0 ||
+        m->q_lora < 0 || m->kv_lora < 0 || m->qk_nope < 0 || m->qk_rope < 0 || m->v_head < 0)
+        return myr_error("%s: shared_experts, shared_ffn, dense_layers, route_nodes, mtp_layers and the MLA ranks and "
+                         "head dims must not be negative", path);
+    if ((m->shared_experts || m->dense_layers || m->route_nodes) && m->experts <= 1)
+        return myr_error("%s: shared_experts, dense_layers and route_nodes describe a mixture of experts: give experts", path);
+    if (m->dense_layers >= m->layers) return myr_error("%s: dense_layers %d must be below the %d layers", path, m->dense_layers, m->layers);
+    if (m->kv_lora > 0 && (m->qk_nope < 1 || m->qk_rope < 1 || m->v_head < 1))
+        return myr_error("%s: multi-head latent attention (kv_lora_rank) needs qk_nope_head_dim, qk_rope_head_dim and "
+                         "v_head_dim", path);
     return 0;
 }

@@ -56,9 +56,29 @@ int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, 
         return myr_error("%s has no %s tensor cores (choose another --dtype)", g->name, sim_dtype_name(l->dtype));
     if (l->vpp > 1 && l->pp == 1) return myr_error("vpp %d needs pipeline parallelism (pp > 1)", l->vpp);
     if (l->vpp > 1 && l->schedule == SCHED_GPIPE) return myr_error("the GPipe schedule has no interleaving (vpp 1)");
-    if (l->vpp > 1 && l->micro_batch > 0 && (per_dp / l->micro_batch) % l->pp)
+    if (l->schedule == SCHED_DUALPIPE && l->pp > 1) {
+        if (l->vpp > 1) return myr_error("DualPipe runs two stages per device of its own: vpp must be 1");
+        if (l->pp % 2) return myr_error("DualPipe needs an even pp (pairs of stages from both ends), got pp %d", l->pp);
+        int mbs = l->micro_batch > 0 ? per_dp / l->micro_batch : 0;
+        if (l->micro_batch > 0 && (mbs % 2 || mbs < l->pp))
+            return myr_error("DualPipe needs an even number of micro-batches, at least pp %d (half go each way): got %d; "
+                             "give --global-batch a multiple of dp %d x micro-batch %d x 2 of at least %ld", l->pp, mbs,
+                             l->dp, l->micro_batch, (long)l->dp * l->micro_batch * l->pp);
+    }
+    if (l->vpp_group < 0) return myr_error("--vpp-group must be positive");
+    if (l->vpp_group > 0 && l->vpp_group < l->pp)
+        return myr_error("--vpp-group %d is below pp %d: Megatron-core's interleaved schedule would deadlock (its warm-up "
+                         "assumes a group fills the pipeline); give at least %d", l->vpp_group, l->pp, l->pp);
+    if (l->vpp > 1 && l->micro_batch > 0 && l->vpp_group >= l->pp) {
+        int mbs = per_dp / l->micro_batch, last = mbs % l->vpp_group;
+        if (last && last < l->pp)
+            return myr_error("with --vpp-group %d the %d micro-batches leave a last group of %d, below pp %d (the "
+                             "schedule would deadlock): give a group size that divides them or leaves at least %d",
+                             l->vpp_group, mbs, last, l->pp, l->pp);
+    }
+    if (l->vpp > 1 && l->micro_batch > 0 && l->vpp_group <= 0 && (per_dp / l->micro_batch) % l->pp)
         return myr_error("the interleaved schedule needs micro-batches (%d) to be a multiple of pp %d (give "
-                         "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1)",
+                         "--global-batch a multiple of dp %d x micro-batch %d x pp %d = %ld, or --vpp 1, or --vpp-group N)",
                          per_dp / l->micro_batch, l->pp, l->dp, l->micro_batch, l->pp,
                          (long)l->dp * l->micro_batch * l->pp);
     long gpus = (long)l->tp * l->cp * l->pp * l->dp;

@@ -32,48 +32,68 @@
 static double kvd(const SimModel *m) { return (double)m->kv_heads * (m->hidden / m->heads); }
 
 /* Parts of one layer's saved activations for b sequences: replicated across tp ranks (sharded by
- * sp), sharded by tp, the s^2 attention core (unfused), in bytes. */
-static void layer_act_parts(const SimModel *m, const Layout *l, int b, double *repl, double *shard, double *core) {
+ * sp), sharded by tp, the s^2 attention core (unfused), in bytes. MoE layers keep the permuted
+ * copies of their tokens (top_k each, at the busiest rank's load) as the experts' fc1 inputs, and
+ * the shared experts' MLP activations; multi-head latent attention keeps its two latents (inputs of
+ * the up-projections) and the up-projected Q, K (nope + rope dims) and V per head. */
+static void layer_act_parts(const SimModel *m, const Layout *l, int b, int moe, double *repl, double *shard, double *core) {
     double e = sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype) / 2.0; /* formulas in 2-byte units */
     double q8 = l->dtype == DT_FP8 ? 0.5 : 1.0; /* fp8 GEMM inputs saved in 1 byte */
     double s = (double)l->seq / l->cp, S = l->seq, h = m->hidden, a = m->heads, kv = kvd(m);
-    double load = m->experts > 1 ? (l->capacity_factor > 0 ? l->capacity_factor : (l->moe_imbalance > 0 ? l->moe_imbalance : 1)) : 1;
-    double f = m->experts > 1 ? (double)m->expert_ffn * m->top_k * load : m->ffn;
-    double sbh = s * b * h, sbf = s * b * f;
+    moe = moe && m->experts > 1;
+    double load = moe ? sim_moe_load(m, l) : 1;
+    double f = moe ? (double)m->expert_ffn * m->top_k * load : m->ffn;
+    double sf = moe ? (double)m->shared_experts * (m->shared_ffn > 0 ? m->shared_ffn : m->expert_ffn) : 0;
+    double sbh = s * b * h, sbf = s * b * f, sbs = s * b * sf;
+    /* attention: Q, K, V (2-byte units per token, sharded by tp) and what is kept replicated */
+    double qkv = 2.0 * sbh + 4.0 * s * b * kv, lat = 0;
+    if (sim_mla(m)) {
+        double qk = m->qk_nope + m->qk_rope;
+        qkv = 2.0 * s * b * a * qk + 2.0 * s * b * a * (qk + m->v_head);
+        lat = (2.0 + 2.0 * q8) * s * b * ((m->q_lora > 0 ? m->q_lora : 0) + m->kv_lora + m->qk_rope); /* norm in + GEMM in */
+    }
+    double proj_in = sim_mla(m) ? s * b * a * m->v_head : sbh;
+    double routed_in = moe ? 2.0 * q8 * m->top_k * load * sbh : 0; /* permuted tokens into the experts */
+    if (l->recompute == RECOMPUTE_SELECTIVE && l->selective_ds) {
+        /* DeepSeek-V3 (Sec. 3.2.3, 3.3.3): the norms' outputs and the up-projected Q, K, V are
+         * recomputed; kept: the norm inputs, every linear's input in fp8 (the latents included),
+         * the SwiGLU input in fp8 (its output recomputed), the permuted tokens in fp8 */
+        *repl = e * (4.0 * sbh + 4.0 * q8 * sbh + 2.0 * q8 * (lat > 0 ? lat / (2.0 + 2.0 * q8) : 0));
+        *shard = e * (2.0 * q8 * proj_in + (m->gated ? 4.0 : 2.0) * q8 * (sbf + sbs) + routed_in);
+        *core = 0;
+        return;
+    }
     if (l->recompute == RECOMPUTE_SELECTIVE && l->selective_op) {
         /* torchtitan: the block input, q, v, the attention output and every other matmul output */
         *repl = e * (2 * sbh + (m->gated ? 2 * sbh : 0));
-        *shard = e * (2 * sbh + 2 * s * b * kv + 2 * sbh + 2 * sbf + (m->gated ? 0 : 0));
+        *shard = e * (2 * sbh + 2 * s * b * kv + 2 * sbh + 2 * sbf + 2 * sbs + routed_in);
         *core = 0;
         return;
     }
     /* norm inputs 2 + 2, QKV and fc1 inputs 2 + 2 (fp8: 1 + 1), dropout masks 1 + 1 */
-    *repl = e * ((4.0 + 4.0 * q8) * sbh + (m->dropout ? 2.0 * sbh : 0));
-    double fc1_out = (m->gated ? 4.0 : 2.0) * sbf;
-    *shard = e * (2.0 * sbh + 4.0 * s * b * kv + 2.0 * sbh + (q8 < 1 ? sbh : 0) + fc1_out + 2.0 * q8 * sbf);
+    *repl = e * ((4.0 + 4.0 * q8) * sbh + (m->dropout ? 2.0 * sbh : 0) + lat);
+    double fc1_out = (m->gated ? 4.0 : 2.0) * (sbf + sbs);
+    *shard = e * (qkv + 2.0 * proj_in + (q8 < 1 ? proj_in : 0) + fc1_out + 2.0 * q8 * (sbf + sbs) + routed_in);
     /* softmax output 2, dropout mask 1, dropout output 2 (no dropout: softmax output only) */
     *core = e * (m->dropout ? 5.0 : 2.0) * a * s * S * b;
 }
 
-double sim_layer_activation_bytes(const SimModel *m, const Layout *l, int b) {
+double sim_layer_activation_bytes_kind(const SimModel *m, const Layout *l, int b, int moe) {
     double repl, shard, core;
     double t = l->tp;
     int sp = l->sp && t > 1;
     if (l->recompute == RECOMPUTE_FULL)
         return sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype) * ((double)l->seq / l->cp) * b * m->hidden /
                (sp ? t : 1);
-    layer_act_parts(m, l, b, &repl, &shard, &core);
+    layer_act_parts(m, l, b, moe, &repl, &shard, &core);
     double v = (sp ? repl / t : repl) + shard / t;
     if (l->recompute == RECOMPUTE_NONE && l->flash == ATTN_UNFUSED) v += core / t;
     if (l->flash != ATTN_UNFUSED) v += 4.0 * m->heads * ((double)l->seq / l->cp) * b / t; /* fp32 softmax statistics */
     return v;
 }
 
-/* Full (no-recompute) activations of one layer: what backward rebuilds while it runs. */
-static double layer_full_bytes(const SimModel *m, const Layout *l, int b) {
-    Layout x = *l;
-    x.recompute = RECOMPUTE_NONE;
-    return sim_layer_activation_bytes(m, &x, b);
+double sim_layer_activation_bytes(const SimModel *m, const Layout *l, int b) {
+    return sim_layer_activation_bytes_kind(m, l, b, m->experts > 1);
 }
 
 static int microbatches(const Layout *l) {
@@ -90,7 +110,7 @@ double sim_inflight_layers(const SimModel *m, const Layout *l, int stage) {
     if (count && w && !sim_vstage_layers(m, l, count)) {
         for (int k = 0; k < V; k++) w[k] = count[k];
         PipeSchedule sched = v > 1 ? SCHED_INTERLEAVED : l->schedule;
-        peak = sim_pipeline_peak_weight(p, v, microbatches(l), sched, stage, w);
+        peak = sim_pipeline_peak_weight_group(p, v, microbatches(l), l->vpp_group, sched, stage, w);
     }
     free(count);
     free(w);
@@ -98,19 +118,32 @@ double sim_inflight_layers(const SimModel *m, const Layout *l, int stage) {
 }
 
 void sim_layer_params_split(const SimModel *m, const Layout *l, double *dense, double *expert) {
-    double per_layer = sim_model_layer_params(m);
-    double exp_layer = m->experts > 1 ? m->experts * sim_mlp_params(m, m->expert_ffn) : 0;
+    sim_layer_params_split_kind(m, l, m->experts > 1, dense, expert);
+}
+
+void sim_layer_params_split_kind(const SimModel *m, const Layout *l, int moe, double *dense, double *expert) {
+    moe = moe && m->experts > 1;
+    double per_layer = sim_model_layer_params_kind(m, moe);
+    double exp_layer = moe ? m->experts * sim_mlp_params(m, m->expert_ffn) : 0;
     double et = l->etp > 0 ? l->etp : l->tp;
     *dense = (per_layer - exp_layer) / l->tp;
     *expert = exp_layer / (et * l->ep);
 }
 
 void sim_vstage_params_split(const SimModel *m, const Layout *l, int k, const int *count, double *dense, double *expert) {
-    double d, e;
-    sim_layer_params_split(m, l, &d, &e);
-    int V = l->pp * (l->vpp > 0 ? l->vpp : 1);
-    *dense = count[k] * d;
-    *expert = count[k] * e;
+    double dd, de, md, me;
+    sim_layer_params_split_kind(m, l, 0, &dd, &de);
+    sim_layer_params_split_kind(m, l, 1, &md, &me);
+    int V = l->pp * (l->vpp > 0 ? l->vpp : 1), nd, nm;
+    sim_vstage_kinds(m, count, k, &nd, &nm);
+    *dense = nd * dd + nm * md;
+    *expert = nd * de + nm * me;
+    /* DeepSeek-V3's MTP modules sit with the output head on the last stage (one more layer and the
+     * projection of [h; emb], Sec. 2.2) */
+    if (k == V - 1 && m->mtp) {
+        *dense += m->mtp * (m->experts > 1 ? md : dd) + m->mtp * 2.0 * m->hidden * m->hidden / l->tp;
+        *expert += m->mtp * (m->experts > 1 ? me : de);
+    }
     double emb = (double)m->vocab * m->hidden / l->tp;
     if (k == 0) *dense += emb + (m->learned_pos ? (double)m->seq * m->hidden : 0);
     if (k == V - 1 && (!m->tied || l->pp > 1)) *dense += emb; /* output layer (or tied copy) */
@@ -151,12 +184,58 @@ double sim_zero_state_bytes(double psi, int stage, int dp, int grad_bytes, int w
 }
 
 /* Weights of the fp8 GEMMs of one layer (all linears but the router), per GPU. */
-static double fp8_layer_weights(const SimModel *m, const Layout *l) {
+static double fp8_layer_weights_kind(const SimModel *m, const Layout *l, int moe) {
     double d, e;
-    sim_layer_params_split(m, l, &d, &e);
+    sim_layer_params_split_kind(m, l, moe, &d, &e);
     double norms = (m->rmsnorm ? 1 : 2) * 2.0 * m->hidden / l->tp;
-    double router = m->experts > 1 ? (double)m->hidden * m->experts / l->tp : 0;
+    double router = moe && m->experts > 1 ? (double)m->hidden * m->experts / l->tp : 0;
     return d + e - norms - router;
+}
+
+/* The pipeline stages a GPU holds: its own and, under DualPipe, the mirror stage pp-1-s (DeepSeek-V3
+ * Sec. 3.2.1: every device keeps two stages, one of each direction, "parameters 2x"). */
+static int held_stages(const Layout *l, int s, int *out) {
+    out[0] = s;
+    if (l->schedule == SCHED_DUALPIPE && l->pp > 1 && l->pp - 1 - s != s) { out[1] = l->pp - 1 - s; return 2; }
+    return 1;
+}
+
+/* fp8 GEMM weights of the held stages' layers, dense and MoE layers each their own. */
+static double stage_fp8_weights(const SimModel *m, const Layout *l, const int *count, int s) {
+    int st[2], ns = held_stages(l, s, st), V = l->pp * (l->vpp > 0 ? l->vpp : 1);
+    double w = 0, wd = fp8_layer_weights_kind(m, l, 0), wm = fp8_layer_weights_kind(m, l, 1);
+    for (int i = 0; i < ns; i++)
+        for (int k = st[i]; k < V; k += l->pp) {
+            int nd, nm;
+            sim_vstage_kinds(m, count, k, &nd, &nm);
+            w += nd * wd + nm * wm;
+        }
+    return w;
+}
+
+/* Activation bytes a stage holds at its peak: its schedule's in-flight forwards, each virtual stage
+ * weighted by its dense and MoE layers' bytes. DualPipe holds PP + 1 micro-batches of a stage's
+ * layers (DeepSeek-V3 Table 2; 1F1B's first stage: PP), of the two stages it runs. */
+static double inflight_bytes(const SimModel *m, const Layout *l, const int *count, int s, int b) {
+    int p = l->pp, v = l->vpp > 0 ? l->vpp : 1, V = p * v;
+    double ad = sim_layer_activation_bytes_kind(m, l, b, 0), am = sim_layer_activation_bytes_kind(m, l, b, 1);
+    double *w = malloc(sizeof(double) * (size_t)V);
+    if (!w) return 0;
+    for (int k = 0; k < V; k++) {
+        int nd, nm;
+        sim_vstage_kinds(m, count, k, &nd, &nm);
+        w[k] = nd * ad + nm * am;
+    }
+    double peak;
+    if (l->schedule == SCHED_DUALPIPE && p > 1) {
+        int mb = microbatches(l);
+        peak = (mb < p + 1 ? mb : p + 1) * 0.5 * (w[s] + w[p - 1 - s]);
+    } else {
+        PipeSchedule sched = v > 1 ? SCHED_INTERLEAVED : l->schedule;
+        peak = sim_pipeline_peak_weight_group(p, v, microbatches(l), l->vpp_group, sched, s, w);
+    }
+    free(w);
+    return peak;
 }
 
 static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x) {
@@ -165,9 +244,21 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
     int b = l->micro_batch > 0 ? l->micro_batch : 1;
     double dpc = (double)l->dp * l->cp, edp = dpc / l->ep;
     if (edp < 1) edp = 1;
-    double dense, expert;
-    sim_stage_params_split(m, l, s, &dense, &expert);
+    int V = l->pp * (l->vpp > 0 ? l->vpp : 1);
+    int *count = malloc(sizeof(int) * (size_t)V);
+    if (!count) return;
+    if (sim_vstage_layers(m, l, count))
+        for (int k = 0; k < V; k++) count[k] = m->layers / V; /* invalid split: callers check the layout */
+    int st[2], ns = held_stages(l, s, st);
+    double dense = 0, expert = 0;
+    for (int i = 0; i < ns; i++) {
+        double d, e;
+        sim_stage_params_split(m, l, st[i], &d, &e);
+        dense += d;
+        expert += e;
+    }
     double shard = dense / dpc + expert / edp, full = dense + expert;
+    double f8w = l->dtype == DT_FP8 ? stage_fp8_weights(m, l, count, s) : 0;
     double wb = fp32 ? 4 : 2;
     int torch_fsdp = l->zero >= 3 && l->optimizer_passes;
     if (l->zero >= 3) {
@@ -176,10 +267,7 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
         x->optimizer = (torch_fsdp || fp32 ? 8.0 : l->opt_bytes) * shard;
     } else if (l->dtype == DT_FP8 && l->fp8_gather) {
         /* fp8 parameters: the linears' weights held in fp8 (their transposes are the fp8 copies) */
-        double f8 = 0;
-        int layers = sim_stage_layer_count(m, l, s);
-        if (layers > 0) f8 = fp8_layer_weights(m, l) * layers;
-        x->weights = wb * (full - f8) + 1.0 * f8;
+        x->weights = wb * (full - f8w) + 1.0 * f8w;
         x->grads = l->grad_bytes * (l->zero >= 2 ? shard : full);
         x->optimizer = (fp32 ? 8.0 : l->opt_bytes) * (l->zero >= 1 ? shard : full);
     } else {
@@ -203,14 +291,18 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
             transient += 2.0 * gb * (d1 + e1) + (2.0 + l->grad_bytes) * (d1 + e1);
         }
     }
-    if (l->dtype == DT_FP8 && l->fp8_cache) {
-        int layers = sim_stage_layer_count(m, l, s);
-        x->fp8_copies = (l->fp8_gather ? 1.0 : 2.0) * fp8_layer_weights(m, l) * (layers > 0 ? layers : 0);
+    if (l->dtype == DT_FP8 && l->fp8_cache) x->fp8_copies = (l->fp8_gather ? 1.0 : 2.0) * f8w;
+    x->activations = inflight_bytes(m, l, count, s, b);
+    free(count);
+    if (l->recompute != RECOMPUTE_NONE) {
+        Layout x0 = *l;
+        x0.recompute = RECOMPUTE_NONE;
+        int moe = m->experts > 1;
+        transient += sim_layer_activation_bytes_kind(m, &x0, b, moe) - sim_layer_activation_bytes_kind(m, l, b, moe);
     }
-    x->activations = sim_layer_activation_bytes(m, l, b) * sim_inflight_layers(m, l, s);
-    if (l->recompute != RECOMPUTE_NONE) transient += layer_full_bytes(m, l, b) - sim_layer_activation_bytes(m, l, b);
     double e = sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype);
-    if (s == l->pp - 1) transient += 4.0 * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* fp32 logits */
+    int last = s == l->pp - 1 || (l->schedule == SCHED_DUALPIPE && s == 0);
+    if (last) transient += 4.0 * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* fp32 logits */
     if (l->tp > 1 && l->sp) transient += e * l->seq / l->cp * b * m->hidden;              /* gathered input */
     /* PyTorch's ring attention all-gathers the K/V of every local query head (layer.c) */
     if (l->cp > 1 && l->cp_torch) transient += 2.0 * e * l->seq * b * m->hidden / l->tp;

@@ -13,8 +13,20 @@
 #include "sim/sim.h"
 #include "util/error.h"
 
-/* An op is encoded as (mb * v + chunk) * 2 + is_backward. */
-static int build_order(int p, int v, int m, PipeSchedule sched, int s, int *ops) {
+/* An op is encoded as (mb * v + chunk) * 2 + is_backward.
+ * Interleaved 1F1B (Megatron-core): micro-batches go through a virtual stage in groups of N
+ * (microbatch_group_size_per_vp_stage, default pp: depth-first; Llama 3's schedule sets it freely,
+ * Dubey et al. 2024 Sec. 3.3.2): for each group, chunk 0 of all its micro-batches, then chunk 1, ...;
+ * backward the same with the chunks reversed; a last group may be shorter. Warm-up forwards
+ * 2 (p - s - 1) + (v - 1) N, then one forward and one backward in turn. */
+static void group_op(int k, int m, int v, int N, int back, int *mb, int *chunk) {
+    int g = k / (N * v), first = g * N, size = m - first < N ? m - first : N, idx = k - g * N * v;
+    *mb = first + idx % size;
+    *chunk = idx / size;
+    if (back) *chunk = v - 1 - *chunk;
+}
+
+static int build_order(int p, int v, int m, int N, PipeSchedule sched, int s, int *ops) {
     int n = 0;
     if (sched == SCHED_GPIPE || v == 1) {
         int warm = sched == SCHED_GPIPE ? m : (p - s - 1 < m ? p - s - 1 : m);
@@ -24,29 +36,27 @@ static int build_order(int p, int v, int m, PipeSchedule sched, int s, int *ops)
         while (b < m) { ops[n++] = (b * v) * 2 + 1; b++; }
         return n;
     }
+    if (N < 1) N = p;
     int total = m * v;
-    int warm = (p - s - 1) * 2 + (v - 1) * p;
+    int warm = (p - s - 1) * 2 + (v - 1) * N;
     if (warm > total) warm = total;
-    /* k-th forward: chunk (k mod pv) / p, micro-batch (k / pv) p + k mod p; backward mirrors chunks */
-#define FWD(k) ((((k) / (p * v)) * p + (k) % p) * v + ((k) % (p * v)) / p) * 2
-#define BWD(k) ((((k) / (p * v)) * p + (k) % p) * v + (v - 1 - ((k) % (p * v)) / p)) * 2 + 1
-    int f = 0, b = 0;
-    for (; f < warm; f++) ops[n++] = FWD(f);
-    while (f < total) { ops[n++] = FWD(f); f++; ops[n++] = BWD(b); b++; }
-    while (b < total) { ops[n++] = BWD(b); b++; }
-#undef FWD
-#undef BWD
+    int f = 0, b = 0, mb, ch;
+#define PUT(k, back) (group_op((k), m, v, N, (back), &mb, &ch), ops[n++] = (mb * v + ch) * 2 + (back))
+    for (; f < warm; f++) PUT(f, 0);
+    while (f < total) { PUT(f, 0); f++; PUT(b, 1); b++; }
+    while (b < total) { PUT(b, 1); b++; }
+#undef PUT
     return n;
 }
 
 /* Peak activation weight a stage holds, walking its op order alone (no timing): each forward of
  * virtual stage k adds weight[k] (its layers), each backward removes it. */
-double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight) {
+double sim_pipeline_peak_weight_group(int p, int v, int m, int group, PipeSchedule sched, int stage, const double *weight) {
     if (sched == SCHED_GPIPE) v = 1;
     int per = 2 * m * v;
     int *ops = malloc(sizeof(int) * (size_t)per);
     if (!ops) return 0;
-    int n = build_order(p, v, m, sched, stage, ops);
+    int n = build_order(p, v, m, group, sched, stage, ops);
     double held = 0, peak = 0;
     for (int i = 0; i < n; i++) {
         int chunk = (ops[i] >> 1) % v;
@@ -58,6 +68,10 @@ double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int sta
     return peak;
 }
 
+double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight) {
+    return sim_pipeline_peak_weight_group(p, v, m, 0, sched, stage, weight);
+}
+
 int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                  PipeResult *out, TraceWriter *trace) {
     return sim_pipeline_ex(p, v, m, sched, fwd, bwd, p2p, NULL, out, trace);
@@ -65,8 +79,13 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
 
 int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                     double *chunk_done, PipeResult *out, TraceWriter *trace) {
+    return sim_pipeline_group(p, v, m, 0, sched, fwd, bwd, p2p, chunk_done, out, trace);
+}
+
+int sim_pipeline_group(int p, int v, int m, int group, PipeSchedule sched, const double *fwd, const double *bwd,
+                       double p2p, double *chunk_done, PipeResult *out, TraceWriter *trace) {
     if (p < 1 || p > 1024 || v < 1 || m < 1) return myr_error("pipeline: need 1 <= pp <= 1024 and micro-batches >= 1");
-    if (v > 1 && sched != SCHED_GPIPE && m % p)
+    if (v > 1 && sched != SCHED_GPIPE && group <= 0 && m % p)
         return myr_error("interleaved schedule needs the number of micro-batches (%d) to be a multiple of pp %d", m, p);
     if (sched == SCHED_GPIPE) v = 1;
     memset(out, 0, sizeof *out);
@@ -83,7 +102,7 @@ int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, 
         return myr_error("pipeline: out of memory (pp %d, vpp %d, %d micro-batches)", p, v, m);
     }
     for (long i = 0; i < (long)V * m; i++) fdone[i] = bdone[i] = -1;
-    for (int s = 0; s < p; s++) build_order(p, v, m, sched, s, ops + (size_t)s * per);
+    for (int s = 0; s < p; s++) build_order(p, v, m, group, sched, s, ops + (size_t)s * per);
     if (trace)
         for (int s = 0; s < p; s++) {
             char name[32];

@@ -19,6 +19,7 @@ static void fixed_of(const SimOpts *o, PlanFixed *fx) {
     fx->tp = o->set_tp; fx->cp = o->set_cp; fx->pp = o->set_pp; fx->vpp = o->set_vpp && !o->search_vpp;
     fx->ep = o->set_ep; fx->etp = o->set_etp; fx->micro_batch = o->set_mb; fx->recompute = o->set_recompute;
     fx->sp = o->set_sp; fx->stages = o->set_stages;
+    fx->batch_default = o->batch_defaulted;
     fx->mem_cap = (1 - o->mem_headroom) * o->gpu.hbm_gib * GIB;
 }
 
@@ -44,25 +45,51 @@ static void print_plan(const SimOpts *o, const PlanResult *pr, const Reliability
     printf("plan for %s (%.1f B parameters) on %d x %s, %.4g tokens\n", o->model.name, sim_model_params(&o->model) / 1e9,
            o->gpus, o->gpu.name, tokens);
     printf("%s\n", o->cluster_note);
+    printf("software %s%s\n", o->software, o->software_given ? "" : " (the default: today's Megatron-Core stack; "
+           "--software NAME ranks with the preset of your software, --software list)");
     printf("global batch %d x %d tokens%s; memory limit %.1f GiB (%g GiB less %.0f%% headroom)\n", o->layout.global_batch,
-           o->layout.seq, o->batch_defaulted ? " (default: 2^22 tokens; each layout rounds it to a multiple of dp)" : "",
+           o->layout.seq, o->batch_defaulted ? " (default: 2^22 tokens, each layout's rounded to a multiple of dp and raised to dp x pp "
+           "sequences where that is more)" : "",
            (1 - o->mem_headroom) * o->gpu.hbm_gib, o->gpu.hbm_gib, 100 * o->mem_headroom);
-    printf("failures: job MTBF %.1f h; with %d hot spare nodes%s goodput %.1f%%, without spares %.1f%%\n", rel->mtbf_h,
-           spares, o->hot_spares < 0 ? " (default)" : "", 100 * rel->goodput, 100 * none->goodput);
+    printf("failures: job MTBF %.2f h%s; with %d hot spare nodes%s goodput %.1f%%, without spares %.1f%%\n", rel->mtbf_h,
+           o->failure_rate > 0 ? " (--failure-rate)" : o->mtbf_h > 0 ? " (--mtbf)" : " (the Llama 3 rates)", spares,
+           o->hot_spares < 0 ? " (default)" : "", 100 * rel->goodput, 100 * none->goodput);
     int refused = 0;
     for (int i = 0; i < PLAN_NREASONS; i++) refused += i == PLAN_GPUS ? 0 : pr->count[i];
     printf("%d layouts of %d GPUs considered, %d turned down", pr->considered, o->gpus, refused);
     if (pr->count[PLAN_MEMORY]) printf(" (%d above the memory limit; e.g. %s)", pr->count[PLAN_MEMORY], pr->example[PLAN_MEMORY]);
-    printf("\n%-3s %3s %3s %3s %4s %5s %3s %3s %5s %-9s %-8s %8s %6s %7s %8s %9s %9s\n", "#", "tp", "cp", "pp", "vpp", "dp",
-           "ep", "mb", "batch", "recompute", "stages", "step s", "MFU", "mem GiB", "days", "+failures", "no spares");
+    printf("\n%-3s %3s %3s %3s %4s %5s %3s %3s %5s %-9s %-8s %8s %6s %7s %8s %9s %9s %s\n", "#", "tp", "cp", "pp", "vpp", "dp",
+           "ep", "mb", "batch", "recompute", "stages", "step s", "MFU", "mem GiB", "days", "+failures", "no spares", "flags");
+    int any = 0;
     for (int i = 0; i < pr->nbest; i++) {
         const PlanEntry *e = &pr->best[i];
         char st[32];
         stages_text(&o->model, e, st, sizeof st);
-        printf("%-3d %3d %3d %3d %4d %5d %3d %3d %5d %-9s %-8s %8.3f %5.1f%% %7.1f %8.2f %9.2f %9.2f\n", i + 1,
+        int f = sim_result_flags(o->gpu.name, o->software, &e->layout, &e->res);
+        any |= f;
+        char fl[8];
+        snprintf(fl, sizeof fl, "%s%s%s", f & SIM_WARN_FEW_MB ? "m" : "", f & SIM_WARN_BUBBLE ? "b" : "",
+                 f & SIM_WARN_MFU ? "v" : "");
+        printf("%-3d %3d %3d %3d %4d %5d %3d %3d %5d %-9s %-8s %8.3f %5.1f%% %7.1f %8.2f %9.2f %9.2f %s\n", i + 1,
                e->layout.tp, e->layout.cp, e->layout.pp, e->res.vpp, e->layout.dp, e->layout.ep, e->res.micro_batch,
                e->layout.global_batch, sim_recompute_name(e->layout.recompute), st, e->res.step_time, 100 * e->res.mfu,
-               e->res.mem.total / GIB, e->days, e->days / rel->goodput, e->days / none->goodput);
+               e->res.mem.total / GIB, e->days, e->days / rel->goodput, e->days / none->goodput, fl[0] ? fl : "-");
+    }
+    if (any & SIM_WARN_FEW_MB) printf("m: fewer micro-batches than pipeline stages (a larger --global-batch fills the pipeline)\n");
+    if (any & SIM_WARN_BUBBLE) printf("b: pipeline bubble above 25%% of the step\n");
+    if (any & SIM_WARN_MFU) {
+        const char *run;
+        int exact;
+        int fp8 = o->layout.dtype == DT_FP8;
+        double best = sim_validated_mfu(o->gpu.name, o->software, fp8, &run, &exact);
+        if (exact)
+            printf("v: MFU above the best validated %s run of %s on %s: %.1f%% (%s); the model was never checked this fast\n",
+                   fp8 ? "fp8" : "16-bit", o->software, o->gpu.name, 100 * best, run);
+        else if (best > 0)
+            printf("v: unvalidated: no published %s run of %s on %s in the validation sets (the GPU's best: %.1f%%, %s; "
+                   "--software names the preset of your software)\n", fp8 ? "fp8" : "16-bit", o->software, o->gpu.name,
+                   100 * best, run);
+        else printf("v: unvalidated: no published run on %s in the validation sets\n", o->gpu.name);
     }
     if (!pr->nbest) {
         char why[2048];
@@ -81,7 +108,8 @@ static void print_plan(const SimOpts *o, const PlanResult *pr, const Reliability
 
 static void print_plan_json(const SimOpts *o, const PlanResult *pr, const ReliabilityResult *rel,
                             const ReliabilityResult *none, int spares) {
-    printf("{\"model\":\"%s\",\"gpus\":%d,\"cluster\":\"%s\",\"cluster_note\":\"%s\",\"global_batch\":%d,"
+    printf("{\"software\":\"%s\",", o->software);
+    printf("\"model\":\"%s\",\"gpus\":%d,\"cluster\":\"%s\",\"cluster_note\":\"%s\",\"global_batch\":%d,"
            "\"memory_limit_gib\":%.4f,\"hot_spares\":%d,\"goodput\":%.5f,\"goodput_without_spares\":%.5f,\"considered\":%d,"
            "\"turned_down\":{",
            o->model.name, o->gpus, o->cluster.name, o->cluster_note, o->layout.global_batch,
@@ -92,15 +120,18 @@ static void print_plan_json(const SimOpts *o, const PlanResult *pr, const Reliab
         const PlanEntry *e = &pr->best[i];
         Layout x = e->layout;
         x.vpp = e->res.vpp;
+        int f = sim_result_flags(o->gpu.name, o->software, &e->layout, &e->res);
         printf("%s{\"tp\":%d,\"cp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"micro_batch\":%d,\"global_batch\":%d,"
                "\"recompute\":\"%s\",\"sp\":%s,\"first_stage_layers\":%d,\"last_stage_layers\":%d,\"step_time_s\":%.6g,"
                "\"mfu\":%.5f,\"memory_gib\":%.4f,\"days\":%.6g,\"days_with_failures\":%.6g,"
-               "\"days_with_failures_without_spares\":%.6g}",
+               "\"days_with_failures_without_spares\":%.6g,\"flags\":{\"few_microbatches\":%s,\"bubble\":%s,"
+               "\"mfu_unvalidated\":%s}}",
                i ? "," : "", e->layout.tp, e->layout.cp, e->layout.pp, e->res.vpp, e->layout.dp, e->layout.ep,
                e->res.micro_batch, e->layout.global_batch, sim_recompute_name(e->layout.recompute),
                e->layout.sp && e->layout.tp > 1 ? "true" : "false", sim_stage_layer_count(&o->model, &x, 0),
                sim_stage_layer_count(&o->model, &x, x.pp - 1), e->res.step_time, e->res.mfu, e->res.mem.total / GIB,
-               e->days, e->days / rel->goodput, e->days / none->goodput);
+               e->days, e->days / rel->goodput, e->days / none->goodput, (f & SIM_WARN_FEW_MB) ? "true" : "false",
+               (f & SIM_WARN_BUBBLE) ? "true" : "false", (f & SIM_WARN_MFU) ? "true" : "false");
     }
     printf("]");
     if (!pr->nbest) {

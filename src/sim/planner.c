@@ -69,6 +69,10 @@ static void try_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g
     out->considered++;
     int gb = (int)lround((double)l->global_batch / l->dp) * l->dp;
     l->global_batch = gb < l->dp ? l->dp : gb;
+    /* the default batch, as sim's: 2^22 tokens, raised so that no pipeline has fewer micro-batches
+     * than stages (dp x pp sequences) */
+    if (fx->batch_default && (long)l->dp * l->pp > l->global_batch && (long)l->dp * l->pp < 0x7fffffff)
+        l->global_batch = l->dp * l->pp;
     if (sim_check_layout(m, c, g, l)) {
         const char *msg = myr_last_error();
         reject(out, l, classify(msg), msg);
@@ -139,7 +143,7 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                     reject(out, &l, PLAN_LAYERS, "pp does not split the layers (even, or one short at both ends)");
                     continue;
                 }
-                if (!fx->sp) l.sp = tp > 1;
+                if (!fx->sp) l.sp = tp > 1 && l.sw_sp;
                 if (!fx->etp) l.etp = 0;
                 for (int ei = 0; ei < nep; ei++)
                     for (int ri = 0; ri < 3; ri++) {
@@ -149,7 +153,8 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
                         else {
                             x.recompute = recs[ri];
                             /* Megatron's selective recompute keeps nothing fused attention does not already drop */
-                            if (x.recompute == RECOMPUTE_SELECTIVE && x.flash != ATTN_UNFUSED && !x.selective_op) continue;
+                            if (x.recompute == RECOMPUTE_SELECTIVE && x.flash != ATTN_UNFUSED && !x.selective_op && !x.selective_ds) continue;
+                            if (x.recompute == RECOMPUTE_SELECTIVE && !x.sw_selective) continue; /* the software has none */
                         }
                         if (!fx->micro_batch) x.micro_batch = 0;
                         if (!fx->vpp) x.vpp = 1;

@@ -45,6 +45,7 @@ double sim_daly_goodput(double tau, double delta, double restart, double mtbf) {
 
 /* P(Poisson(mean) < k) */
 static double poisson_below(double mean, int k) {
+    if (mean > 500) return 0.5 * erfc((mean - (k - 0.5)) / sqrt(2 * mean)); /* normal approximation */
     double term = exp(-mean), sum = 0;
     for (int i = 0; i < k; i++) {
         sum += term;
@@ -85,10 +86,17 @@ void sim_reliability(const FailureRates *f, const ReliabilityInput *in, Reliabil
 int sim_default_hot_spares(int gpus, int gpus_per_node) {
     FailureRates f;
     sim_failure_rates_default(&f);
+    return sim_default_hot_spares_for(&f, gpus, gpus_per_node);
+}
+
+int sim_default_hot_spares_for(const FailureRates *f, int gpus, int gpus_per_node) {
     if (gpus_per_node < 1) gpus_per_node = 8;
     if (gpus <= gpus_per_node) return 0;
-    double mean = gpus * (total_rate(&f) - f.software) * 4.0;
+    double mean = gpus * (total_rate(f) - f->software) * 4.0;
+    if (mean > 500) return (int)ceil(mean + 2.33 * sqrt(mean)) + 1; /* normal approximation (exp(-mean) underflows) */
+    /* P(Poisson(mean) < k) >= 0.99, summed term by term */
+    double term = exp(-mean), below = term;
     int k = 1;
-    while (poisson_below(mean, k) < 0.99 && k < 100000) k++;
+    while (below < 0.99 && k < 100000) { term *= mean / k; below += term; k++; }
     return k;
 }

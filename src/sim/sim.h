@@ -65,6 +65,9 @@ typedef struct {
     int roce;               /* 1 = RoCE (Ethernet), 0 = InfiniBand */
     int sharp;              /* in-network reduction available */
     int rail_optimized;     /* rails: NIC i of every node on rail switch i */
+    int rail_only;          /* rail-only (Wang et al. 2023): one fabric per rail, none above; cross-rail traffic is
+                             * forwarded over NVLink to the GPU on the destination's rail */
+    double straggler_cv;    /* per-GPU step-time coefficient of variation (a synchronous step waits for the slowest) */
     int planes;             /* independent network planes (multi-plane) */
     int ntiers;             /* scale-out switch tiers: [0] leaf, [1] spine, [2] core */
     NetTier tier[SIM_MAX_TIERS];
@@ -95,6 +98,12 @@ typedef struct {
     int dropout;      /* dropout after attention and MLP (masks kept for backward) */
     int layers, hidden, heads, kv_heads, ffn, vocab;
     int experts, top_k, expert_ffn; /* MoE: experts > 1 replaces every MLP by `experts` MLPs of expert_ffn */
+    int shared_experts, shared_ffn; /* always-active experts of shared_ffn each (DeepSeek, Qwen2-MoE); 0 = none */
+    int dense_layers;  /* the first layers keep a dense MLP of ffn (DeepSeek-V3: 3) */
+    int route_nodes;   /* node-limited routing: a token's experts lie on at most this many nodes (DeepSeek-V3: 4) */
+    /* multi-head latent attention (DeepSeek-V2/V3) when kv_lora > 0: latent ranks and head dims */
+    int q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    int mtp;           /* multi-token prediction depth (DeepSeek-V3: 1), on the last pipeline stage */
     int seq;          /* default sequence length */
 } SimModel;
 void sim_model_set_arch(SimModel *m, SimArch a);
@@ -102,7 +111,14 @@ int sim_arch_parse(const char *s, SimArch *out);
 const char *sim_arch_name(SimArch a);
 
 double sim_model_params(const SimModel *m);        /* all parameters */
-double sim_model_layer_params(const SimModel *m);  /* one transformer layer */
+int sim_mla(const SimModel *m);                      /* multi-head latent attention */
+double sim_qk_head_dim(const SimModel *m), sim_v_head_dim(const SimModel *m);
+int sim_layer_is_moe(const SimModel *m, int layer);  /* layer (0-based) has routed experts */
+int sim_moe_layers(const SimModel *m);               /* layers with routed experts */
+double sim_attn_params(const SimModel *m);           /* one layer's attention weights */
+double sim_model_layer_params_kind(const SimModel *m, int moe); /* a dense (0) or MoE (1) layer */
+double sim_layer_fwd_flops(const SimModel *m, double s, int moe); /* one layer, one sequence */
+double sim_model_layer_params(const SimModel *m);  /* one transformer layer (an MoE layer in an MoE model) */
 double sim_model_active_params(const SimModel *m); /* per token (MoE: top_k experts) */
 double sim_mlp_params(const SimModel *m, double f);  /* one dense MLP of inner size f */
 /* Forward FLOPs of one sequence of length s through the whole model (attention counted as full
@@ -116,11 +132,11 @@ double sim_megatron_flops(const SimModel *m, double B, double s);
 
 /* ---------- layout ---------- */
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
-typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED } PipeSchedule;
+typedef enum { SCHED_1F1B = 0, SCHED_GPIPE, SCHED_INTERLEAVED, SCHED_DUALPIPE } PipeSchedule;
 /* FP8 scaling: delayed (Transformer Engine's default: the scale comes from an amax history, the
  * amax of each cast is taken by the cast kernel itself) or current (per-tensor scale of this very
  * tensor: an amax pass reads the tensor before its cast; TE current scaling, torchao tensorwise) */
-typedef enum { FP8_DELAYED = 0, FP8_CURRENT } Fp8Scaling;
+typedef enum { FP8_DELAYED = 0, FP8_CURRENT, FP8_BLOCKWISE } Fp8Scaling; /* blockwise: 1x128 / 128x128 (DeepSeek-V3) */
 typedef enum { ATTN_UNFUSED = 0, ATTN_FUSED, ATTN_FA2 } AttnKernel;
 #define SIM_MAX_VSTAGES 512
 typedef struct {
@@ -144,6 +160,9 @@ typedef struct {
     int sp_regather;      /* sp keeps the sequence shard of GEMM inputs and gathers it again for wgrad (Megatron) */
     int fused_elementwise;/* norms, activations, rotary, residuals as fused kernels (TE, torch.compile); 0 = eager ops */
     int selective_op;     /* "selective" recompute means torchtitan's op-level policy (re-run every 2nd matmul) */
+    int selective_ds;     /* "selective" recompute means DeepSeek-V3's: RMSNorms, MLA up-projections and the SwiGLU
+                           * output re-run in backward; linear inputs and the SwiGLU input kept in fp8 (Sec. 3.2.3,
+                           * 3.3.3) */
     int reshard;          /* zero 3: parameters gathered again for backward (FSDP reshard_after_forward) */
     int fp8_scaling;      /* Fp8Scaling */
     int fp8_gather;       /* zero 3 / distributed optimizer all-gather parameters in fp8 */
@@ -152,15 +171,24 @@ typedef struct {
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
     int cp_torch;         /* context parallel as PyTorch's experimental ring attention (torchtitan 2024): K/V
                            * repeated to all heads, all-gathered after the first block, fp32 merges (layer.c) */
+    int sw_sp;            /* the software has sequence parallelism (Korthikanti et al. 2022; not Megatron-LM of 2021) */
+    int sw_selective;     /* the software has selective recompute (not Megatron-LM of 2021: full or none) */
     double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */
     double bucket;        /* gradient-reduction bucket, elements (Megatron-LM 40 M) */
     int opt_bytes;        /* optimizer state per parameter: 12 (fp32 master, m, v); NeMo's bf16 states 6 */
     /* uneven pipelines: layers of the first / last pipeline stage (0 = even), or every virtual stage */
     int first_layers, last_layers;
+    int vpp_group;        /* interleaved: micro-batches per virtual stage in a row (0 = pp; Megatron-core's
+                           * --microbatch-group-size-per-virtual-pipeline-stage, Llama 3's N) */
     int n_stage_layers;
     int stage_layers[SIM_MAX_VSTAGES];
     /* mixture of experts */
     double capacity_factor;  /* tokens an expert takes, over the mean (0 = dropless) */
+    int ep_a2a;              /* 0: NCCL all-to-all (every token-expert pair); 1: two-stage DeepEP (network, then NVLink) */
+    int ep_fp8_dispatch;     /* fp8 runs dispatch tokens in fp8 with 1x128 scales (DeepSeek-V3, DeepEP) */
+    int ep_overlap;          /* all-to-all overlapped with another micro-batch's compute (Megatron-core's 1F1B a2a
+                              * overlap; DualPipe always) */
+    int comm_sms;            /* SMs the communication kernels hold while overlapped (DeepSeek-V3: 20 of 132) */
     double moe_imbalance;    /* busiest expert's tokens over the mean, dropless routing */
 } Layout;
 void sim_layout_defaults(Layout *l);
@@ -201,6 +229,7 @@ typedef struct {
     double alpha[SIM_MAX_TIERS + 1];
     double reach[SIM_MAX_TIERS + 1];
     int sharp;
+    int rail_only, gpus_per_node; /* cross-rail traffic forwarded over NVLink */
 } Network;
 void sim_network(const ClusterSpec *c, const GpuSpec *g, Network *n);
 /* Highest level the group's traffic crosses (0 = stays in scale-up), and members per level-0 domain. */
@@ -216,6 +245,10 @@ double sim_coll_time(const Network *n, CollKind kind, CollAlg alg, double bytes,
 double sim_ring_allreduce(int n, double bytes, double bw, double a);
 double sim_ring_gather(int n, double bytes, double bw, double a); /* reduce-scatter or all-gather */
 double sim_tree_allreduce(int n, double bytes, double bw, double a);
+/* MoE dispatch/combine of T tokens (token_bytes each) to top_k experts over the ep group: flat
+ * all-to-all, or two-stage (network once per remote node, then NVLink), node-limited routing. */
+double sim_ep_dispatch_time(const Network *n, Group g, double T, double token_bytes, int top_k, int route_nodes,
+                            int two_stage);
 
 /* ---------- kernels (gemm_eff.c) ---------- */
 double sim_peak_flops(const GpuSpec *g, SimDtype dt); /* FLOP/s of the dtype (16-bit peak if fp16/bf16 missing) */
@@ -228,6 +261,8 @@ int sim_uneven(const Layout *l); /* --stage-layers or --first/--last-stage-layer
 /* Layers of every virtual stage k = chunk * pp + stage (pp * vpp entries); -1 with the reason. */
 int sim_vstage_layers(const SimModel *m, const Layout *l, int *count);
 int sim_stage_layer_count(const SimModel *m, const Layout *l, int stage); /* layers of one pipeline stage */
+/* Dense and MoE layers of virtual stage k (the model's first dense_layers are dense). */
+void sim_vstage_kinds(const SimModel *m, const int *count, int k, int *dense, int *moe);
 int sim_parse_stage_list(const char *s, Layout *l);                      /* "7,8,8,7" -> stage_layers */
 
 /* ---------- one layer (layer.c) ---------- */
@@ -238,12 +273,18 @@ typedef struct {
     double core_mem_f;             /* the unfused softmax/dropout part of attn_f */
     double elem_f, elem_b;         /* memory-bound kernels */
     double fp8_f, fp8_b;           /* fp8 casts of activations and gradients */
-    double tp_f, tp_b, cp_f, cp_b, ep_f, ep_b; /* exposed communication */
+    double tp_f, tp_b, cp_f, cp_b; /* exposed communication */
+    double ep_f, ep_b;             /* MoE dispatch + combine, in full (step.c applies the schedule's overlap) */
     double rec_op, rec_op_fp8;     /* what torchtitan's op-level selective recompute re-runs (GEMMs, casts) */
+    double rec_ds;                 /* what DeepSeek-V3's recompute re-runs: up-projections, norms, SwiGLU */
     double weight_cast;            /* fp8 cast + transpose of the layer's local weights, once */
     double weight_elems;           /* weights of the fp8 GEMMs */
 } LayerCost;
 void sim_layer_cost(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, LayerCost *o);
+/* The same for a dense (moe 0) or MoE (moe 1) layer of the model. */
+void sim_layer_cost_kind(const SimModel *m, const GpuSpec *g, const Network *net, const Layout *l, int b, int moe,
+                         LayerCost *o);
+double sim_moe_load(const SimModel *m, const Layout *l); /* busiest rank's expert tokens over the mean */
 
 /* ---------- memory (memory.c) ---------- */
 typedef struct {
@@ -262,6 +303,9 @@ double sim_stage_params(const SimModel *m, const Layout *l, int stage); /* param
 void sim_stage_params_split(const SimModel *m, const Layout *l, int stage, double *dense, double *expert);
 /* One transformer layer's parameters per GPU (tp-sharded; experts over etp x ep). */
 void sim_layer_params_split(const SimModel *m, const Layout *l, double *dense, double *expert);
+void sim_layer_params_split_kind(const SimModel *m, const Layout *l, int moe, double *dense, double *expert);
+/* Activation bytes of one dense (0) or MoE (1) layer for b sequences. */
+double sim_layer_activation_bytes_kind(const SimModel *m, const Layout *l, int b, int moe);
 /* Virtual stage k's parameters per GPU given the layer split `count` (embedding on k = 0, output
  * layer or tied copy on the last). */
 void sim_vstage_params_split(const SimModel *m, const Layout *l, int k, const int *count, double *dense, double *expert);
@@ -274,7 +318,10 @@ typedef struct {
     double step_time;
     double forward, backward, recompute;          /* compute time summed on the critical stage */
     double tp_comm, cp_comm, pp_comm, dp_comm, ep_comm; /* exposed communication */
+    double ep_total, ep_hidden;   /* MoE all-to-all if nothing hid it, and what compute hid (step totals) */
+    double ep_sm_tax;             /* part of ep_comm: compute lost to the SMs the hidden all-to-all held */
     double bubble, optimizer;
+    double straggler;     /* the wait for the slowest GPU of a synchronous step (ClusterSpec.straggler_cv) */
     double model_flops;   /* per step, 3x forward (no recompute) */
     double hw_flops;      /* including recomputation */
     double mfu, hfu, tokens_per_s, tflops_per_gpu;
@@ -285,6 +332,7 @@ typedef struct {
 
 typedef struct TraceWriter TraceWriter;
 
+double sim_expected_max_normal(double n); /* E[max of n standard normals] (Blom) */
 /* Check the layout against model, cluster and GPU; -1 with the reason (e.g. "tp 16 exceeds the
  * 8-GPU scale-up domain"). Does not check memory. */
 int sim_check_layout(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, const Layout *l);
@@ -318,8 +366,13 @@ int sim_pipeline(int p, int v, int m, PipeSchedule sched, const double *fwd, con
  * backward ends (its gradients are complete). */
 int sim_pipeline_ex(int p, int v, int m, PipeSchedule sched, const double *fwd, const double *bwd, double p2p,
                     double *chunk_done, PipeResult *out, TraceWriter *trace);
+/* Interleaved 1F1B with micro-batches in groups of `group` per virtual stage (Megatron-core's
+ * microbatch_group_size_per_vp_stage; 0 = pp, and then m must be a multiple of pp). */
+int sim_pipeline_group(int p, int v, int m, int group, PipeSchedule sched, const double *fwd, const double *bwd,
+                       double p2p, double *chunk_done, PipeResult *out, TraceWriter *trace);
 /* Peak of the activation weight (weight[k] per held forward of virtual stage k) one stage holds. */
 double sim_pipeline_peak_weight(int p, int v, int m, PipeSchedule sched, int stage, const double *weight);
+double sim_pipeline_peak_weight_group(int p, int v, int m, int group, PipeSchedule sched, int stage, const double *weight);
 
 /* Chrome Trace Event output (trace.c). */
 TraceWriter *trace_open(const char *path);
@@ -363,6 +416,7 @@ typedef struct {
 void sim_reliability(const FailureRates *f, const ReliabilityInput *in, ReliabilityResult *out);
 /* Default hot-spare nodes: a free spare at a hardware fault with probability >= 99% (4 h repairs). */
 int sim_default_hot_spares(int gpus, int gpus_per_node);
+int sim_default_hot_spares_for(const FailureRates *f, int gpus, int gpus_per_node); /* with these rates */
 
 /* ---------- cost (cost.c) ---------- */
 typedef struct {
@@ -372,6 +426,7 @@ typedef struct {
     double power_kw;           /* IT power x PUE */
 } ClusterCost;
 int sim_fat_tree(const ClusterSpec *c, int gpus, ClusterCost *out);
+int sim_fabrics(const ClusterSpec *c); /* independent fabrics: planes, or one per rail (rail-only) */
 void sim_cost(const ClusterSpec *c, const GpuSpec *g, int gpus, ClusterCost *out);
 
 /* ---------- planner (planner.c) ---------- */
@@ -389,6 +444,7 @@ const char *sim_plan_reason_name(PlanReason r);
 /* Dimensions the caller fixed (taken from base as they are) and the memory a layout may use. */
 typedef struct {
     int tp, cp, pp, vpp, ep, etp, micro_batch, recompute, sp, stages;
+    int batch_default; /* the global batch is the default: raised to dp x pp sequences where that is more */
     double mem_cap; /* bytes: HBM less the headroom */
 } PlanFixed;
 typedef struct {
@@ -407,6 +463,21 @@ int sim_plan(const SimModel *m, const ClusterSpec *c, const GpuSpec *g, int gpus
 void sim_plan_free(PlanResult *r);
 /* "no layout fits: N considered; 12: pp does not split the layers (e.g. ...); ..." */
 void sim_plan_why_none(const PlanResult *r, char *buf, size_t cap);
+
+/* ---------- validated range (validated.c) ---------- */
+/* GPU family of a GPU config name (a100, h100, h200, b200; NULL for others). */
+const char *sim_gpu_family(const char *gpu);
+/* Best measured MFU in the validation sets for this GPU family, software preset and 16-bit (fp8 0)
+ * or fp8 math; *exact = 0 when no run of that software and precision exists and the GPU's best
+ * run of any software is returned instead; 0 when the GPU has no validated run. *run names it. */
+double sim_validated_mfu(const char *gpu, const char *software, int fp8, const char **run, int *exact);
+
+/* Flags an answer carries (sim_warn.c): fewer micro-batches than stages, a bubble above 25% of the
+ * step, an MFU above (or without) a validated run of this GPU, software and precision. */
+enum { SIM_WARN_FEW_MB = 1, SIM_WARN_BUBBLE = 2, SIM_WARN_MFU = 4 };
+int sim_result_flags(const char *gpu, const char *software, const Layout *l, const SimResult *r);
+void sim_result_warning(int flag, const char *gpu, const char *software, const Layout *l, const SimResult *r, char *buf,
+                        size_t cap);
 
 /* ---------- validation (validate.c) ---------- */
 int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err);

@@ -67,6 +67,10 @@ static const FlagRow flag_rows[] = {
     {"--experts", "E", "mixture of experts: routed experts per layer", 'b', 1, BIG},
     {"--top-k", "K", "experts per token", 'b', 1, BIG},
     {"--expert-ffn", "N", "MLP width of an expert (default --ffn)", 'b', 1, BIG},
+    {"--shared-experts", "N", "always-active (shared) experts per MoE layer", 'b', 0, BIG},
+    {"--shared-ffn", "N", "MLP width of a shared expert (default --expert-ffn)", 'b', 1, BIG},
+    {"--dense-layers", "N", "first layers with a dense MLP of --ffn instead of experts", 'b', 0, BIG},
+    {"--route-nodes", "M", "node-limited routing: a token's experts on at most M nodes (0 = any)", 'b', 0, BIG},
     {"--dropout", "0|1", "dropout kernels on (1) or off (0)", 'b', 0, 0},
     {"--seq", "N", "sequence length (default: the model's)", 'b', 1, BIG},
     {"cluster:", NULL, NULL, 'b', 0, 0},
@@ -78,6 +82,7 @@ static const FlagRow flag_rows[] = {
     {"--cp", "N", "context parallel (ring attention)", 'b', 1, BIG},
     {"--pp", "N", "pipeline stages", 'b', 1, BIG},
     {"--vpp", "N|auto", "model chunks per stage (interleaved 1F1B); auto searches", 'b', 0, 0},
+    {"--vpp-group", "N", "interleaved: micro-batches per model chunk in a row (default pp; Megatron-core, Llama 3's N)", 'b', 1, BIG},
     {"--dp", "N", "data parallel (default: --gpus / (tp x cp x pp); plan derives it)", 'b', 1, BIG},
     {"--ep", "N", "expert parallel", 'b', 1, BIG},
     {"--etp", "N", "expert tensor parallel (default tp)", 'b', 1, BIG},
@@ -91,17 +96,22 @@ static const FlagRow flag_rows[] = {
     {"software:", NULL, NULL, 'b', 0, 0},
     {"--software", "NAME|list", "software preset (list: the presets and what they switch)", 'b', 0, 0},
     {"--dtype", "fp32|tf32|bf16|fp16|fp8", "math and weights precision (default bf16)", 'b', 0, 0},
-    {"--fp8-scaling", "delayed|current", "fp8 scaling recipe", 'b', 0, 0},
-    {"--schedule", "1f1b|interleaved|gpipe", "pipeline schedule", 'b', 0, 0},
+    {"--fp8-scaling", "delayed|current|blockwise", "fp8 scaling recipe (blockwise: 1x128 / 128x128, DeepSeek-V3)", 'b', 0, 0},
+    {"--schedule", "1f1b|interleaved|gpipe|dualpipe", "pipeline schedule (dualpipe: DeepSeek-V3's)", 'b', 0, 0},
+    {"--ep-a2a", "flat|deepep", "MoE dispatch: NCCL all-to-all or two-stage (network once per node, then NVLink)", 'b', 0, 0},
+    {"--ep-overlap", "on|off", "all-to-all overlapped with another micro-batch's compute (1F1B steady phase)", 'b', 0, 0},
     {"--attention", "fused|fa2|unfused", "attention kernels (flash = fused)", 'b', 0, 0},
     {"--tp-overlap", "on|off", "TP communication overlapped with GEMMs", 'b', 0, 0},
     {"--grad-bytes", "2|4", "bytes per gradient element in the reduction", 'b', 0, 0},
     {"--capacity-factor", "X", "MoE expert capacity factor (0 = dropless)", 'b', 0, 0},
     {"--moe-imbalance", "X", "MoE routing imbalance: busiest expert / mean (>= 1)", 'b', 0, 0},
     {"--mem-headroom", "F|P%", "HBM share kept free (default 10%)", 'b', 0, 0},
+    {"--straggler-cv", "X", "per-GPU step-time variation (0.01 = 1%): the step waits for the slowest GPU (default: the cluster's, 0)", 'b', 0, 0},
     {"run and output:", NULL, NULL, 'b', 0, 0},
     {"--tokens", "X", "training tokens: days to train, goodput, energy and cost (300e9, 300B, 2T)", 'b', 0, 0},
     {"--hot-spares", "NODES", "hot spare nodes (default: from practice, see docs/SIMULATOR.md)", 'b', 0, BIG},
+    {"--failure-rate", "X", "interruptions per GPU-day (default 0.00047, Llama 3's 419 in 54 days on 16,384 GPUs; 0.01 = 1% of GPUs a day)", 'b', 0, 0},
+    {"--mtbf", "HOURS", "the job's mean time between interruptions at this size (instead of --failure-rate)", 'b', 0, 0},
     {"--trace", "FILE", "Chrome trace of the simulated step (Perfetto)", 's', 0, 0},
     {"--top", "K", "layouts printed (default 5)", 'p', 1, BIG},
 };
@@ -166,6 +176,8 @@ static int load_configs(const char *model, const char *cluster, const char *gpu,
     }
     /* the software preset first, so that explicit flags override it */
     if (software && sim_software_preset(&o->layout, software)) return -1;
+    snprintf(o->software, sizeof o->software, "%s", software && strcmp(software, "current") ? software : "megatron-core");
+    o->software_given = software != NULL;
     return 0;
 }
 
@@ -176,6 +188,7 @@ static int layout_flag(SimOpts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--cp")) { rc = flag_int(a, v, 1, &l->cp); o->set_cp = 1; }
     else if (!strcmp(a, "--pp")) { rc = flag_int(a, v, 1, &l->pp); o->set_pp = 1; }
     else if (!strcmp(a, "--dp")) { rc = flag_int(a, v, 1, &l->dp); o->set_dp = 1; }
+    else if (!strcmp(a, "--vpp-group")) rc = flag_int(a, v, 1, &l->vpp_group);
     else if (!strcmp(a, "--ep")) { rc = flag_int(a, v, 1, &l->ep); o->set_ep = 1; }
     else if (!strcmp(a, "--etp")) { rc = flag_int(a, v, 1, &l->etp); o->set_etp = 1; }
     else if (!strcmp(a, "--vpp")) {
@@ -203,7 +216,20 @@ static int software_flag(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--schedule")) {
         if (!strcmp(v, "1f1b") || !strcmp(v, "interleaved")) l->schedule = SCHED_1F1B;
         else if (!strcmp(v, "gpipe")) l->schedule = SCHED_GPIPE;
-        else return myr_error("--schedule expects 1f1b, interleaved or gpipe, got '%s'", v);
+        else if (!strcmp(v, "dualpipe")) l->schedule = SCHED_DUALPIPE;
+        else return myr_error("--schedule expects 1f1b, interleaved, gpipe or dualpipe, got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--ep-a2a")) {
+        if (!strcmp(v, "flat")) l->ep_a2a = 0;
+        else if (!strcmp(v, "deepep")) l->ep_a2a = 1;
+        else return myr_error("--ep-a2a expects flat (NCCL all-to-all) or deepep (two-stage, node-limited), got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--ep-overlap")) {
+        if (!strcmp(v, "on")) l->ep_overlap = 1;
+        else if (!strcmp(v, "off")) l->ep_overlap = 0;
+        else return myr_error("--ep-overlap expects on or off, got '%s'", v);
         return 0;
     }
     if (!strcmp(a, "--attention")) {
@@ -221,7 +247,8 @@ static int software_flag(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--fp8-scaling")) {
         if (!strcmp(v, "delayed")) l->fp8_scaling = FP8_DELAYED;
         else if (!strcmp(v, "current")) l->fp8_scaling = FP8_CURRENT;
-        else return myr_error("--fp8-scaling expects delayed or current, got '%s'", v);
+        else if (!strcmp(v, "blockwise")) l->fp8_scaling = FP8_BLOCKWISE;
+        else return myr_error("--fp8-scaling expects delayed, current or blockwise, got '%s'", v);
         return 0;
     }
     if (!strcmp(a, "--tp-overlap")) {
@@ -250,9 +277,13 @@ static int model_flag(SimModel *m, const char *a, const char *v) {
     struct { const char *flag; int *field; } f[] = {
         {"--layers", &m->layers}, {"--hidden", &m->hidden}, {"--heads", &m->heads}, {"--kv-heads", &m->kv_heads},
         {"--ffn", &m->ffn}, {"--vocab", &m->vocab}, {"--experts", &m->experts}, {"--top-k", &m->top_k},
-        {"--expert-ffn", &m->expert_ffn}};
+        {"--expert-ffn", &m->expert_ffn}, {"--shared-ffn", &m->shared_ffn}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(a, f[i].flag)) return flag_int(a, v, 1, f[i].field);
+    struct { const char *flag; int *field; } z[] = {
+        {"--shared-experts", &m->shared_experts}, {"--dense-layers", &m->dense_layers}, {"--route-nodes", &m->route_nodes}};
+    for (size_t i = 0; i < sizeof z / sizeof z[0]; i++)
+        if (!strcmp(a, z[i].flag)) return flag_int(a, v, 0, z[i].field);
     return 1;
 }
 
@@ -266,7 +297,18 @@ static int apply_value(SimOpts *o, const char *a, const char *v) {
     if (!strcmp(a, "--tokens")) return sim_parse_count(v, &o->tokens);
     if (!strcmp(a, "--trace")) { o->trace_path = v; return 0; }
     if (!strcmp(a, "--hot-spares")) return flag_int(a, v, 0, &o->hot_spares);
+    if (!strcmp(a, "--failure-rate")) {
+        if (flag_num(a, v, 0, 1e3, &o->failure_rate)) return -1;
+        if (o->failure_rate <= 0) return myr_error("--failure-rate expects a positive rate per GPU-day, got '%s'", v);
+        return 0;
+    }
+    if (!strcmp(a, "--mtbf")) {
+        if (flag_num(a, v, 0, 1e9, &o->mtbf_h)) return -1;
+        if (o->mtbf_h <= 0) return myr_error("--mtbf expects positive hours, got '%s'", v);
+        return 0;
+    }
     if (!strcmp(a, "--top")) return flag_int(a, v, 1, &o->top_k);
+    if (!strcmp(a, "--straggler-cv")) return flag_num(a, v, 0, 0.5, &o->cluster.straggler_cv);
     if (!strcmp(a, "--mem-headroom")) {
         double x = 0;
         char buf[32];
@@ -295,6 +337,9 @@ static int complete(SimOpts *o, int plan, int have_model_file) {
     if (m->experts > 1 && !m->expert_ffn) m->expert_ffn = m->ffn;
     if (m->top_k < 1) m->top_k = 1;
     if (m->experts > 1 && m->top_k > m->experts) return myr_error("--top-k %d exceeds the %d experts", m->top_k, m->experts);
+    if ((m->shared_experts || m->dense_layers || m->route_nodes) && m->experts <= 1)
+        return myr_error("--shared-experts, --dense-layers and --route-nodes describe a mixture of experts: give --experts");
+    if (m->dense_layers >= m->layers) return myr_error("--dense-layers %d must be below the %d layers", m->dense_layers, m->layers);
     if (m->hidden % m->heads) return myr_error("hidden %d is not divisible by heads %d", m->hidden, m->heads);
     if (m->heads % m->kv_heads) return myr_error("kv heads %d do not divide heads %d", m->kv_heads, m->heads);
     if (!l->seq) l->seq = m->seq;
@@ -316,10 +361,28 @@ static int complete(SimOpts *o, int plan, int have_model_file) {
         snprintf(o->cluster_note + n, sizeof o->cluster_note - n, "; %s", built);
     }
     if (!l->global_batch) {
+        /* 2^22 tokens in whole sequences; sim raises it to dp x pp x micro-batch sequences where
+         * that is more, so that no pipeline runs fewer micro-batches than it has stages (Llama 3
+         * 405B on 16,384 GPUs: dp 128 x pp 16 = 2,048 sequences = 16 M tokens, as Meta ran it) */
         o->batch_defaulted = 1;
         int want = (int)ceil(SIM_DEFAULT_BATCH_TOKENS / l->seq);
-        l->global_batch = plan ? want : ((want + l->dp - 1) / l->dp) * l->dp;
+        if (plan) l->global_batch = want;
+        else {
+            long mb = l->micro_batch > 0 ? l->micro_batch : 1, unit = (long)l->dp * mb;
+            long gb = (want + unit - 1) / unit * unit, fill = unit * l->pp;
+            if (gb < fill) {
+                snprintf(o->batch_note, sizeof o->batch_note,
+                         "the default 2^22 tokens (%ld sequences) would give %ld micro-batches for %d pipeline stages; "
+                         "raised to dp %d x pp %d x micro-batch %ld = %ld sequences (%.3g M tokens)",
+                         gb, gb / unit, l->pp, l->dp, l->pp, mb, fill, fill * (double)l->seq / 1e6);
+                gb = fill;
+            }
+            if (gb > 0x7fffffff) return myr_error("the default global batch (%ld sequences) is too large; give --global-batch", gb);
+            l->global_batch = (int)gb;
+        }
     }
+    if (o->failure_rate > 0 && o->mtbf_h > 0)
+        return myr_error("give --failure-rate or --mtbf, not both (one sets the other: MTBF = 24 / (rate x GPUs) hours)");
     return 0;
 }
 
@@ -396,6 +459,8 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
                 return myr_error("--schedule interleaved needs --vpp 2 or more (or --vpp auto)");
             if (!strcmp(val[i], "gpipe") && chunks)
                 return myr_error("--schedule gpipe runs one model chunk per stage: drop --vpp");
+            if (!strcmp(val[i], "dualpipe") && chunks)
+                return myr_error("--schedule dualpipe runs two stages per device of its own: drop --vpp");
         }
     o->json = sw.json;
     if (sw.sp) o->layout.sp = 1, o->set_sp = 1;
@@ -409,12 +474,23 @@ int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan) {
 
 int sim_opts_spares(const SimOpts *o) {
     if (o->hot_spares >= 0) return o->hot_spares;
-    return sim_default_hot_spares(o->gpus, o->cluster.gpus_per_node);
+    FailureRates f;
+    sim_opts_failure_rates(o, &f);
+    return sim_default_hot_spares_for(&f, o->gpus, o->cluster.gpus_per_node);
+}
+
+void sim_opts_failure_rates(const SimOpts *o, FailureRates *f) {
+    sim_failure_rates_default(f);
+    double per_gpu_hour = f->gpu + f->hbm + f->nic + f->network + f->host + f->software, want = per_gpu_hour;
+    if (o->failure_rate > 0) want = o->failure_rate / 24.0;
+    if (o->mtbf_h > 0) want = 1.0 / (o->mtbf_h * (o->gpus > 0 ? o->gpus : 1));
+    double k = want / per_gpu_hour; /* the same mix of causes, scaled */
+    f->gpu *= k; f->hbm *= k; f->nic *= k; f->network *= k; f->host *= k; f->software *= k;
 }
 
 void sim_opts_reliability(const SimOpts *o, int spares, ReliabilityResult *out) {
     FailureRates f;
-    sim_failure_rates_default(&f);
+    sim_opts_failure_rates(o, &f);
     ReliabilityInput in = {0};
     in.gpus = o->gpus;
     in.hot_spares = spares >= 0 ? spares : sim_opts_spares(o);

@@ -24,6 +24,11 @@ typedef struct {
     int in_memory;
     double mem_headroom;    /* fraction of HBM no recommended layout may use */
     int batch_defaulted;    /* --global-batch not given */
+    char batch_note[256];   /* how the default global batch was chosen (sim: raised to fill the pipeline) */
+    char software[32];      /* the software preset by name (--software, default megatron-core) */
+    int software_given;
+    double failure_rate;    /* --failure-rate: interruptions per GPU-day (0 = Llama 3's rates) */
+    double mtbf_h;          /* --mtbf: the job's mean time between interruptions, hours (0 = from the rates) */
     char cluster_note[320]; /* which cluster was used, and what was built */
     /* plan only */
     int top_k, why;
@@ -38,6 +43,8 @@ typedef struct {
 int sim_opts_parse(int argc, char **argv, SimOpts *o, int plan);
 /* Parse "300e9", "300B", "2T", "15T", "1.5M" into a count; -1 on junk. */
 int sim_parse_count(const char *s, double *out);
+/* Failure rates of these options: Llama 3's by component, scaled to --failure-rate or --mtbf. */
+void sim_opts_failure_rates(const SimOpts *o, FailureRates *f);
 /* Reliability of a run of these options with `spares` hot-spare nodes (-1: the options' own). */
 void sim_opts_reliability(const SimOpts *o, int spares, ReliabilityResult *out);
 /* The hot spares a run of these options gets when --hot-spares is not given. */

@@ -81,6 +81,16 @@ int sim_vstage_layers(const SimModel *m, const Layout *l, int *count) {
     return 0;
 }
 
+void sim_vstage_kinds(const SimModel *m, const int *count, int k, int *dense, int *moe) {
+    int start = 0;
+    for (int j = 0; j < k; j++) start += count[j];
+    int d = 0;
+    if (m->experts <= 1) d = count[k];
+    else if (start < m->dense_layers) d = (m->dense_layers - start < count[k]) ? m->dense_layers - start : count[k];
+    *dense = d;
+    *moe = count[k] - d;
+}
+
 int sim_stage_layer_count(const SimModel *m, const Layout *l, int stage) {
     int V = l->pp * (l->vpp > 0 ? l->vpp : 1);
     int buf[4096], *count = buf;

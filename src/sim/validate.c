@@ -165,16 +165,17 @@ static void step_row(ValCase *vc, int json, int first, FILE *out, ValStats *st) 
         fprintf(out, "%s{\"case\":\"%s\",\"simulated\":true,\"software\":\"%s\",\"gpu\":\"%s\",\"gpus\":%d,\"tp\":%d,\"cp\":%d,"
                      "\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"micro_batch\":%d,\"recompute\":\"%s\",\"metric\":\"%s\","
                      "\"published\":%.6g,\"predicted\":%.6g,\"predicted_s\":%.6g,\"measured_s\":%.6g,\"error\":%.4f,"
-                     "\"memory_gib\":%.3f,\"hbm_gib\":%g,\"fits\":%s}",
+                     "\"memory_gib\":%.3f,\"hbm_gib\":%g,\"fits\":%s,\"dtype\":\"%s\",\"mfu_measured\":%.4f}",
                 first ? "" : ",", vc->name, vc->software, g.name, vc->gpus, l->tp, l->cp, l->pp, r.vpp, l->dp, r.micro_batch,
                 sim_recompute_name(l->recompute), vc->metric, vc->value, pred_value, r.step_time, vc->measured_s, err,
-                r.mem.total / GIB, g.hbm_gib, fits ? "true" : "false");
+                r.mem.total / GIB, g.hbm_gib, fits ? "true" : "false", sim_dtype_name(l->dtype), r.mfu * r.step_time / vc->measured_s);
     else
         fprintf(out, "%-44s %5d %-24s %9.4g %9.4g %+7.1f%% %6.1f/%-3g%s\n", vc->name, vc->gpus, lay, vc->value, pred_value,
                 100 * err, r.mem.total / GIB, g.hbm_gib, fits ? "" : " DOES NOT FIT");
 }
 
 static int validate_rows(const char *path, int json, FILE *out, ValStats *st, const char *want, ValCase *found);
+static int keep_open; /* JSON: leave the file's object open (the caller appends to it) */
 
 int sim_validate_file(const char *path, int json, FILE *out, double *median_err, double *max_err) {
     ValStats st;
@@ -188,11 +189,44 @@ int sim_validate_stats(const char *path, int json, FILE *out, ValStats *st) {
     return validate_rows(path, json, out, st, NULL, NULL);
 }
 
+int sim_validate_stats_open(const char *path, FILE *out, ValStats *st) {
+    keep_open = 1;
+    int rc = validate_rows(path, 1, out, st, NULL, NULL);
+    keep_open = 0;
+    return rc;
+}
+
 int sim_validate_find(const char *path, const char *name, ValCase *vc) {
     ValStats st;
     vc->name[0] = 0;
     if (validate_rows(path, 0, NULL, &st, name, vc)) return -1;
     if (!vc->name[0]) return myr_error("%s has no row named '%s'", path, name);
+    return 0;
+}
+
+int sim_validate_load(const char *path, ValCase **cases, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return myr_error("cannot open %s", path);
+    char hdrline[8192];
+    if (!fgets(hdrline, sizeof hdrline, f)) { fclose(f); return myr_error("%s is empty", path); }
+    ValHeader h;
+    h.ncol = split(hdrline, h.names, VAL_MAXCOL);
+    if (val_col(&h, "activations_gib") >= 0) { fclose(f); return 0; } /* a memory file: no step rows */
+    static char line[1 << 16];
+    int rowno = 1;
+    while (fgets(line, sizeof line, f)) {
+        rowno++;
+        if (line[0] == '\n' || line[0] == '#') continue;
+        char *c[VAL_MAXCOL];
+        int k = split(line, c, VAL_MAXCOL);
+        if (k != h.ncol) { fclose(f); return myr_error("%s:%d: %d columns, header has %d", path, rowno, k, h.ncol); }
+        ValCase *grown = realloc(*cases, sizeof **cases * (size_t)(*n + 1));
+        if (!grown) { fclose(f); return myr_error("out of memory"); }
+        *cases = grown;
+        if (val_row_case(&h, c, &(*cases)[*n])) { fclose(f); return myr_error("%s:%d: %s", path, rowno, myr_last_error()); }
+        (*n)++;
+    }
+    fclose(f);
     return 0;
 }
 
@@ -259,7 +293,7 @@ static int validate_rows(const char *path, int json, FILE *out, ValStats *st, co
         fprintf(out, "],\"median_abs_error\":%.4f,\"max_abs_error\":%.4f,\"predicted\":%d,\"not_simulated\":%d", st->median,
                 st->max, is_mem ? st->n / 2 : st->n, st->skipped);
         if (!is_mem) fprintf(out, ",\"fit_in_memory\":%d", st->fit);
-        fprintf(out, "}\n");
+        if (!keep_open) fprintf(out, "}\n");
     } else if (is_mem) {
         fprintf(out, "median |error| %.1f%%, max |error| %.1f%% over %d values\n", 100 * st->median, 100 * st->max, st->n);
     } else {

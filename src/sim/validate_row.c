@@ -74,6 +74,7 @@ int val_row_case(const ValHeader *h, char **c, ValCase *vc) {
     SimModel *m = &vc->m;
     Layout *l = &vc->l;
     snprintf(vc->name, sizeof vc->name, "%s", S("case"));
+    snprintf(vc->source, sizeof vc->source, "%s", source);
     snprintf(m->name, sizeof m->name, "%s", S("case"));
     SimArch arch = ARCH_GPT;
     if (has(notes, "SwiGLU") || has(notes, "Mixtral")) arch = ARCH_LLAMA;

@@ -31,13 +31,16 @@ void cuda_fail(cudaError_t e, const char *what, const char *file, int line) __at
     } while (0)
 
 #ifndef MYRIAD_CUDA_EMU
-/* kernel<<<grid, block, smem, stream>>>(args) with the launch checked. The kernel may be a
- * template instance in parentheses: MYR_LAUNCH((k<float, 64>), ...). */
+/* kernel<<<grid, block, smem, stream>>>(args) with the launch checked, the error naming the
+ * kernel (with CUDA_LAUNCH_BLOCKING=1 each launch waits for its kernel, so a fault inside it is
+ * reported here, at its own launch: scripts/gpu_check.sh reruns failing cases that way). The
+ * kernel may be a template instance in parentheses: MYR_LAUNCH((k<float, 64>), ...). */
 #define MYR_LAUNCH(kernel, grid, block, smem, ...)                                       \
     do {                                                                                 \
         auto myr_kernel_ = kernel;                                                       \
         myr_kernel_<<<(grid), (block), (smem), cuda_current_stream()>>>(__VA_ARGS__);    \
-        CUDA_CHECK(cudaGetLastError());                                                  \
+        cudaError_t myr_e_ = cudaGetLastError();                                         \
+        if (myr_e_ != cudaSuccess) cuda_fail(myr_e_, "kernel " #kernel, __FILE__, __LINE__); \
     } while (0)
 #define MYR_DYNAMIC_SMEM(type, name)                                  \
     extern __shared__ __align__(16) unsigned char myr_dynamic_smem_[]; \
