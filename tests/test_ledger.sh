@@ -152,7 +152,9 @@ for r in rec:
     # ranks' FINs left, the verdict is the hang timeout's instead of the closed connection's
     want = {"hang": ("heartbeat-timeout",), "host": ("exit", "heartbeat-timeout")}.get(e["fault"], ("exit",))
     v = next((x for x in ev[ev.index(e) + 1:] if x["event"] in want), None)
-    if v and abs(r["failure_t"] - e["t"]) <= 0.0015 and abs(r["declared_t"] - v["t"]) <= 0.0015: matched += 1
+    # the failure starts at the fault, or later when a job step the ledger had to account completed
+    # after the fault (the lost ranks had reported it before they died): the ledger never goes back
+    if v and e["t"] - 0.0015 <= r["failure_t"] <= r["declared_t"] and abs(r["declared_t"] - v["t"]) <= 0.0015: matched += 1
     else: problems.append("attempt %d: %s at %.3f, verdict %s; recovery failure_t %s declared_t %s" % (k, e["fault"], e["t"], v and v["t"], r["failure_t"], r["declared_t"]))
 done = [r for r in rec if r["completed"]]
 med = sorted(r["total_s"] for r in done)[len(done) // 2] if done else 0
