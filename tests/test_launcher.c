@@ -1,7 +1,8 @@
 /* test_launcher.c: unit tests of the launcher's pieces that need no processes: SHA-256 against
  * the FIPS 180-4 example vectors (and padding-boundary lengths hashed by Python's hashlib),
  * HMAC-SHA256 against RFC 4231, the heartbeat line MAC (wrong secret, wrong nonce, tampering
- * all refused), heartbeat line parsing, and --inject spec parsing. The processes (mpirun,
+ * all refused), heartbeat line parsing (with the STEP line's info and the FROM line's start-up
+ * phases), --inject spec parsing, and the time ledger's bookkeeping. The processes (mpirun,
  * restarts, hangs, hosts) are tested by tests/test_launcher.sh. */
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "launch/heartbeat.h"
 #include "launch/inject.h"
+#include "launch/ledger.h"
 #include "test.h"
 #include "util/sha256.h"
 
@@ -159,6 +161,73 @@ static void test_heartbeat_step_info(void) {
           "section names");
 }
 
+/* The rank-side ledger fields: the STEP line's wall times and the FROM line's start-up phases. */
+static void test_heartbeat_ledger_fields(void) {
+    HbMsg m;
+    CHECK(hb_parse("STEP 5 100 - 123 fwd=10,wck=2500,wdat=40,wev=125000", &m) == 0 && m.info.wall_ckpt_s == 2500e-6 &&
+              m.info.wall_data_s == 40e-6 && m.info.wall_eval_s == 125000e-6,
+          "wall times of checkpoint, data and evaluation");
+    CHECK(hb_parse("STEP 5 100 - 123 fwd=10", &m) == 0 && m.info.wall_ckpt_s < 0 && m.info.wall_eval_s < 0, "absent: unmeasured");
+    HbStepInfo in;
+    hb_step_info_init(&in);
+    in.wall_ckpt_s = 0.25, in.wall_data_s = 0, in.wall_eval_s = 1.5;
+    char line[HB_LINE_MAX];
+    hb_format_step(line, sizeof line, 7, 42, 3.0, 17, &in);
+    CHECK(hb_parse(line, &m) == 0 && m.info.wall_ckpt_s == 0.25 && m.info.wall_data_s == 0 && m.info.wall_eval_s == 1.5,
+          "round trip: %s", line);
+    CHECK(hb_parse("FROM 1 40 9 age=2500000,mpi=900000,setup=300000,restore=20000,post=5000,later=1", &m) == 0 &&
+              m.has_start && m.start.age_s == 2.5 && m.start.mpi_s == 0.9 && m.start.setup_s == 0.3 &&
+              m.start.restore_s == 0.02 && m.start.post_s == 0.005,
+          "FROM with its start-up phases (microseconds; unknown keys skipped)");
+    CHECK(hb_parse("FROM 1 40 9 mpi=5", &m) == 0 && m.start.age_s < 0 && m.start.mpi_s == 5e-6, "some phases");
+    CHECK(hb_parse("FROM 1 40 9", &m) == 0 && !m.has_start, "FROM without them");
+    const char *bad[] = {"FROM 1 40 9 mpi=-1", "FROM 1 40 9 mpi", "FROM 1 40 9 =3", "FROM 1 40 9 mpi=x", "FROM 1 40 9 a=1 b=2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
+    double age = hb_process_age_s();
+    CHECK(age >= 0 && age < 3600, "this process's age %.3f s from /proc/self/stat", age);
+}
+
+/* The ledger: a mark that only moves forward, steps split into their rank-side causes (clamped, in
+ * order), rows per attempt that add up to the total, segments that tile the time accounted. */
+static void test_ledger_bookkeeping(void) {
+    Ledger l;
+    ledger_init(&l, 100.0);
+    CHECK(ledger_account(&l, LEDGER_PREFLIGHT, 102.0) == 2.0, "preflight 2 s");
+    CHECK(ledger_account(&l, LEDGER_LAUNCH, 101.0) == 0 && l.t_mark == 102.0, "the mark never moves back");
+    ledger_account(&l, LEDGER_LAUNCH, 103.0);
+    int causes[3] = {LEDGER_CHECKPOINT, LEDGER_DATA, LEDGER_STRAGGLER};
+    double sub[3] = {0.25, 0.5, 9.0};
+    ledger_step(&l, 104.0, LEDGER_PRODUCTIVE, causes, sub, 3); /* 1 s: 0.25 + 0.5 + the rest (not 9) */
+    ledger_step(&l, 105.0, LEDGER_PRODUCTIVE, causes, (double[]){0, 0, 0}, 3);
+    CHECK(l.total.seconds[LEDGER_CHECKPOINT] == 0.25 && l.total.seconds[LEDGER_DATA] == 0.5 &&
+              l.total.seconds[LEDGER_STRAGGLER] == 0.25 && l.total.seconds[LEDGER_PRODUCTIVE] == 1.0,
+          "a step's causes take their share in order, clamped to the step (straggler %.3f, productive %.3f)",
+          l.total.seconds[LEDGER_STRAGGLER], l.total.seconds[LEDGER_PRODUCTIVE]);
+    ledger_account(&l, LEDGER_DETECTION, 106.5);
+    ledger_set_attempt(&l, 1);
+    ledger_account(&l, LEDGER_LAUNCH, 107.0);
+    ledger_step(&l, 108.0, LEDGER_RECOMPUTED, NULL, NULL, 0);
+    ledger_account(&l, LEDGER_FINISH, 108.5);
+    CHECK(fabs(ledger_row_sum(&l.total) - 8.5) < 1e-12, "the causes add up to the time accounted: %.6f", ledger_row_sum(&l.total));
+    CHECK(l.natt == 2 && fabs(ledger_row_sum(&l.att[0]) - 6.5) < 1e-12 && fabs(ledger_row_sum(&l.att[1]) - 2.0) < 1e-12,
+          "per attempt");
+    CHECK(l.att[1].seconds[LEDGER_RECOMPUTED] == 1.0 && l.att[0].seconds[LEDGER_RECOMPUTED] == 0, "recomputed in attempt 1");
+    /* segments: preflight, launch, productive (two steps merged), detection | launch, recomputed, finish */
+    CHECK(l.nseg == 7 && l.seg[2].cause == LEDGER_PRODUCTIVE && l.seg[2].t0 == 3.0 && l.seg[2].t1 == 5.0 &&
+              l.seg[4].attempt == 1 && l.seg[6].t1 == 8.5,
+          "segments: %d", l.nseg);
+    for (int i = 1; i < l.nseg; i++) CHECK(l.seg[i].t0 == l.seg[i - 1].t1, "segment %d starts where %d ends", i, i - 1);
+    char line[600];
+    ledger_summary(&l.total, 8.5, line, sizeof line);
+    CHECK(strstr(line, "wall 8.50 s: preflight 2.00 s (23.5%)") == line, "summary, largest first: %s", line);
+    cJSON *j = ledger_row_json(&l.total);
+    CHECK(cJSON_GetArraySize(j) == LEDGER_CAUSES && cJSON_GetObjectItem(j, "restore_memory") &&
+              cJSON_GetObjectItem(j, "detection")->valuedouble == 1.5,
+          "every cause in the JSON");
+    cJSON_Delete(j);
+    ledger_free(&l);
+}
+
 static void test_inject_parse(void) {
     FaultPlan p = {0};
     CHECK(inject_parse(&p, "kill@3:1,hang@5:0", 4) == 0 && p.n == 2, "two specs");
@@ -219,6 +288,8 @@ int main(void) {
     RUN(test_heartbeat_mac);
     RUN(test_heartbeat_parse);
     RUN(test_heartbeat_step_info);
+    RUN(test_heartbeat_ledger_fields);
+    RUN(test_ledger_bookkeeping);
     RUN(test_inject_parse);
     RUN(test_inject_slow_parse);
     RUN(test_inject_random_is_deterministic);

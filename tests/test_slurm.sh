@@ -126,12 +126,13 @@ import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 verdict = json.load(open(sys.argv[2]))
 pf = [e for e in ev if e["event"] == "preflight"]
+fin = [e for e in ev if e["event"] == "finished"] or [{"event": None}] # the goodput event comes after it
 launch = [e for e in ev if e["event"] == "launch"]
 hosts = sorted(h["host"] for h in verdict["hosts"])
 ok = (len(pf) == 1 and pf[0]["ok"] and pf[0]["hosts"] == 5 and pf[0]["flagged"] == [] and "srun" in pf[0]["cmd"]
       and "doctor" in pf[0]["cmd"] and hosts == ["n1", "n2", "n3", "n4", "n5"] and verdict["ranks"] == 5
       and verdict["setup"]["device"] == "cpu" and launch and launch[0]["hosts"] == ["n1", "n2", "n3", "n4"]
-      and ev[-1]["event"] == "finished" and ev[-1]["status"] == "ok")
+      and fin[-1]["event"] == "finished" and fin[-1]["status"] == "ok")
 print("ok" if ok else "bad", "doctor on", ",".join(hosts), "in %.1f s" % pf[0]["seconds"] if pf else "no preflight event")
 PY
 )
@@ -147,11 +148,12 @@ events=$(/usr/bin/python3 - "$T/spare/events.jsonl" "$lost" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 lost = [e for e in ev if e["event"] == "node-lost"]
+fin = [e for e in ev if e["event"] == "finished"] or [{"status": None}] # the goodput event comes after it
 spare = [e for e in ev if e["event"] == "spare-used"]
 relaunch = [e for e in ev if e["event"] == "launch" and e["attempt"] == 1]
 ok = (len(lost) == 1 and lost[0]["node"] == sys.argv[2] and spare and spare[0]["lost"] == sys.argv[2] and relaunch
       and sys.argv[2] not in relaunch[0]["hosts"] and "--exclude=" + sys.argv[2] in relaunch[0]["cmd"]
-      and ev[-1]["event"] == "finished" and ev[-1]["status"] == "ok" and ev[-1]["restarts"] == 1)
+      and fin[-1]["status"] == "ok" and fin[-1]["restarts"] == 1)
 print("ok" if ok else "bad", lost[0]["why"] if lost else "no node-lost", "->", spare[0]["spare"] if spare else "no spare")
 PY
 )

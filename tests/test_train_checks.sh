@@ -91,6 +91,25 @@ $M train $common --steps 6 --save "$T/sr/" --resume auto --log "$T/sr.jsonl" >/d
 [ $rc = 0 ] && cmp -s "$T/full/model.safetensors" "$T/sr/model.safetensors" &&
     [ "$($PY -c "import json,sys; print([json.loads(l)['step'] for l in open(sys.argv[1])])" "$T/sr.jsonl")" = "[4, 5, 6]" ] &&
     ! grep -q '//' "$T/err" && pass "resume_auto_continues_bitidentical" || fail "resume_auto_continues_bitidentical" "rc=$rc $(tail -2 "$T/err")"
+# a save directory holding only interrupted saves (no manifest): no checkpoint yet, --resume auto starts at step 1
+mkdir -p "$T/inc/step-00000002" && echo partial >"$T/inc/step-00000002/shard-0.bin"
+$M train $common --steps 2 --save "$T/inc" --resume auto --log "$T/inc.jsonl" >/dev/null 2>"$T/err"; rc=$?
+[ $rc = 0 ] && [ "$($PY -c "import json,sys; print([json.loads(l)['step'] for l in open(sys.argv[1])])" "$T/inc.jsonl")" = "[1, 2]" ] &&
+    pass "resume_auto_over_interrupted_saves_starts_fresh" || fail "resume_auto_over_interrupted_saves_starts_fresh" "rc=$rc $(tail -2 "$T/err")"
+# --save-every auto: the Young/Daly interval, said on the first line; until a save is measured no
+# more often than every 10 steps (an MTBF below half a save asks for every step: Daly's tau = M),
+# then re-chosen from the measured save and step (every step again)
+$M train $common --steps 24 --save "$T/auto" --save-every auto --mtbf 0.000001 >/dev/null 2>"$T/err"; rc=$?
+first=$(grep -m1 "checkpoint policy" "$T/err")
+later=$(grep "step 10: checkpoint policy" "$T/err")
+n_later=$(sed -n 's/.*--save-every auto = \([0-9]*\) step.*/\1/p' <<<"$later")
+[ $rc = 0 ] && [[ "$first" == *"Young/Daly, MTBF 1e-06 s from --mtbf"*"--save-every auto = 10 steps"*estimated* ]] &&
+    [ -e "$T/auto/step-00000010/manifest.json" ] && [[ "$later" == *measured* ]] && [ -n "$n_later" ] && [ "$n_later" -lt 10 ] &&
+    pass "save_every_auto_chosen_and_rechosen" || fail "save_every_auto_chosen_and_rechosen" "rc=$rc $first | $later"
+expect_error mtbf_needs_auto "--mtbf sets the automatic checkpoint intervals" $M train $common --steps 2 --save "$T/k" --mtbf 2h
+expect_error save_every_junk "--save-every expects a number of steps >= 0 or auto, got 'often'" $M train $common --steps 2 --save "$T/k" --save-every often
+expect_error mtbf_junk "--mtbf expects a duration > 0" $M train $common --steps 2 --save "$T/k" --save-every auto --mtbf 2x
+expect_error mem_auto_needs_save "--mem-ckpt-every needs --save DIR" $M train $common --steps 2 --mem-ckpt-every auto
 expect_error resume_changed_batch "batch 4 (checkpoint) -> 8 (now)" $M train ${common/--batch 4/--batch 8} --steps 6 --save "$T/sr" --resume "$T/sr/step-00000003"
 expect_error resume_changed_seed "seed 1337 (checkpoint) -> 5 (now)" $M train $common --seed 5 --steps 6 --save "$T/sr" --resume "$T/sr/step-00000003"
 $M train ${common/--batch 4/--batch 8} --steps 6 --save "$T/sr" --resume "$T/sr/step-00000003" --allow-changed batch >/dev/null 2>"$T/err"; rc=$?

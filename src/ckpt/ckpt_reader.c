@@ -365,6 +365,7 @@ static int open_newest(const char *dir, const CkptOpenOptions *o, Ckpt **out) {
     int n = ckpt_list_steps(dir, o->below_step, &steps);
     if (n < 0) return myr_error("cannot open checkpoint directory %s: %s", dir, strerror(errno));
     char *notes = strdup("");
+    int incomplete = 0; /* directories of saves that never committed (no manifest): not checkpoints at all */
     for (int i = 0; i < n && notes; i++) {
         char name[64], path[4200];
         ckpt_step_dirname(steps[i], name, sizeof name);
@@ -380,11 +381,17 @@ static int open_newest(const char *dir, const CkptOpenOptions *o, Ckpt **out) {
         }
         char why[1024];
         snprintf(why, sizeof why, "%s", myr_last_error());
+        incomplete += strstr(why, "has no manifest.json") != NULL;
         append_note(&notes, "skipped %s (%s)", path, why);
     }
     free(steps);
-    myr_error("no valid checkpoint in %s%s%s", dir, notes && *notes ? ": " : " (no step-* directories)",
-              notes ? notes : "");
+    /* only interrupted saves (a job killed before its first save committed): no checkpoint yet, said
+     * the way an empty directory is, so that `--resume auto` starts from step 0 */
+    if (n > 0 && incomplete == n)
+        myr_error("no valid checkpoint in %s (no step-* directories with a manifest: %s)", dir, notes ? notes : "");
+    else
+        myr_error("no valid checkpoint in %s%s%s", dir, notes && *notes ? ": " : " (no step-* directories)",
+                  notes ? notes : "");
     free(notes);
     return -1;
 }

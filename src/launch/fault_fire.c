@@ -190,6 +190,7 @@ void faults_fire(Sup *s, int r, long long step) {
                 s->fault_fired_this_attempt = 0;
                 continue;
             }
+            sup_ledger_fault(s, sup_now()); /* the attempt's failure strikes now (time ledger) */
             cJSON *pids = cJSON_AddArrayToObject(e, "pids");
             for (int q = 0; q < s->o->nranks; q++)
                 if (s->ranks[q].connected && !strcmp(s->ranks[q].host, f->host)) {
@@ -213,6 +214,7 @@ void faults_fire(Sup *s, int r, long long step) {
         cJSON_AddNumberToObject(e, "rank", r);
         cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
         cJSON_AddStringToObject(e, "host", rs->host);
+        sup_ledger_fault(s, sup_now());
         kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
         sup_emit(e);
         if (f->kind == FAULT_HANG) {

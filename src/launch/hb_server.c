@@ -124,6 +124,7 @@ static void hello(Sup *s, Conn *c, const HbMsg *m) {
     if (s->nconnected == s->o->nranks && !s->all_connected) {
         s->all_connected = 1;
         s->tl[s->attempt].t0 = sup_now();
+        sup_ledger_connected(s, m->rank);
         cJSON *e = sup_event("connected");
         cJSON_AddNumberToObject(e, "attempt", s->attempt);
         cJSON_AddNumberToObject(e, "ranks", s->o->nranks);
@@ -171,7 +172,7 @@ static void step(Sup *s, int r, const HbMsg *m) {
             if (m->info.mem_step > mt->mem_step) mt->mem_step = m->info.mem_step, mt->mem_seen = sup_now();
         }
     }
-    if (m->has_info) sup_straggler_sample(s, r, m);
+    if (m->has_info) sup_straggler_sample(s, r, m), sup_ledger_sample(s, r, m);
     if (holds_has(s, m->step)) holds_add(s, r, m->step);
     if (m->step >= s->next_fault_step) faults_fire(s, r, m->step);
     holds_release(s);
@@ -196,6 +197,7 @@ static void handle_line(Sup *s, Conn *c, char *line) {
     c->last_seq = m.seq;
     if (m.type == HB_EVENT) rank_event(s, c->rank, m.name);
     else if (m.type == HB_FROM) { /* resumed: next step is m.step + 1 */
+        sup_ledger_from(s, c->rank, &m);
         progress_report(s, c->rank, m.step, 1);
         /* a fault step at or before it is still due: the rank waits for GO of the latest one
          * (hb_start), released once every running rank has reached it and its faults fired */

@@ -84,7 +84,11 @@ static int field_ll(const char *tok, long long *out) {
 
 static const char *const section_names[HB_NSECTIONS] = {"data", "forward", "backward", "comm", "optimizer", "checkpoint"};
 /* the wire keys of the STEP line's info field, sections first (in HbSection order) */
-static const char *const info_keys[HB_NSECTIONS + 3] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem"};
+static const char *const info_keys[HB_NSECTIONS + 6] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem",
+                                                        "wck", "wdat", "wev"};
+enum { INFO_KEYS = HB_NSECTIONS + 6 };
+/* the FROM line's start field: microseconds */
+static const char *const start_keys[5] = {"age", "mpi", "setup", "restore", "post"};
 
 const char *hb_section_name(int section) { return section >= 0 && section < HB_NSECTIONS ? section_names[section] : "?"; }
 
@@ -92,6 +96,20 @@ void hb_step_info_init(HbStepInfo *info) {
     for (int i = 0; i < HB_NSECTIONS; i++) info->section_s[i] = -1;
     info->tokens_per_s = info->mfu = NAN;
     info->mem_step = -1;
+    info->wall_ckpt_s = info->wall_data_s = info->wall_eval_s = -1;
+}
+
+void hb_start_info_init(HbStartInfo *info) {
+    info->age_s = info->mpi_s = info->setup_s = info->restore_s = info->post_s = -1;
+}
+
+static double *start_field(HbStartInfo *info, int k) {
+    double *f[5] = {&info->age_s, &info->mpi_s, &info->setup_s, &info->restore_s, &info->post_s};
+    return f[k];
+}
+
+static double *wall_field(HbStepInfo *info, int k) { /* k: 0 ckpt, 1 data, 2 eval */
+    return k == 0 ? &info->wall_ckpt_s : k == 1 ? &info->wall_data_s : &info->wall_eval_s;
 }
 
 /* "data=12,fwd=3400,...": sections in integer microseconds, tps and mfu as numbers, mem a step.
@@ -107,14 +125,30 @@ static int parse_info(char *tok, HbStepInfo *info) {
         double v = strtod(eq + 1, &end);
         if (*end || errno || !isfinite(v) || v < 0) return -1;
         int k = 0;
-        while (k < HB_NSECTIONS + 3 && strcmp(kv, info_keys[k])) k++;
+        while (k < INFO_KEYS && strcmp(kv, info_keys[k])) k++;
         if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
         else if (k == HB_NSECTIONS) info->tokens_per_s = v;
         else if (k == HB_NSECTIONS + 1) info->mfu = v;
         else if (k == HB_NSECTIONS + 2) {
             if (v != floor(v) || v > 1e15) return -1;
             info->mem_step = (long long)v;
-        }
+        } else if (k < INFO_KEYS) *wall_field(info, k - HB_NSECTIONS - 3) = v / 1e6;
+    }
+    return 0;
+}
+
+/* "age=1234,mpi=200,...": the FROM line's start field, microseconds; unknown keys skipped. */
+static int parse_start(char *tok, HbStartInfo *info) {
+    char *save;
+    for (char *kv = strtok_r(tok, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '='), *end;
+        if (!eq || eq == kv || !eq[1]) return -1;
+        *eq = 0;
+        errno = 0;
+        double v = strtod(eq + 1, &end);
+        if (*end || errno || !isfinite(v) || v < 0) return -1;
+        for (int k = 0; k < 5; k++)
+            if (!strcmp(kv, start_keys[k])) *start_field(info, k) = v / 1e6;
     }
     return 0;
 }
@@ -123,12 +157,16 @@ static int parse_info(char *tok, HbStepInfo *info) {
 static void format_info(char *line, size_t cap, const HbStepInfo *info) {
     size_t len = strlen(line);
     char sep = ' ';
-    for (int k = 0; k < HB_NSECTIONS + 3 && len < cap; k++) {
+    for (int k = 0; k < INFO_KEYS && len < cap; k++) {
         char val[40] = "";
         if (k < HB_NSECTIONS && info->section_s[k] >= 0) snprintf(val, sizeof val, "%.0f", info->section_s[k] * 1e6);
         else if (k == HB_NSECTIONS && isfinite(info->tokens_per_s)) snprintf(val, sizeof val, "%.6g", info->tokens_per_s);
         else if (k == HB_NSECTIONS + 1 && isfinite(info->mfu)) snprintf(val, sizeof val, "%.6g", info->mfu);
         else if (k == HB_NSECTIONS + 2 && info->mem_step >= 0) snprintf(val, sizeof val, "%lld", info->mem_step);
+        else if (k > HB_NSECTIONS + 2) {
+            double w = *wall_field((HbStepInfo *)info, k - HB_NSECTIONS - 3);
+            if (w >= 0 && isfinite(w)) snprintf(val, sizeof val, "%.0f", w * 1e6);
+        }
         if (!val[0]) continue;
         len += (size_t)snprintf(line + len, cap - len, "%c%s=%s", sep, info_keys[k], val);
         sep = ',';
@@ -172,10 +210,13 @@ int hb_parse(const char *line, HbMsg *m) {
         }
         return 0;
     }
-    if (n == 4 && !strcmp(tok[0], "FROM")) {
+    if ((n == 4 || n == 5) && !strcmp(tok[0], "FROM")) {
         m->type = HB_FROM;
         if (field_ll(tok[1], &m->seq) || field_ll(tok[2], &m->step) || field_ll(tok[3], &m->t_us) || m->step < 0)
             return myr_error("heartbeat: bad FROM fields");
+        hb_start_info_init(&m->start);
+        if (n == 5 && parse_start(tok[4], &m->start) != 0) return myr_error("heartbeat: bad FROM start field");
+        m->has_start = n == 5;
         return 0;
     }
     if (n == 4 && !strcmp(tok[0], "EVENT")) {
@@ -367,10 +408,48 @@ int hb_step_info(long long step, double loss, const HbStepInfo *info) {
     return rc;
 }
 
-int hb_start(long long step) {
+double hb_process_age_s(void) {
+    /* field 22 of /proc/self/stat: the start time in clock ticks since boot (CLOCK_BOOTTIME) */
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return -1;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p) return -1;
+    unsigned long long start = 0;
+    int field = 2;
+    char *save;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+        if (++field == 22) {
+            start = strtoull(tok, NULL, 10);
+            break;
+        }
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec ts;
+    if (field != 22 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return -1;
+    double age = ts.tv_sec + ts.tv_nsec * 1e-9 - (double)start / hz;
+    return age >= 0 ? age : -1;
+}
+
+int hb_start(long long step) { return hb_start_info(step, NULL); }
+
+int hb_start_info(long long step, HbStartInfo *info) {
     if (hb.fd < 0) return 0;
     char line[HB_LINE_MAX];
     snprintf(line, sizeof line, "FROM %lld %lld %lld", ++hb.seq, step, now_us());
+    if (info) {
+        info->age_s = hb_process_age_s();
+        char sep = ' ';
+        for (int k = 0; k < 5; k++) {
+            double v = *start_field(info, k);
+            if (v < 0 || !isfinite(v)) continue;
+            size_t len = strlen(line);
+            snprintf(line + len, sizeof line - len, "%c%s=%.0f", sep, start_keys[k], v * 1e6);
+            sep = ',';
+        }
+    }
     int rc = send_signed(line, sizeof line);
     /* A fault step at or before where this rank resumed is still due (the rank ran ahead of the
      * others, or the attempt ended before that fault fired): it fires once the job step reaches

@@ -41,6 +41,9 @@ typedef struct {
     double section_s[HB_NSECTIONS]; /* seconds; < 0: not measured */
     double tokens_per_s, mfu;       /* NAN: unknown */
     long long mem_step;             /* newest in-memory copy complete on every rank; -1: none */
+    /* wall seconds of the step that went to the run's time ledger's rank-side causes (< 0: not
+     * measured): the part of checkpoint saves the step waited for, reading the batch, evaluation */
+    double wall_ckpt_s, wall_data_s, wall_eval_s;
 } HbStepInfo;
 void hb_step_info_init(HbStepInfo *info); /* nothing measured */
 /* hb_step with what the step measured (info may be NULL). */
@@ -57,6 +60,18 @@ double hb_slow_factor(long long step);
  * launcher knows a resumed rank's position before its first new step completes. When fault
  * steps at or before it are still due (MYRIAD_HB_HOLD), waits for GO of the latest one. */
 int hb_start(long long step);
+/* Where a (re)started rank's time went before its first step, for the launcher's time ledger
+ * (docs/LAUNCHER.md, Time ledger): seconds spent in MPI init (and the layout check), building the
+ * model and data (setup), restoring a checkpoint, and from the end of the restore to this FROM;
+ * age_s is filled by hb_start_info (seconds since this process started). < 0: not measured. */
+typedef struct {
+    double age_s, mpi_s, setup_s, restore_s, post_s;
+} HbStartInfo;
+void hb_start_info_init(HbStartInfo *info); /* nothing measured */
+/* hb_start with what the start measured (info may be NULL; its age_s is set here). */
+int hb_start_info(long long step, HbStartInfo *info);
+/* Seconds since this process started (/proc/self/stat), or -1 when unknown. */
+double hb_process_age_s(void);
 /* A named event (a single word, e.g. "checkpoint-saved"). */
 int hb_event(const char *name);
 /* Send the "done" event and close: the launcher then treats this rank's exit as normal. */
@@ -76,6 +91,8 @@ typedef struct {
     char name[32];            /* EVENT */
     int has_info;             /* STEP: the optional sixth field was present */
     HbStepInfo info;          /* STEP */
+    int has_start;            /* FROM: the optional fifth field was present */
+    HbStartInfo start;        /* FROM */
 } HbMsg;
 
 /* Append " <mac>" (HMAC-SHA256 of "<nonce_hex> <body>" in hex) to body in buf (size cap). */

@@ -23,6 +23,7 @@ struct MetricsServer {
     struct MHD_Daemon *d;
     Sup *s;
     int port;
+    long long served; /* /metrics answers so far */
 };
 
 typedef struct {
@@ -99,6 +100,12 @@ char *metrics_render(Sup *s, size_t *len) {
     metric(&b, "myriad_goodput_ratio", "gauge",
            "Productive time (final-trajectory step time) over wall time since the launcher started.",
            wall > 0 ? productive / wall : 0);
+    header(&b, "myriad_time_seconds_total", "counter",
+           "Wall time of the job by cause (the time ledger, docs/LAUNCHER.md); the causes add up to the time accounted so far.");
+    for (int c = 0; c < LEDGER_CAUSES; c++)
+        put(&b, "myriad_time_seconds_total{cause=\"%s\"} %s\n", ledger_cause_name(c), num(s->led.l.total.seconds[c], t, sizeof t));
+    metric(&b, "myriad_wall_seconds", "gauge",
+           "Wall time since the launcher started; less the causes' sum, what is not yet accounted (the step in flight).", wall);
     metric(&b, "myriad_attempt", "gauge", "Current attempt (0 = the first launch).", s->attempt);
     metric(&b, "myriad_ranks", "gauge", "Ranks of the job.", n);
     metric(&b, "myriad_ranks_connected", "gauge", "Ranks connected to the launcher in this attempt.", s->nconnected);
@@ -165,6 +172,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
     } else {
         size_t len = 0;
         char *text = metrics_render(ms->s, &len);
+        ms->served++;
         if (!text) return MHD_NO;
         resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
         MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
@@ -206,6 +214,8 @@ int metrics_fd(const MetricsServer *ms) {
 }
 
 int metrics_port(const MetricsServer *ms) { return ms->port; }
+
+long long metrics_served(const MetricsServer *ms) { return ms ? ms->served : 0; }
 
 double metrics_timeout(const MetricsServer *ms) {
     MHD_UNSIGNED_LONG_LONG ms_left;

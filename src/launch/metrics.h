@@ -15,6 +15,7 @@ int metrics_port(const MetricsServer *m);     /* the bound port */
 int metrics_fd(const MetricsServer *m);       /* readable when metrics_run has work */
 double metrics_timeout(const MetricsServer *m); /* seconds until metrics_run is due anyway (INFINITY: none) */
 void metrics_run(MetricsServer *m);
+long long metrics_served(const MetricsServer *m); /* /metrics answers so far */
 void metrics_stop(MetricsServer *m);
 /* The exposition text of the supervisor's state (malloc'ed, *len bytes). */
 char *metrics_render(struct Sup *s, size_t *len);

@@ -146,6 +146,7 @@ static void advance_job_step(Sup *s) {
     for (long long st = s->job_step < 0 ? tl->s0 : s->job_step + 1; st <= mn; st++) {
         double prev = st == tl->s0 ? tl->t0 : tl->n > 0 ? tl->t[tl->n - 1] : tl->t0;
         progress_timeline_add(tl, st, now);
+        sup_ledger_job_step(s, st, now);
         if (st > tl->s0 || tl->t0 > 0) { /* the step-time histogram of /metrics */
             static const double le[STEP_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
             double d = now - prev;
@@ -205,6 +206,7 @@ void progress_check_timeouts(Sup *s) {
         if (s->stop_time[worst] > 0)
             cJSON_AddNumberToObject(e, "since_stop_s", round((t - s->stop_time[worst]) * 1000) / 1000);
         sup_emit(e);
+        sup_ledger_fault(s, s->stop_time[worst] > 0 ? s->stop_time[worst] : rs->last_progress);
         sup_fail(s, FAIL_HANG, "rank %d (pid %lld on %s) made no progress for %.1f s after step %lld", worst, rs->pid,
                  rs->host, t - rs->last_progress, rs->step);
         return;

@@ -205,6 +205,9 @@ int cmd_run(int argc, char **argv) {
         OPT_GIVEN(OPT_INT("--metrics-port", "P", &so.metrics_port, 0, 65535,
                           "serve Prometheus metrics on http://ADDR:P/metrics (0: any free port)"), S),
         OPT_GIVEN(OPT_STR("--metrics-addr", "ADDR", &so.metrics_addr, "address for --metrics-port (default: every interface)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--metrics-linger", "S", &so.metrics_linger, 0, 1e6,
+                             "after the job, serve /metrics until one scrape has read the final figures\n"
+                             "(at most S s; default 0)"), S),
         OPT_SECTION("under Slurm (inside salloc/sbatch: srun, the allocation's nodes, --spares counts nodes; docs/SLURM.md):"),
         OPT_GIVEN(OPT_DOUBLE("--probe-timeout", "S", &so.probe_timeout, 0, 1e9,
                              "after a failure, a probe step on each node must end within S s (default 30; 0 = off)"), S),
@@ -254,6 +257,8 @@ int cmd_run(int argc, char **argv) {
     for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
     if (so.cut_link_cmd && !host_fault)
         myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
+    if (so.metrics_linger > 0 && so.metrics_port < 0)
+        myr_die("run: --metrics-linger keeps /metrics served after the job: add --metrics-port P");
     for (int i = 0; i < so.plan.n; i++)
         if (so.plan.faults[i].kind == FAULT_NAN && (first + (exec_mode ? 1 : 0) >= argc ||
                                                     strcmp(argv[first + (exec_mode ? 1 : 0)], "train")))

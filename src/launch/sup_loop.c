@@ -131,6 +131,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             break;
         }
         if (!s->failed && !sup_graceful_signal) progress_check_timeouts(s);
+        if (s->nparked) sup_reap_parked(s, 0); /* launchers of earlier attempts finishing their abort */
         /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
          * rank stopped after its last heartbeat: the run is complete, end it rather than wait */
         if (s->ndone < s->o->nranks) all_done_since = 0;
@@ -145,4 +146,18 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
     }
     if (pidfd >= 0) close(pidfd);
     return end;
+}
+
+void sup_loop_linger(Sup *s, double seconds) {
+    if (!s->metrics || seconds <= 0) return;
+    long long before = metrics_served(s->metrics);
+    double until = sup_now() + seconds;
+    struct epoll_event evs[16];
+    while (metrics_served(s->metrics) == before && sup_now() < until) {
+        double wait = until - sup_now(), mt = metrics_timeout(s->metrics);
+        if (mt < wait) wait = mt;
+        int ms = wait <= 0 ? 0 : wait > 1 ? 1000 : (int)ceil(wait * 1000);
+        epoll_wait(s->epfd, evs, 16, ms); /* the metrics server's descriptor (connections are closed) */
+        metrics_run(s->metrics);
+    }
 }

@@ -18,5 +18,8 @@ int sup_loop_open(Sup *s);
  * set by a signal, every rank is done but the child does not exit (stuck), or after a graceful
  * signal (sup_graceful_signal) the ranks did not stop within --stop-grace. */
 WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop);
+/* After the job: keep answering /metrics for at most `seconds`, until one scrape has read the
+ * final figures (--metrics-linger: a job that ends between two scrapes keeps its last counters). */
+void sup_loop_linger(Sup *s, double seconds);
 
 #endif

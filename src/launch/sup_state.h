@@ -11,12 +11,14 @@
 
 #include <cjson/cJSON.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "launch/heartbeat.h"
 #include "launch/hostfile.h"
+#include "launch/ledger.h"
 #include "launch/supervise.h"
 
 typedef struct {
@@ -71,6 +73,29 @@ typedef struct {
     double mem_seen;         /* when that copy was first reported */
 } SupMetrics;
 
+/* The supervisor's side of the time ledger (sup_ledger.c; the bookkeeping is ledger.c). */
+#define LEDGER_RING 64   /* job steps whose rank-side times are gathered at once (max over ranks) */
+#define LEDGER_RANK_RING 8 /* steps of each rank's compute kept for the straggler share */
+typedef struct {
+    Ledger l;
+    struct { long long step; double v[3]; } ring[LEDGER_RING]; /* per step, max over ranks: checkpoint, data, eval */
+    double *compute;         /* [rank * LEDGER_RANK_RING + step % LEDGER_RANK_RING]: a rank's compute (CPU s) */
+    long long *compute_step; /* the step each of those is of */
+    int start_done;          /* this attempt's start (launch .. every rank connected) is accounted */
+    int critical;            /* the rank whose HELLO completed the attempt's connections (-1: none yet) */
+    int have_start;
+    HbStartInfo start;       /* that rank's FROM start field */
+    double t_fault, t_declared; /* this attempt's failure: when it struck, when it was declared (0: none) */
+    long long best_before;   /* highest job step completed before this attempt (-1: none) */
+    long long best_job_step; /* highest job step completed so far */
+    int recovering;          /* a failure's recovery is under way: reported at the first new step */
+    LedgerRow at_failure;    /* the totals when that failure struck */
+    char fail_kind[24];
+    int fail_attempt;
+    double rec_fault_t, rec_declared_t; /* that failure: when it struck, when it was declared */
+    char rec_kind[24];
+} SupLedger;
+
 struct StragglerDetector;
 struct MetricsServer;
 
@@ -120,6 +145,9 @@ typedef struct Sup {
     long long windows_logged; /* rank-times events: every window up to 1000 ranks, fewer above */
     struct MetricsServer *metrics;
     SupMetrics m;
+    SupLedger led;           /* the time ledger */
+    struct { pid_t pid; double t0; int termed; } *parked; /* launchers left to finish their abort (sup_teardown.c) */
+    int nparked;
 } Sup;
 
 /* epoll data in the event loop: a tag, or for a connection the top bit, its slot and generation */
@@ -141,6 +169,7 @@ void sup_emit(cJSON *obj);       /* adds "t", prints, appends to the file; takes
 extern volatile sig_atomic_t sup_graceful_signal;
 /* The attempt failed (the first reason counts): kind is a FAIL_* for the metrics. */
 void sup_fail(Sup *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *sup_fail_kind_name(int kind); /* "rank-exit", "hang", ... (metrics and events) */
 int sup_random_bytes(uint8_t *out, size_t n);
 
 /* hb_server.c */
@@ -170,6 +199,28 @@ void faults_begin_attempt(Sup *s);      /* hold steps (MYRIAD_HB_HOLD), slowed r
 int holds_has(const Sup *s, long long step);
 void holds_add(Sup *s, int r, long long step); /* rank r waits for GO at step */
 void holds_release(Sup *s);            /* GO to every held rank whose step every running rank reached */
+
+/* sup_teardown.c: ending an attempt */
+/* Kill the attempt's ranks and its launcher; returns once every rank is gone (the launcher may be
+ * left to finish its own abort: parked, reaped by sup_reap_parked). *status: the launcher's, when reaped. */
+void sup_teardown(Sup *s, pid_t child, int *status);
+void sup_reap_parked(Sup *s, int block); /* reap (block: all of) the parked launchers, escalating to signals */
+
+/* sup_ledger.c: the time ledger fed from the attempts, heartbeats and failures (docs/LAUNCHER.md) */
+void sup_ledger_open(Sup *s, int preflight_ran); /* at the supervisor's start: the time so far */
+void sup_ledger_launch(Sup *s);                 /* attempt s->attempt launches now */
+void sup_ledger_connected(Sup *s, int r);       /* r's HELLO completed the attempt's connections */
+void sup_ledger_from(Sup *s, int r, const HbMsg *m);
+void sup_ledger_sample(Sup *s, int r, const HbMsg *m); /* a STEP with its info */
+void sup_ledger_job_step(Sup *s, long long step, double t); /* the job step reached `step` at t */
+void sup_ledger_fault(Sup *s, double t);        /* a failure struck at t (the first one counts) */
+void sup_ledger_declared(Sup *s, const char *kind); /* the attempt's failure was declared now */
+void sup_ledger_failed(Sup *s);                 /* after the watch: the failure's lost step and detection */
+void sup_ledger_account(Sup *s, int cause);     /* the time since the mark went to cause */
+/* The end: the time since the mark to `cause`; returns the wall time (the launcher's start to now). */
+double sup_ledger_close(Sup *s, int cause);
+void sup_ledger_report(Sup *s, double wall); /* the goodput event and the console summary */
+void sup_ledger_free(Sup *s);
 
 /* sup_straggler.c: the detector's verdicts become events, evictions and metrics */
 void sup_straggler_sample(Sup *s, int r, const HbMsg *m);

@@ -83,7 +83,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
                          int nhosts, const int *active, int nactive, int attempt) {
     int ncmd = 0;
     while (o->cmd[ncmd]) ncmd++;
-    char **a = calloc((size_t)(ncmd + o->nextra + 32), sizeof *a);
+    char **a = calloc((size_t)(ncmd + o->nextra + 48 + 2 * o->plan.n), sizeof *a); /* + --inject-nan per fault */
     int k = 0;
     char buf[64];
     a[k++] = strdup(tool);
@@ -126,7 +126,8 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         /* remote daemons do not inherit the launcher's environment: export ours by name
          * (values travel inside Open MPI's launch message, never on a command line) */
         static const char *vars[] = {"MYRIAD_HB_ADDR", "MYRIAD_HB_SECRET", "MYRIAD_HB_ATTEMPT", "MYRIAD_HB_HOLD", "MYRIAD_CKPT_DIR",
-                                     "MYRIAD_SHM_DIR", "MYRIAD_JOB_ID", "OMP_NUM_THREADS"};
+                                     "MYRIAD_SHM_DIR", "MYRIAD_JOB_ID", "OMP_NUM_THREADS", "MYRIAD_MTBF_S",
+                                     "MYRIAD_FAILURES"};
         for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
             if (getenv(vars[i])) a[k++] = strdup("-x"), a[k++] = strdup(vars[i]);
     }
@@ -205,6 +206,11 @@ static void report_leftover_copies(void) {
     closedir(d);
 }
 
+const char *sup_fail_kind_name(int kind) {
+    static const char *kinds[FAIL_KINDS] = {"rank-exit", "hang", "never-connected", "launcher-exit", "host-lost", "straggler"};
+    return kind >= 0 && kind < FAIL_KINDS ? kinds[kind] : "?";
+}
+
 void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->failed) return;
     s->failed = 1;
@@ -212,58 +218,11 @@ void sup_fail(Sup *s, int kind, const char *fmt, ...) {
     if (s->lost_host_this_attempt >= 0 && kind != FAIL_STRAGGLER) kind = FAIL_HOST_LOST;
     s->fail_kind = kind;
     s->m.failures[kind]++;
+    sup_ledger_declared(s, sup_fail_kind_name(kind));
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->why, sizeof s->why, fmt, ap);
     va_end(ap);
-}
-
-static int cmp_pid(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
-
-/* Kill the attempt: every rank pid we know (SIGKILL also ends SIGSTOPped ones), then the
- * launcher's process group (mpirun, its rsh agents, local ranks) with SIGTERM, SIGKILL after 3 s. */
-static int teardown(Sup *s, pid_t child, int *status) {
-    cJSON *e = sup_event("kill");
-    cJSON_AddNumberToObject(e, "attempt", s->attempt);
-    cJSON *pids = cJSON_AddArrayToObject(e, "pids");
-    long long *list = malloc((size_t)s->o->nranks * sizeof *list);
-    int n = 0;
-    for (int r = 0; r < s->o->nranks; r++)
-        if (s->ranks[r].connected && !s->ranks[r].closed && s->ranks[r].pid > 0 &&
-            (!s->use_srun || !strcmp(s->ranks[r].host, s->self_host))) /* srun: a pid elsewhere is not ours */
-            list[n++] = s->ranks[r].pid;
-    qsort(list, (size_t)n, sizeof *list, cmp_pid); /* each process once (simulated ranks share one) */
-    for (int i = 0; i < n; i++)
-        if (i == 0 || list[i] != list[i - 1]) {
-            kill((pid_t)list[i], SIGKILL);
-            cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)list[i]));
-        }
-    free(list);
-    cJSON_AddNumberToObject(e, "launcher_pid", child);
-    sup_emit(e);
-    /* srun --quit-on-interrupt: one SIGINT makes srun kill the step's tasks on every node */
-    if (s->use_srun) kill(child, SIGINT);
-    /* with its ranks killed mpirun aborts by itself (a SIGTERM in the middle of that abort can
-     * crash Open MPI 4.1's mpirun): give it 5 s, then SIGTERM, then after 2 s more SIGKILL. srun has
-     * had its SIGINT; it may wait for a dead node's answer: SIGKILL after 2 s (the step's tasks on
-     * the live nodes were killed by their slurmstepd) */
-    double t0 = sup_now(), term_at = s->use_srun ? 2 : 5, kill_at = s->use_srun ? 2 : 7;
-    int reaped = 0, termed = 0;
-    while (!reaped) {
-        pid_t w = waitpid(child, status, WNOHANG);
-        if (w == child) reaped = 1;
-        else if (!termed && sup_now() > t0 + term_at && term_at < kill_at) kill(-child, SIGTERM), termed = 1;
-        else if (sup_now() > t0 + kill_at) {
-            kill(-child, SIGKILL);
-            waitpid(child, status, 0);
-            reaped = 1;
-        } else usleep(20000);
-    }
-    kill(-child, SIGKILL); /* stragglers left in the group */
-    return 0;
 }
 
 static int write_hostfile(Sup *s, char *path) {
@@ -535,6 +494,7 @@ int supervise(SuperviseOpts *o) {
     s->straggler = straggler_create(o->nranks, &o->straggler);
     s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
     s->m.mem_step = -1;
+    sup_ledger_open(s, o->t_start > 0); /* the time ledger; a --preflight check set t_start */
     int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0, nonfinite = 0;
     char hostfile[64] = "";
 
@@ -557,6 +517,13 @@ int supervise(SuperviseOpts *o) {
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
         setenv("MYRIAD_HB_ATTEMPT", att, 1);
+        if (restarts > 0) { /* the MTBF seen so far, for --save-every auto (train/ckpt_policy.h) */
+            char v[48];
+            snprintf(v, sizeof v, "%.6g", (sup_now() - sup_t_start) / restarts);
+            setenv("MYRIAD_MTBF_S", v, 1);
+            snprintf(v, sizeof v, "%d", restarts);
+            setenv("MYRIAD_FAILURES", v, 1);
+        }
         if (s->nactive) {
             if (hostfile[0]) unlink(hostfile);
             if (write_hostfile(s, hostfile) != 0) myr_die_last();
@@ -591,6 +558,8 @@ int supervise(SuperviseOpts *o) {
         free(line);
         fflush(stdout);
         fflush(stderr);
+        sup_reap_parked(s, 0);
+        sup_ledger_launch(s);
         s->launch_time = sup_now();
         pid_t child = fork();
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
@@ -653,10 +622,12 @@ int supervise(SuperviseOpts *o) {
                 sup_fail(s, FAIL_LAUNCHER_EXIT, "%s exited with code %d", direct ? o->cmd[0] : launcher_name, code);
             }
         }
-        if (!exited) teardown(s, child, &status);
+        if (s->failed) sup_ledger_failed(s); /* the step lost with the failure, its detection */
+        if (!exited) sup_teardown(s, child, &status);
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
         hb_close_all(s);
+        sup_ledger_account(s, s->failed ? LEDGER_TEARDOWN : LEDGER_FINISH);
         if (!exited && sup_graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
             stopped = 1;
             exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
@@ -680,6 +651,7 @@ int supervise(SuperviseOpts *o) {
                          "myriad run --slurm-script runs scontrol requeue)", myr_last_error(), SLURM_EXIT_REQUEUE);
                 fprintf(stderr, "myriad: %s\n", why);
                 exit_code = requeue_exit(s, why);
+                sup_ledger_account(s, LEDGER_SPARE_WAIT); /* lost-node checks and settling with Slurm */
                 requeue = 1;
                 s->attempt++;
                 goto done;
@@ -720,7 +692,7 @@ done:;
     if (!finished) report_leftover_copies();
     if (stop_signal && !finished) exit_code = 128 + stop_signal;
     long long steps = 0;
-    double wall = sup_now() - sup_t_start;
+    double wall = sup_ledger_close(s, LEDGER_FINISH); /* the ledger and the finished event end at one instant */
     double productive = progress_productive_time(s, s->attempt, &steps);
     cJSON *f = sup_event("finished");
     cJSON_AddStringToObject(f, "status", finished       ? "ok"
@@ -739,6 +711,10 @@ done:;
     fprintf(stderr, "myriad run: %s after %d restart%s; goodput %.1f%% (%.2f s productive of %.2f s wall, %lld steps)\n",
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
             productive, wall, steps);
+    sup_ledger_report(s, wall); /* the goodput event (the last one) and the console summary */
+    sup_loop_linger(s, o->metrics_linger);
+    sup_ledger_free(s);
+    sup_reap_parked(s, 1); /* launchers of torn-down attempts still finishing their own abort */
     if (hostfile[0]) unlink(hostfile);
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);

@@ -30,6 +30,7 @@ typedef struct {
     int straggler_evict;       /* --straggler-action evict: a straggler's host is replaced by a spare */
     int metrics_port;          /* --metrics-port: -1 none, 0 any free port (logged) */
     const char *metrics_addr;  /* --metrics-addr: NULL = every interface */
+    double metrics_linger;     /* --metrics-linger: after the end, serve /metrics until one scrape (at most S s) */
     double t_start;            /* CLOCK_MONOTONIC seconds the launcher started (0: now) */
     /* under Slurm (docs/SLURM.md) */
     double probe_timeout;      /* seconds for a probe step on each node after a failure; 0 = no probe */

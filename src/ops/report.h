@@ -46,6 +46,14 @@ typedef struct {
     char value[160];
 } ConfigItem;
 
+/* The time ledger from the launcher's `goodput` event (docs/LAUNCHER.md, Time ledger). */
+#define REPORT_CAUSES 32
+typedef struct {
+    double t0, t1;
+    int cause; /* index into RunData.cause */
+    int attempt;
+} CauseSegment;
+
 typedef struct {
     /* training log: one point per step (the last line of a step wins: a resumed run recomputes) */
     Series loss, val_loss, tokens_per_s, mfu, step_ms;
@@ -63,6 +71,12 @@ typedef struct {
     int restarts;
     long long steps;
     char status[16];
+    /* the time ledger: causes in the event's order, their seconds, the segments in time */
+    int have_ledger, ncauses;
+    char cause[REPORT_CAUSES][24];
+    double cause_s[REPORT_CAUSES], ledger_wall_s, effective;
+    CauseSegment *segments;
+    int nsegments;
     /* layout and configuration */
     ConfigItem *config;
     int nconfig;
@@ -93,6 +107,9 @@ void svg_line_plot(FILE *f, const char *id, const char *title, const char *xlabe
 void svg_heatmap(FILE *f, const char *id, const RankStep *cells, int ncells);
 void svg_timeline(FILE *f, const char *id, const RunData *d);
 void svg_goodput(FILE *f, const char *id, const RunData *d);
+void svg_time_ledger(FILE *f, const char *id, const RunData *d);   /* the causes as one stacked bar */
+void svg_cause_timeline(FILE *f, const char *id, const RunData *d); /* the causes in time, by attempt */
+const char *report_cause_color(const char *cause);
 
 /* ---- the page (report_html.c) ---- */
 int report_write_html(FILE *f, const RunData *d, const char *title);

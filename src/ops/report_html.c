@@ -47,6 +47,7 @@ static void cards(FILE *f, const RunData *d) {
     }
     if (d->tokens_per_s.n) snprintf(b, sizeof b, "%.0f", mean(&d->tokens_per_s)), card(f, "mean tokens/s", b);
     if (d->mfu.n) snprintf(b, sizeof b, "%.3g%%", 100 * mean(&d->mfu)), card(f, "mean MFU", b);
+    if (d->have_ledger) snprintf(b, sizeof b, "%.1f%%", 100 * d->effective), card(f, "effective training time", b);
     if (d->have_finished) {
         snprintf(b, sizeof b, "%.1f%%", 100 * d->goodput), card(f, "goodput", b);
         snprintf(b, sizeof b, "%d", d->restarts), card(f, "restarts", b);
@@ -119,6 +120,22 @@ static void data_block(FILE *f, const RunData *d) {
         cJSON_AddItemToObject(g, "productive_s", exact(d->productive_s));
         cJSON_AddItemToObject(g, "wall_s", exact(d->wall_s));
         cJSON_AddNumberToObject(g, "restarts", d->restarts);
+    }
+    if (d->have_ledger) {
+        cJSON *g = cJSON_AddObjectToObject(o, "ledger");
+        cJSON_AddItemToObject(g, "wall_s", exact(d->ledger_wall_s));
+        cJSON_AddItemToObject(g, "effective", exact(d->effective));
+        cJSON *sec = cJSON_AddObjectToObject(g, "seconds");
+        for (int k = 0; k < d->ncauses; k++) cJSON_AddItemToObject(sec, d->cause[k], exact(d->cause_s[k]));
+        cJSON *tl = cJSON_AddArrayToObject(g, "timeline");
+        for (int i = 0; i < d->nsegments; i++) {
+            cJSON *r = cJSON_CreateArray();
+            cJSON_AddItemToArray(r, exact(d->segments[i].t0));
+            cJSON_AddItemToArray(r, exact(d->segments[i].t1));
+            cJSON_AddItemToArray(r, cJSON_CreateString(d->cause[d->segments[i].cause]));
+            cJSON_AddItemToArray(r, cJSON_CreateNumber(d->segments[i].attempt));
+            cJSON_AddItemToArray(tl, r);
+        }
     }
     cJSON *cfg = cJSON_AddObjectToObject(o, "config");
     for (int i = 0; i < d->nconfig; i++) cJSON_AddStringToObject(cfg, d->config[i].key, d->config[i].value);
@@ -207,6 +224,8 @@ int report_write_html(FILE *f, const RunData *d, const char *title) {
     stragglers_table(f, d);
     fprintf(f, "<h2>Goodput</h2>\n");
     svg_goodput(f, "goodput", d);
+    svg_time_ledger(f, "time_ledger", d);
+    svg_cause_timeline(f, "cause_timeline", d);
     fprintf(f, "<h2>Layout and configuration</h2>\n");
     config_table(f, d);
     data_block(f, d);

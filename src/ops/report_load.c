@@ -143,6 +143,32 @@ static void config_from_cmd(RunData *d, const char *cmd) {
     free(copy);
 }
 
+/* The time ledger: the last `goodput` event wins (one per launcher run; a report of several runs
+ * shows the last). */
+static void goodput_event(RunData *d, const cJSON *o) {
+    const cJSON *sec = cJSON_GetObjectItem(o, "seconds"), *it;
+    if (!cJSON_IsObject(sec)) return;
+    d->have_ledger = 1, d->ncauses = 0, d->nsegments = 0;
+    num(o, "wall_s", &d->ledger_wall_s), num(o, "effective", &d->effective);
+    cJSON_ArrayForEach(it, sec) {
+        if (!cJSON_IsNumber(it) || d->ncauses == REPORT_CAUSES) continue;
+        snprintf(d->cause[d->ncauses], sizeof d->cause[0], "%s", it->string);
+        d->cause_s[d->ncauses++] = it->valuedouble;
+    }
+    const cJSON *tl = cJSON_GetObjectItem(o, "timeline");
+    free(d->segments);
+    d->segments = calloc((size_t)cJSON_GetArraySize(tl) + 1, sizeof *d->segments);
+    cJSON_ArrayForEach(it, tl) {
+        const cJSON *a = cJSON_GetArrayItem(it, 0), *b = cJSON_GetArrayItem(it, 1), *c = cJSON_GetArrayItem(it, 2),
+                    *at = cJSON_GetArrayItem(it, 3);
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !cJSON_IsString(c)) continue;
+        int k = 0;
+        while (k < d->ncauses && strcmp(d->cause[k], c->valuestring)) k++;
+        if (k == d->ncauses) continue;
+        d->segments[d->nsegments++] = (CauseSegment){a->valuedouble, b->valuedouble, k, cJSON_IsNumber(at) ? at->valueint : 0};
+    }
+}
+
 static void event_line(RunData *d, const cJSON *o) {
     double t = 0, v;
     num(o, "t", &t);
@@ -219,6 +245,8 @@ static void event_line(RunData *d, const cJSON *o) {
         add_event(d, t, ev, TL_FAULT, label);
     } else if (!strcmp(ev, "straggler")) {
         straggler_event(d, t, o);
+    } else if (!strcmp(ev, "goodput")) {
+        goodput_event(d, o);
     } else if (!strcmp(ev, "finished")) {
         d->have_finished = 1;
         num(o, "goodput", &d->goodput), num(o, "productive_s", &d->productive_s), num(o, "wall_s", &d->wall_s);
@@ -389,6 +417,6 @@ void report_finish(RunData *d) {
 void report_free(RunData *d) {
     Series *all[] = {&d->loss, &d->val_loss, &d->tokens_per_s, &d->mfu, &d->step_ms};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]->x), free(all[i]->y);
-    free(d->events), free(d->attempts), free(d->cells), free(d->stragglers), free(d->config);
+    free(d->events), free(d->attempts), free(d->cells), free(d->stragglers), free(d->config), free(d->segments);
     memset(d, 0, sizeof *d);
 }

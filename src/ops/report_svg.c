@@ -301,3 +301,95 @@ void svg_goodput(FILE *f, const char *id, const RunData *d) {
             ML, 100 * d->goodput, d->productive_s, d->wall_s, d->restarts, d->restarts == 1 ? "" : "s", d->steps, d->status);
     fprintf(f, "</svg>\n");
 }
+
+/* One colour per ledger cause: productive green, lost work red, recovery blues, rank-side causes
+ * oranges; an unknown cause grey. */
+const char *report_cause_color(const char *cause) {
+    static const struct {
+        const char *cause, *color;
+    } c[] = {{"productive", "#2ca02c"}, {"recomputed", "#d62728"},     {"detection", "#8c1d40"},
+             {"teardown", "#e377c2"},   {"launch", "#1f77b4"},         {"mpi_init", "#4a90d9"},
+             {"setup", "#7fb2e5"},      {"restore_memory", "#17becf"}, {"restore_disk", "#0b7a87"},
+             {"rejoin", "#aec7e8"},     {"checkpoint", "#ff7f0e"},     {"data", "#ffbb78"},
+             {"eval", "#bcbd22"},       {"straggler", "#9467bd"},      {"preflight", "#8c564b"},
+             {"spare_wait", "#c49c94"}, {"reshard", "#f7b6d2"},        {"finish", "#7f7f7f"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        if (!strcmp(c[i].cause, cause)) return c[i].color;
+    return "#c7c7c7";
+}
+
+static void no_ledger(FILE *f, const char *id, const char *title) {
+    open_svg(f, id, title, 90, NULL);
+    no_data(f, 60, "no data: no 'goodput' event (run under myriad run --events FILE.jsonl)");
+    fprintf(f, "</svg>\n");
+}
+
+void svg_time_ledger(FILE *f, const char *id, const RunData *d) {
+    const char *title = "Where the wall time went: the time ledger by cause (they add up to the wall time)";
+    if (!d->have_ledger || !(d->ledger_wall_s > 0)) {
+        no_ledger(f, id, title);
+        return;
+    }
+    int rows = 0;
+    for (int k = 0; k < d->ncauses; k++) rows += d->cause_s[k] > 0;
+    int height = 120 + 18 * ((rows + 2) / 3);
+    open_svg(f, id, title, height, NULL);
+    double bw = W - ML - MR, x = ML;
+    fprintf(f, "<g data-wall-s=\"%.17g\" data-effective=\"%.17g\">\n", d->ledger_wall_s, d->effective);
+    for (int k = 0; k < d->ncauses; k++) {
+        if (!(d->cause_s[k] > 0)) continue;
+        double w = bw * d->cause_s[k] / d->ledger_wall_s;
+        fprintf(f, "<rect x=\"%.2f\" y=\"36\" width=\"%.2f\" height=\"34\" fill=\"%s\" data-cause=\"%s\" "
+                   "data-seconds=\"%.17g\"><title>%s %.3f s (%.1f%%)</title></rect>\n",
+                x, w, report_cause_color(d->cause[k]), d->cause[k], d->cause_s[k], d->cause[k], d->cause_s[k],
+                100 * d->cause_s[k] / d->ledger_wall_s);
+        x += w;
+    }
+    fprintf(f, "</g>\n");
+    int i = 0;
+    for (int k = 0; k < d->ncauses; k++) {
+        if (!(d->cause_s[k] > 0)) continue;
+        double lx = ML + (i % 3) * 270, ly = 92 + 18 * (i / 3);
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\" "
+                   "class=\"legend\">%s %.2f s (%.1f%%)</text>\n",
+                lx, ly - 10, report_cause_color(d->cause[k]), lx + 16, ly, d->cause[k], d->cause_s[k],
+                100 * d->cause_s[k] / d->ledger_wall_s);
+        i++;
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"legend\">effective training time %.1f%% of %.2f s wall</text>\n", ML,
+            height - 10, 100 * d->effective, d->ledger_wall_s);
+    fprintf(f, "</svg>\n");
+}
+
+void svg_cause_timeline(FILE *f, const char *id, const RunData *d) {
+    const char *title = "The time ledger in time: what each stretch of the run was, by attempt (seconds since launch)";
+    if (!d->have_ledger || !d->nsegments) {
+        no_ledger(f, id, title);
+        return;
+    }
+    int natt = 0;
+    for (int i = 0; i < d->nsegments; i++) natt = d->segments[i].attempt + 1 > natt ? d->segments[i].attempt + 1 : natt;
+    double lane_h = 26, t1 = d->segments[d->nsegments - 1].t1;
+    int height = MT + (int)(natt * lane_h) + MB;
+    Axes a = {0, t1 > 0 ? t1 : 1, 0, natt, 120, MT, W - 120 - MR, natt * lane_h};
+    open_svg(f, id, title, height, &a);
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" class=\"frame\"/>\n", a.left, a.top, a.width, a.height);
+    char buf[32];
+    double st = tick_step(a.x0, a.x1, 10);
+    for (double v = 0; v <= a.x1 + 1e-9; v += st) {
+        fmt_num(buf, sizeof buf, v, st);
+        fprintf(f, "<text x=\"%.2f\" y=\"%g\" class=\"xt\">%s</text>\n", px(&a, v), a.top + a.height + 16, buf);
+    }
+    for (int l = 0; l < natt; l++)
+        fprintf(f, "<text x=\"%g\" y=\"%.1f\" class=\"yt\">attempt %d</text>\n", a.left - 8, a.top + (l + 0.65) * lane_h, l);
+    for (int i = 0; i < d->nsegments; i++) {
+        const CauseSegment *s = &d->segments[i];
+        double x0 = px(&a, s->t0), x1 = px(&a, s->t1);
+        const char *c = d->cause[s->cause];
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" data-cause=\"%s\" "
+                   "data-t0=\"%.17g\" data-t1=\"%.17g\" data-attempt=\"%d\"><title>attempt %d: %s %.3f .. %.3f s</title></rect>\n",
+                x0, a.top + s->attempt * lane_h + 4, fmax(x1 - x0, 0.5), lane_h - 8, report_cause_color(c), c, s->t0, s->t1,
+                s->attempt, s->attempt, c, s->t0, s->t1);
+    }
+    fprintf(f, "</svg>\n");
+}

@@ -400,11 +400,7 @@ typedef struct {
 } FailureRates;
 void sim_failure_rates_default(FailureRates *f); /* Llama 3 (Dubey et al. 2024, Table 5) */
 double sim_job_mtbf_hours(const FailureRates *f, int gpus);
-double sim_young_interval(double ckpt_cost, double mtbf);
-double sim_daly_interval(double ckpt_cost, double mtbf);
-/* Daly (2006) expected wall time per unit of solve time with interval tau, checkpoint cost delta,
- * restart cost R, exponential failures with mean M. goodput = 1/that. */
-double sim_daly_goodput(double tau, double delta, double restart, double mtbf);
+#include "sim/ckpt_interval.h" /* Young/Daly: shared with the trainer's automatic checkpoint intervals */
 typedef struct {
     int gpus, hot_spares, in_memory;
     double state_bytes;        /* checkpoint size (whole job) */

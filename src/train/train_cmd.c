@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "train/stop_signal.h"
+#include "train/train_phases.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -27,9 +28,19 @@ int cmd_train(int argc, char **argv) {
         train_options_model_config(&j->o, &c);
     }
     myr_die_quietly(0);
-    train_job_layout(j, &argc, &argv);
+    /* automatic intervals: every step until chosen after the setup (which prepares the snapshot
+     * memory of async saves and the in-memory copies when they are on), train/ckpt_policy.h */
+    j->policy.auto_disk = j->o.save_every == CKPT_EVERY_AUTO, j->policy.auto_mem = j->o.mem_ckpt_every == CKPT_EVERY_AUTO;
+    if (j->policy.auto_disk) j->o.save_every = 1;
+    if (j->policy.auto_mem) j->o.mem_ckpt_every = 1;
+    /* the start-up phases are timed for the launcher's time ledger (train_phases.h) */
+    train_phase_begin(TRAIN_PHASE_MPI);
+    train_job_layout(j, &argc, &argv); /* ends MPI init and begins the setup */
     train_job_setup(j);
+    train_phase_end(TRAIN_PHASE_SETUP);
+    train_phase_begin(TRAIN_PHASE_RESUME);
     train_job_resume(j);
+    train_phase_end(TRAIN_PHASE_RESUME);
     train_job_preflight(j);
     train_job_run(j);
     train_job_finish(j);

@@ -21,6 +21,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline.h"
 #include "train/checkpoint.h"
+#include "train/ckpt_policy.h"
 #include "train/mem_checkpoint.h"
 #include "train/train_options.h"
 #include "train/trainer.h"
@@ -78,6 +79,7 @@ typedef struct {
     double last_val; /* the latest validation loss (NAN before any) */
     long skipped_steps; /* non-finite steps whose update was skipped (--on-nan skip) */
     double comm_total_s, step_total_s, bubble_total; /* sums over the timed steps */
+    CkptPolicy policy; /* --save-every auto / --mem-ckpt-every auto (ckpt_policy.h) */
 } TrainJob;
 
 /* train_layout.c: starts MPI when launched by mpirun/srun, checks the layout against the world

@@ -12,6 +12,7 @@
 #include "parallel/device_comm.h"
 #include "parallel/schedule.h"
 #include "train/train_job.h"
+#include "train/train_phases.h"
 #include "util/error.h"
 
 double train_now_s(void) {
@@ -165,6 +166,7 @@ static void select_device(TrainJob *j) {
 void train_job_layout(TrainJob *j, int *argc, char ***argv) {
     j->tp = j->o.tp, j->pp = j->o.pp, j->vpp = j->o.vpp, j->ep = j->o.ep;
     start_processes(j, argc, argv);
+    train_phase_end(TRAIN_PHASE_MPI), train_phase_begin(TRAIN_PHASE_SETUP); /* the time ledger's MPI init */
     select_device(j);
     check_layout(j);
     j->rank0 = j->rank == 0;

@@ -15,6 +15,7 @@
 #include "train/progress.h"
 #include "train/stop_signal.h"
 #include "train/train_job.h"
+#include "train/train_phases.h"
 #include "trace/trace.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -104,11 +105,17 @@ static FILE *open_routing_dump(TrainJob *j) {
     return f;
 }
 
+/* What the saves of one step cost it (for --save-every auto, ckpt_policy.h). */
+typedef struct {
+    double disk_s, mem_s;
+    int disk_saved, mem_saved;
+} SaveCost;
+
 /* Checkpoints due after step s (0-based): commit the async save in flight once every shard is
  * durable, start this step's disk save, and the in-memory copy of step s + 1 (packed during the
  * next step and committed before its update, so a rank killed at any time loses at most the one
  * step it had reported since). Returns the seconds spent. */
-static double save_checkpoints(TrainJob *j, long s) {
+static double save_checkpoints(TrainJob *j, long s, SaveCost *cost) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
     if (ckpt_async_poll()) myr_die_last();
@@ -120,8 +127,12 @@ static double save_checkpoints(TrainJob *j, long s) {
     if (due && !train_params_finite(j)) return -1;
     if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
         myr_die_last();
-    if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
+    double tm = train_now_s(), m0 = j->mem ? mem_ckpt_seconds(j->mem) : 0;
+    cost->disk_s = tm - tc, cost->disk_saved = due;
+    cost->mem_saved = j->mem && (s + 1) % o->mem_ckpt_every == 0;
+    if (cost->mem_saved && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
+    cost->mem_s = j->mem ? mem_ckpt_seconds(j->mem) - m0 : 0;
     return train_now_s() - tc;
 }
 
@@ -212,16 +223,32 @@ void train_job_run(TrainJob *j) {
      * launcher (a no-op otherwise) */
     if (hb_connect_from_env()) fprintf(stderr, "myriad train: heartbeat: %s (continuing without it)\n", myr_last_error());
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
-    hb_start(j->first_step);
+    /* where this start's time went, for the launcher's time ledger (docs/LAUNCHER.md) */
+    HbStartInfo phases;
+    hb_start_info_init(&phases);
+    phases.mpi_s = train_phase_seconds(TRAIN_PHASE_MPI);
+    phases.setup_s = train_phase_seconds(TRAIN_PHASE_SETUP);
+    phases.restore_s = train_phase_seconds(TRAIN_PHASE_RESUME);
+    if (train_phase_end_time(TRAIN_PHASE_RESUME) > 0) phases.post_s = train_now_s() - train_phase_end_time(TRAIN_PHASE_RESUME);
+    hb_start_info(j->first_step, &phases);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
+    if (j->policy.auto_disk || j->policy.auto_mem) { /* --save-every auto / --mem-ckpt-every auto */
+        double est = j->peak_flops > 0 ? j->flops_per_step / (j->peak_flops * (j->peak_devices > 0 ? j->peak_devices : 1) * 0.4) : 0;
+        ckpt_policy_init(&j->policy, j->policy.auto_disk, j->policy.auto_mem && j->mem, o->mtbf_s,
+                         train_ckpt_own_bytes(&j->state), (double)train_state_bytes(&j->state), !o->sync_save, j->world,
+                         o->steps, est, &j->o.save_every, &j->o.mem_ckpt_every);
+        char line[700];
+        ckpt_policy_describe(&j->policy, line, sizeof line);
+        if (j->rank0) fprintf(stderr, "myriad train: %s\n", line);
+    }
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
-        double td = clock_thread_cpu_s(); /* sections are CPU time: see trainer.h */
+        double td = clock_thread_cpu_s(), td_wall = train_now_s(); /* sections are CPU time: see trainer.h */
         if (loader_batch(&j->loader, (uint64_t)s, j->data_rank * rows, rows, x, y)) myr_die_last();
         if (check_tokens(x, (int)n, j->cfg.vocab, "training", s) || check_tokens(y, (int)n, j->cfg.vocab, "training", s))
             myr_die_last();
-        double data_s = clock_thread_cpu_s() - td;
+        double data_s = clock_thread_cpu_s() - td, data_wall = train_now_s() - td_wall;
         t->slow_factor = hb_slow_factor(s + 1); /* myriad run --inject slow@STEP:RANK:FACTOR */
         if (j->pl && o->trace_path && s == trace_step) {
             trace_init(&trace, j->rank);
@@ -230,9 +257,11 @@ void train_job_run(TrainJob *j) {
         }
         FILE *routing = o->moe_routing && j->cfg.experts && s == j->first_step && j->tp_rank == 0
                             ? open_routing_dump(j) : NULL;
+        double mem_s0 = j->mem ? mem_ckpt_seconds(j->mem) : 0; /* the copy's wait inside the step (before_update) */
         double t0 = train_now_s();
         StepResult r = trainer_step(t, x, y, rows, o->seq);
         double dt = train_now_s() - t0;
+        double ckpt_wall = j->mem ? mem_ckpt_seconds(j->mem) - mem_s0 : 0;
         if (routing) {
             for (int c = 0; c < j->vpp; c++) j->chunks[c].moe_routing = NULL;
             fclose(routing);
@@ -264,7 +293,9 @@ void train_job_run(TrainJob *j) {
         if (j->cfg.experts) moe_report(j->chunks, j->vpp, j->tp, j->pp, j->world, &rep);
         double cpu_c = clock_thread_cpu_s(), comm_c = comm_wait_seconds(), comm_cpu_c = comm_wait_cpu_seconds();
         j->stop_signal = train_stop_agreed(j->state.world);
-        rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
+        SaveCost cost = {0};
+        rep.ckpt_ms = save_checkpoints(j, s, &cost) * 1e3;
+        if (rep.ckpt_ms > 0) ckpt_wall += rep.ckpt_ms * 1e-3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
             progress_step(&progress, &rep);
@@ -288,10 +319,27 @@ void train_job_run(TrainJob *j) {
             j->step_total_s += dt;
             if (j->pl) j->bubble_total += 1 - j->pl->compute_s / j->pl->run_s;
         }
+        double eval_wall = 0;
         if (o->eval_every > 0 && ((s + 1) % o->eval_every == 0 || s + 1 == o->steps)) {
+            double te = train_now_s();
             j->last_val = train_validation_loss(j);
+            eval_wall = train_now_s() - te;
             rep.have_val = 1;
             rep.val_loss = j->last_val;
+        }
+        /* wall time of the rank-side causes of the launcher's time ledger (docs/LAUNCHER.md) */
+        info.wall_ckpt_s = ckpt_wall, info.wall_data_s = data_wall, info.wall_eval_s = eval_wall;
+        if (j->policy.auto_disk || j->policy.auto_mem) { /* measured costs; re-chosen every POLICY_EVERY steps */
+            double inside = ckpt_wall - (rep.ckpt_ms > 0 ? rep.ckpt_ms * 1e-3 : 0); /* the copy's wait inside the step */
+            if (s > j->first_step) /* the first step of a start includes its warm-up */
+                ckpt_policy_measure(&j->policy, dt - inside, cost.disk_s, cost.disk_saved, cost.mem_s + inside, cost.mem_saved);
+            if (s + 1 < j->last_step &&
+                ckpt_policy_update(&j->policy, j->distributed ? comm_world() : NULL, s + 1, &j->o.save_every, &j->o.mem_ckpt_every) &&
+                j->rank0) {
+                char line[700];
+                ckpt_policy_describe(&j->policy, line, sizeof line);
+                fprintf(stderr, "myriad train: step %ld: %s\n", s + 1, line);
+            }
         }
         progress_step(&progress, &rep);
         hb_step_info(s + 1, r.loss, &info);

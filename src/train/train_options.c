@@ -1,5 +1,6 @@
 /* train_options.c: flag and config-file parsing for `myriad train`. */
 #include "train/train_options.h"
+#include "train/ckpt_policy.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -74,6 +75,31 @@ static int parse_seed(void *dst, const char *v) {
     if (end == v || *end || errno || v[0] == '-')
         return myr_error("--seed expects an integer in [0, 18446744073709551615], got '%s'", v);
     ((TrainOptions *)dst)->seed = x;
+    return 0;
+}
+
+/* --save-every / --mem-ckpt-every: N >= 0, or auto (the Young/Daly interval, train/ckpt_policy.h) */
+static int parse_every(const char *flag, const char *v, int *out) {
+    if (!strcmp(v, "auto")) {
+        *out = CKPT_EVERY_AUTO;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < 0 || x > 1000000000)
+        return myr_error("%s expects a number of steps >= 0 or auto, got '%s'", flag, v);
+    *out = (int)x;
+    return 0;
+}
+static int parse_save_every(void *dst, const char *v) { return parse_every("--save-every", v, &((TrainOptions *)dst)->save_every); }
+static int parse_mem_every(void *dst, const char *v) {
+    return parse_every("--mem-ckpt-every", v, &((TrainOptions *)dst)->mem_ckpt_every);
+}
+static int parse_mtbf(void *dst, const char *v) {
+    double s = ckpt_policy_parse_duration(v);
+    if (s <= 0) return myr_error("--mtbf expects a duration > 0 (seconds, or with s, m, h or d: 3600, 90m, 2h), got '%s'", v);
+    ((TrainOptions *)dst)->mtbf_s = s;
     return 0;
 }
 
@@ -234,14 +260,18 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
                  "dtype of the exported weights (default fp32)"),                                                  \
     OPT_CALL("--save-shard-size", "SIZE", (o), parse_shard_size,                                                      \
              "largest export file before it is cut into shards (default 5GB, as Hugging Face)"),                   \
-    OPT_INT("--save-every", "N", &(o)->save_every, 0, BIG,                                                           \
-            "also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async; 0 = none)"),                        \
+    OPT_CALL("--save-every", "N|auto", (o), parse_save_every,                                                        \
+             "also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async; 0 = none;\n"                         \
+             "auto: the Young/Daly interval from the measured save cost and --mtbf)"),                              \
     OPT_INT("--keep", "K", &(o)->keep, 0, BIG, "keep the newest K step checkpoints (default 0 = all)"),             \
     OPT_SWITCH("--sync-save", &(o)->sync_save, "wait for each checkpoint instead of writing it in the background"), \
-    OPT_INT("--mem-ckpt-every", "N", &(o)->mem_ckpt_every, 0, BIG,                                                   \
-            "copy the training state to shared memory every N steps, replicated on another\n"                       \
-            "host; --resume auto restores from it before disk (default 1 under `myriad run`\n"                     \
-            "with --save, else 0 = off)"),                                                                           \
+    OPT_CALL("--mem-ckpt-every", "N|auto", (o), parse_mem_every,                                                     \
+             "copy the training state to shared memory every N steps, replicated on another\n"                      \
+             "host; --resume auto restores from it before disk (default 1 under `myriad run`\n"                    \
+             "with --save, else 0 = off; auto: the Young/Daly interval, as --save-every auto)"),                    \
+    OPT_CALL("--mtbf", "DURATION", (o), parse_mtbf,                                                                  \
+             "mean time between failures for the auto intervals (3600, 90m, 2h; default: what\n"                    \
+             "myriad run saw so far, else Llama 3's failure rates for the job's size)"),                            \
     OPT_LONG("--stop-after", "N", &(o)->stop_after, 1, HUGE_STEPS,                                                   \
              "stop after step N of the --steps schedule, writing the checkpoint\n"                                   \
              "DIR/step-N (needs --save DIR), to continue later with --resume"),                                      \
@@ -452,7 +482,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     /* flags that only act together with others: refused alone rather than silently ignored */
     if (o->optim.schedule.kind != LR_COSINE && o->optim.schedule.min_lr > 0)
         myr_die("train: --min-lr is where the cosine schedule ends; add --lr-schedule cosine (or drop --min-lr)");
-    if (o->save_every > 0 && !o->save_dir) myr_die("train: --save-every needs --save DIR (where the checkpoints go)");
+    if (o->save_every != 0 && !o->save_dir) myr_die("train: --save-every needs --save DIR (where the checkpoints go)");
+    if (o->mtbf_s > 0 && o->save_every != CKPT_EVERY_AUTO && o->mem_ckpt_every != CKPT_EVERY_AUTO)
+        myr_die("train: --mtbf sets the automatic checkpoint intervals: add --save-every auto or --mem-ckpt-every auto "
+                "(or drop --mtbf)");
     if (o->stop_after > 0 && !o->save_dir)
         myr_die("train: --stop-after writes a checkpoint to continue from: give --save DIR");
     if (o->stop_after > o->steps)
@@ -460,10 +493,10 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
                 o->steps);
     if ((o->keep > 0 || o->sync_save) && o->save_every == 0 && o->stop_after == 0)
         myr_die("train: --keep and --sync-save apply to step checkpoints: add --save-every N or --stop-after N");
-    if (o->mem_ckpt_every > 0 && !o->save_dir)
+    if ((o->mem_ckpt_every > 0 || o->mem_ckpt_every == CKPT_EVERY_AUTO) && !o->save_dir)
         myr_die("train: --mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
     /* default: every step under the fault-tolerant launcher (`myriad run`), off otherwise */
-    if (o->mem_ckpt_every < 0) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
+    if (o->mem_ckpt_every == -1) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         myr_die("train: --resume auto looks in --save DIR: give --save DIR or --resume DIR");
     check_allow_changed(o);

@@ -45,6 +45,8 @@ typedef struct {
     int save_dtype;                  /* the export's weights: HF_SAVE_F32 or HF_SAVE_BF16 (--save-dtype) */
     uint64_t save_shard_bytes;       /* --save-shard-size: one model.safetensors up to this, else shards */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
+                                     /* save_every, mem_ckpt_every: CKPT_EVERY_AUTO (-2) = auto (ckpt_policy.h) */
+    double mtbf_s;                   /* --mtbf: seconds between failures for the auto intervals (0: not given) */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
     long stop_after;                 /* stop (saving a checkpoint) once this many steps are done; 0 = run to --steps */
     const char *allow_changed;       /* --allow-changed a,b: settings a resume may change */

@@ -3,7 +3,7 @@
 the logs it was made from, read here independently with Python's json module, and against what
 headless Chromium made of it (DOM.html from --dump-dom, SHOT.png from --screenshot).
 Prints ok/FAIL lines for tests/run.sh:
-  report_every_plot_rendered: the six plots are in Chromium's DOM, none says "no data", and each
+  report_every_plot_rendered: the eight plots are in Chromium's DOM, none says "no data", and each
     plot's own colour shows in the screenshot (which is not blank: many colours, >2% not white);
   report_loss_plot_equals_log, report_throughput_plots_equal_log: the polylines' pixel coordinates,
     mapped back through the axes the SVG declares, give the log's steps and values; the validation
@@ -11,8 +11,11 @@ Prints ok/FAIL lines for tests/run.sh:
   report_heatmap_equals_log: one cell per (rank, step) with the log's per-rank step seconds;
   report_timeline_equals_log: one marker per timeline event of the log, at its time;
   report_goodput_equals_log: the bar shows the `finished` event's figures;
+  report_ledger_equals_log: the time ledger's stacked bar and cause timeline show the `goodput`
+    event's seconds by cause and its segments;
   report_summary_cards_equal_log: the cards above the plots (steps, final and best validation loss,
-    mean tokens/s and MFU, goodput, restarts, status, stragglers) as computed from the logs;
+    mean tokens/s and MFU, goodput, effective training time, restarts, status, stragglers) as
+    computed from the logs;
   report_data_block_equals_log: the embedded JSON holds exactly the logs' numbers.
 Training-log rules: a line with "step" and "loss"; the last line of a step wins (a resumed run
 logs the recomputed step again). Event-log rules: docs/OPERATIONS.md."""
@@ -28,10 +31,11 @@ import numpy as np
 TIMELINE_EVENTS = {"launch", "connected", "exit", "heartbeat-timeout", "kill", "giving-up", "auth-refused",
                    "exit-stuck", "interrupted", "restart", "spare-used", "resumed", "preflight", "inject",
                    "link-cut", "straggler", "finished"}
-PLOTS = ["loss", "tokens_per_s", "mfu", "rank_step_time", "timeline", "goodput"]
+PLOTS = ["loss", "tokens_per_s", "mfu", "rank_step_time", "timeline", "goodput", "time_ledger", "cause_timeline"]
 # a colour each plot draws with (report_svg.c / report_html.c): it must show in the screenshot
 PLOT_COLOURS = {"loss": (0x1f, 0x77, 0xb4), "tokens_per_s": (0x2c, 0xa0, 0x2c), "mfu": (0x94, 0x67, 0xbd),
-                "rank_step_time": (0x44, 0x01, 0x54), "timeline": (0xcf, 0xdc, 0xf0), "goodput": (0xbb, 0xbb, 0xbb)}
+                "rank_step_time": (0x44, 0x01, 0x54), "timeline": (0xcf, 0xdc, 0xf0), "goodput": (0xbb, 0xbb, 0xbb),
+                "time_ledger": (0x4a, 0x90, 0xd9), "cause_timeline": (0x7f, 0xb2, 0xe5)}
 
 
 def read_logs(paths):
@@ -257,6 +261,24 @@ def main():
         else ["goodput bar %s, log %s" % (bar[:1], fin[-1:])]
     check("report_goodput_equals_log", problems)
 
+    # the time ledger: the stacked bar's causes and the cause timeline's segments are the goodput event's
+    gp = [o for o in events if o["event"] == "goodput"]
+    problems = []
+    if not gp:
+        problems.append("no goodput event in the log")
+    else:
+        g = gp[-1]
+        bars = {a["data-cause"]: float(a["data-seconds"]) for t, a in page.plots["time_ledger"]["marks"] if "data-seconds" in a}
+        if bars != {c: s for c, s in g["seconds"].items() if s > 0}:
+            problems.append("bar %s, log %s" % (bars, g["seconds"]))
+        segs = [[float(a["data-t0"]), float(a["data-t1"]), a["data-cause"], int(a["data-attempt"])]
+                for t, a in page.plots["cause_timeline"]["marks"] if "data-cause" in a]
+        if segs != g["timeline"]:
+            problems.append("timeline %d segments, log %d" % (len(segs), len(g["timeline"])))
+        if abs(sum(g["seconds"].values()) - g["wall_s"]) > 0.01 * g["wall_s"]:
+            problems.append("the log's causes add up to %.3f of %.3f s" % (sum(g["seconds"].values()), g["wall_s"]))
+    check("report_ledger_equals_log", problems)
+
     # the summary cards, as Chromium shows them, against the same figures computed from the logs
     cards = dict(re.findall(r'<div class="card">([^<]*)<b>([^<]*)</b>', open(dom, encoding="utf-8").read()))
     tps, mfu = [steps[s]["tokens_per_s"] for s in order], [steps[s]["mfu"] for s in order]
@@ -264,6 +286,7 @@ def main():
             "best val loss": "%.4f" % min(v for _, v in val), "mean tokens/s": "%.0f" % (sum(tps) / len(tps)),
             "mean MFU": "%.3g%%" % (100 * (sum(mfu) / len(mfu))), "goodput": "%.1f%%" % (100 * fin[-1]["goodput"]),
             "restarts": "%d" % fin[-1]["restarts"], "status": fin[-1]["status"],
+            "effective training time": "%.1f%%" % (100 * gp[-1]["effective"]) if gp else None,
             "stragglers": "%d" % sum(o["event"] == "straggler" for o in events)}
     check("report_summary_cards_equal_log", ["card %r shows %r, log %r" % (k, cards.get(k), v)
                                              for k, v in want.items() if cards.get(k) != v])
@@ -282,6 +305,8 @@ def main():
         problems.append("stragglers: block %s, log %s" % (d["stragglers"], strag))
     if d.get("goodput", {}).get("goodput") != fin[-1]["goodput"]:
         problems.append("goodput differs")
+    if gp and (d.get("ledger", {}).get("seconds") != gp[-1]["seconds"] or d["ledger"].get("timeline") != gp[-1]["timeline"]):
+        problems.append("ledger differs")
     check("report_data_block_equals_log", problems)
 
     for name, problems in results:

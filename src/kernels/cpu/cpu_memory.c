@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -12,11 +13,21 @@ void openblas_set_num_threads(int num_threads); /* from OpenBLAS; not in cblas.h
 
 static int current_threads = 0;
 
+/* Blocks from this size up are 2 MiB-aligned and asked to be transparent huge pages: zeroing
+ * them below takes one page fault per 2 MiB instead of one per 4 KiB. The first touch of the
+ * parameters, gradients and AdamW moments was most of a rank's set-up time (a recovery's slowest
+ * phase: bench/recovery_results.md), nearly all of it page faults on a virtual machine. */
+#define HUGE_BLOCK ((size_t)4 << 20)
+#define HUGE_ALIGN ((size_t)2 << 20)
+
 void *cpu_alloc(size_t bytes) {
     if (bytes == 0) bytes = 1;
     /* 64-byte alignment for AVX-512 loads; calloc would not guarantee it. */
     bytes = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, bytes);
+    int huge = bytes >= HUGE_BLOCK;
+    if (huge) bytes = (bytes + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
+    void *p = aligned_alloc(huge ? HUGE_ALIGN : 64, bytes);
+    if (p && huge) madvise(p, bytes, MADV_HUGEPAGE); /* advice: without THP it is 4 KiB pages as before */
     if (p) memset(p, 0, bytes);
     return p;
 }
