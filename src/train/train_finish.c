@@ -15,6 +15,7 @@
 #include "parallel/tensor_parallel.h"
 #include "train/evaluate.h"
 #include "train/samples.h"
+#include "parallel/context_parallel.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -194,12 +195,15 @@ void train_job_destroy(TrainJob *j) {
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);
         free(j->tensor_weight[c]);
+        cp_detach(&j->chunks[c]);
         model_destroy(&j->chunks[c]);
     }
     free(j->tensor_weight);
     free(j->dp);
     free(j->chunks);
-    if (j->dense_group && j->dense_group != j->groups.dp) comm_group_free(j->dense_group);
+    if (j->dense_group && j->dense_group != j->groups.dp && j->dense_group != j->expert_group)
+        comm_group_free(j->dense_group);
+    if (j->expert_group && j->expert_group != j->groups.dp) comm_group_free(j->expert_group);
     if (!j->stop_signal) hb_finish(); /* a stopped rank did not finish: its connection just closes */
     if (j->distributed) comm_finalize();
 }
