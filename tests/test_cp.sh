@@ -3,7 +3,7 @@
 # tensor (+ sequence), pipeline (+ interleaved), data parallelism with ZeRO 1 and 3, and
 # recomputation, against the single-process run on the same global batch: per-step losses,
 # gradient norms and saved weights within compare_runs.py's tolerances (those of test_tp/test_dp),
-# for GPT-2 and Llama with GQA; bad layouts refused with one line.
+# for GPT-2 and Llama with GQA; checkpoints resumed across a change of cp; bad layouts refused with one line.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -49,3 +49,28 @@ expect_one_rank_error seq_not_divisible "--cp 2 needs --seq divisible by 2 x cp 
 expect_one_rank_error cp_not_dividing_world "x --cp 2 = 2 does not divide the world size 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --cp 2
 expect_one_rank_error cp_bf16_refused "no blockwise (ring) attention kernels yet" $MPI -np 2 $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --cp 2 --dtype bf16
 expect_one_rank_error cp_moe_refused "--cp with a mixture-of-experts model is not supported yet" $MPI -np 2 $M train --init tests/fixtures/moe-top2-dropless $base --seq 8 --cp 2
+
+# checkpoints across a change of cp: saved at cp 2 x dp 2 (ZeRO 1) at step 6, resumed at cp 1 (one
+# process), at cp 4 and at cp 2 x tp 2: the continued losses equal the uninterrupted run's (1e-4)
+common="--init tests/fixtures/llama-tiny --data $T/tok.bin --batch 8 --seq 16 --steps 12 --lr 3e-3 --lr-schedule cosine --warmup 3 --threads 1"
+reference resume
+$MPI -np 4 $M train $common --cp 2 --dp 2 --zero 1 --save "$T/ck" --save-every 6 --stop-after 6 --sync-save >/dev/null 2>"$T/err" ||
+    fail "save_cp2_dp2" "$(grep myriad: $T/err | head -2)"
+resume_at() { # NAME NP FLAGS...
+    local name=$1 np=$2; shift 2
+    local run="$MPI -np $np"; [ "$np" = 1 ] && run=""
+    if $run $M train $common "$@" --resume "$T/ck" --log "$T/rs.jsonl" >/dev/null 2>"$T/err" &&
+        /usr/bin/python3 - "$T/ref.jsonl" "$T/rs.jsonl" <<'PY'
+import json, sys
+ref = {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(sys.argv[1])}
+run = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["step"] for r in run] == list(range(7, 13)), [r["step"] for r in run]
+worst = max(abs(r["loss"] - ref[r["step"]]) / ref[r["step"]] for r in run)
+print(f"# continued losses worst rel {worst:.2e}")
+assert worst < 1e-4, worst
+PY
+    then pass "resume_cp2_at_$name"; else fail "resume_cp2_at_$name" "$(grep myriad: $T/err | head -2)"; fi
+}
+resume_at cp1 1
+resume_at cp4 4 --cp 4
+resume_at cp2_tp2 4 --cp 2 --tp 2
