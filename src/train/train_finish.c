@@ -55,8 +55,10 @@ static void print_dp_memory(const TrainJob *j, DataParallel *dp, int rank0) {
     if (comm_all_gather(comm_world(), mine, all, 14, COMM_F32)) myr_die_last();
     if (rank0) {
         double MiB = 1048576.0;
-        printf("memory per rank (tp %d x pp %d x dp %d x ep %d, zero %d, %.2fM parameters on rank 0; ZeRO formula of "
-               "the data-parallel state: %s):\n", j->tp, j->pp, j->dp_size, j->ep, dp->o.zero,
+        char cp_note[32] = ""; /* N of the formulas below is dp x ep x cp: ZeRO shards over the cp ranks too */
+        if (j->cp > 1) snprintf(cp_note, sizeof cp_note, " x cp %d", j->cp);
+        printf("memory per rank (tp %d x pp %d x dp %d x ep %d%s, zero %d, %.2fM parameters on rank 0; ZeRO formula of "
+               "the data-parallel state: %s):\n", j->tp, j->pp, j->dp_size, j->ep, cp_note, dp->o.zero,
                model_num_params(dp->m) / 1e6,
                dp->o.zero == 0   ? "16 psi"
                : dp->o.zero == 1 ? "(8 + 8/N) psi"
