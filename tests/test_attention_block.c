@@ -50,7 +50,7 @@ static double reference_loss(const real *qkv, const real *w, int B, int T, int H
 static AttnBlock pair(int B, int T, int H, int KV, int hd, int S, int causal) {
     int stride = (H + 2 * KV) * hd, Y = H * hd;
     AttnBlock s = {B, S, S, H, KV, hd, causal, stride, stride, Y,
-                   (size_t)T * stride, (size_t)T * stride, (size_t)T * Y, (size_t)H * T, (size_t)T};
+                   (size_t)T * stride, (size_t)T * stride, (size_t)T * Y, (size_t)H * T, (size_t)T, NULL, 0, 0};
     return s;
 }
 

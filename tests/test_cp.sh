@@ -3,7 +3,9 @@
 # tensor (+ sequence), pipeline (+ interleaved), data parallelism with ZeRO 1 and 3, and
 # recomputation, against the single-process run on the same global batch: per-step losses,
 # gradient norms and saved weights within compare_runs.py's tolerances (those of test_tp/test_dp),
-# for GPT-2 and Llama with GQA; checkpoints resumed across a change of cp; bad layouts refused with one line.
+# for GPT-2 and Llama with GQA; checkpoints resumed across a change of cp; packed documents
+# (--doc-mask) against PyTorch with an explicit block-diagonal mask, in one process and at cp 2;
+# bad layouts refused with one line.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -74,3 +76,30 @@ PY
 resume_at cp1 1
 resume_at cp4 4 --cp 4
 resume_at cp2_tp2 4 --cp 2 --tp 2
+
+# packed documents (--doc-mask 60: a document starts at each token 60) against PyTorch with an
+# explicit block-diagonal causal mask and restarted positions: the step-1 loss and one AdamW step
+# with eps 1 (the update carries the gradient's size), in one process and at cp 2 (the masks
+# follow the chunks around the ring)
+dm="--init tests/fixtures/llama-tiny --data $T/tok.bin --batch 8 --seq 16 --steps 1 --lr 0.05 --no-shuffle --clip 0 --weight-decay 0 --eps 1 --doc-mask 60 --threads 1"
+doc_mask() { # NAME NP FLAGS...
+    local name=$1 np=$2; shift 2
+    local run="$MPI -np $np"; [ "$np" = 1 ] && run=""
+    rm -rf "$T/dm" "$T/dm.jsonl"
+    if $run $M train $dm "$@" --log "$T/dm.jsonl" --save "$T/dm" >/dev/null 2>"$T/err" &&
+        out=$(/usr/bin/python3 tests/py/doc_mask_oracle.py tests/fixtures/llama-tiny "$T/tok.bin" 8 16 60 0.05 "$T/dm.jsonl" "$T/dm"); then
+        pass "doc_mask_torch_$name"; echo "# doc_mask_$name: $out"
+    else fail "doc_mask_torch_$name" "${out:-} $(grep myriad: $T/err | head -2)"; fi
+}
+doc_mask one_process 1
+doc_mask cp2 2 --cp 2
+doc_mask cp2_tp2_sp 4 --cp 2 --tp 2 --sp
+# GPT-2 (restarted rows of the position table) and longer runs: cp 2 and cp 4 like one process
+for fam in gpt2-tiny llama-tiny; do
+    common="--init tests/fixtures/$fam --data $T/tok.bin --batch 8 --seq 16 --steps 8 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1 --doc-mask 60"
+    reference doc_mask_$fam
+    check $fam 2 --cp 2
+    check $fam 4 --cp 4
+done
+expect_one_rank_error doc_mask_pp_refused "--doc-mask with --pp is not supported yet" $MPI -np 2 $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --pp 2 --doc-mask 60
+expect_one_rank_error doc_mask_not_a_token "--doc-mask 99 is not a token of the vocabulary (0..66)" $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --doc-mask 99

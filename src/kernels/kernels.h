@@ -215,6 +215,12 @@ typedef struct {
     int q_rs, kv_rs, o_rs;          /* row strides (elements) */
     size_t q_bs, kv_bs, o_bs;       /* batch strides (elements) */
     size_t lse_bs, lse_hs;          /* lse / delta strides */
+    /* packed documents (optional, NULL: none): query row t of sequence b sees only keys at global
+     * positions >= q_lo[b*lo_bs + t] (its document's first position; device int32); the block's
+     * key row j is at global position k_pos0 + j. A row that sees no key of a block is left as it was. */
+    const int32_t *q_lo;
+    size_t lo_bs;
+    int k_pos0;
 } AttnBlock;
 /* Whether the selected backend has the blockwise attention kernels (why says which is missing). */
 int attention_block_supported(char *why, size_t why_size);

@@ -237,13 +237,13 @@ size_t model_local_rows(const Model *m, size_t N) { return local_rows(m, cp_spli
  * layer is rebuilt), and selective (attention is rebuilt) except under context parallelism,
  * whose ring keeps only the log-sum-exp per layer and does not rebuild it. */
 static int shares_saved_attention(const Model *m) {
-    return m->recompute == RECOMPUTE_FULL || (m->recompute == RECOMPUTE_SELECTIVE && !cp_splits(m));
+    return m->recompute == RECOMPUTE_FULL || (m->recompute == RECOMPUTE_SELECTIVE && !ring_used(m));
 }
 
 /* What attention keeps per layer for backward: the backend's (attention_saved_count), or under
  * context parallelism the ring's log-sum-exp [B, H, T] (T local rows). */
 static size_t saved_attention(const Model *m, int B, int T) {
-    return cp_splits(m) ? (size_t)B * m->heads_local * T : attention_saved_count(B, T, m->heads_local);
+    return ring_used(m) ? (size_t)B * m->heads_local * T : attention_saved_count(B, T, m->heads_local);
 }
 
 /* Element counts of one slot's stored activations, by type (real: the residual stream and
@@ -313,8 +313,8 @@ static size_t scratch_bytes(const Model *m, int B, int T) {
 
 /* the shared scratch, plus the ring's buffers under context parallelism (allocated on first use) */
 size_t model_scratch_bytes(const Model *m, int B, int T) {
-    if (!cp_splits(m)) return scratch_bytes(m, B, T);
-    int Tl = T / m->cp.size, hd = m->cfg.hidden / m->cfg.heads;
+    if (!ring_used(m)) return scratch_bytes(m, B, T);
+    int Tl = cp_splits(m) ? T / m->cp.size : T, hd = m->cfg.hidden / m->cfg.heads;
     return scratch_bytes(m, B, Tl) + ring_attention_scratch_bytes(B, Tl, m->heads_local, m->kv_local, hd);
 }
 
@@ -518,38 +518,39 @@ static double vocab_parallel_cross_entropy(Model *m, int N, double grad_scale) {
 }
 
 /* Position-dependent steps. Row n of a sequence of T rows has position n, except under context
- * parallelism, where this rank's rows are two chunks of consecutive positions
- * (ring_attention.h): each run of consecutive positions is one call. */
+ * parallelism, where this rank's rows are two chunks of consecutive positions, and with packed
+ * documents, whose positions restart at each document (ring_attention.h's ring_prepare): each run
+ * of consecutive positions is one call. */
 static void add_positions(Model *m, real *out, const real *pos, int row0, int n, int T, int C) {
-    if (!cp_splits(m)) {
+    if (!ring_used(m)) {
         position_forward_add(out, pos, row0, n, T, C);
         return;
     }
     for (int j = row0, k, p0; j < row0 + n; j += k) {
-        k = cp_position_run(m, j, row0 + n, T, &p0);
+        k = cp_position_run(m, j, row0 + n, &p0);
         position_forward_add(out + (size_t)(j - row0) * C, pos + (size_t)p0 * C, 0, k, k, C);
     }
 }
 
 static void position_grads(Model *m, real *dpos, const real *dout, int row0, int n, int T, int C) {
-    if (!cp_splits(m)) {
+    if (!ring_used(m)) {
         position_backward(dpos, dout, row0, n, T, C);
         return;
     }
     for (int j = row0, k, p0; j < row0 + n; j += k) {
-        k = cp_position_run(m, j, row0 + n, T, &p0);
+        k = cp_position_run(m, j, row0 + n, &p0);
         position_backward(dpos + (size_t)p0 * C, dout + (size_t)(j - row0) * C, 0, k, k, C);
     }
 }
 
 static void rope(Model *m, act *qkv, int N, int T, int H, int KV, int hd, int QKV, int inverse) {
-    if (!cp_splits(m)) {
+    if (!ring_used(m)) {
         rope_apply(qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, inverse);
         return;
     }
     size_t half = (size_t)hd / 2;
     for (int j = 0, k, p0; j < N; j += k) {
-        k = cp_position_run(m, j, N, T, &p0);
+        k = cp_position_run(m, j, N, &p0);
         rope_apply(act_at(qkv, (size_t)j * QKV), m->rope_cos + p0 * half, m->rope_sin + p0 * half, k, k, H, KV, hd, QKV,
                    inverse);
     }
@@ -557,7 +558,7 @@ static void rope(Model *m, act *qkv, int N, int T, int H, int KV, int hd, int QK
 
 static void attention_fwd(Model *m, int l, int B, int T, int H, int KV, int hd) {
     Activations *a = &m->a;
-    if (cp_splits(m)) ring_attention_forward(m, a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
+    if (ring_used(m)) ring_attention_forward(m, a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
     else attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
 }
 
@@ -624,6 +625,13 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
             myr_die("--cp %d needs the sequence length %d divisible by 2 x cp = %d (each sequence is cut into 2 x cp "
                     "chunks); choose --seq accordingly", m->cp.size, T, 2 * m->cp.size);
         T /= m->cp.size;
+    }
+    if (ring_used(m)) {
+        if (T % 2) myr_die("--doc-mask needs an even sequence length (got %d)", T);
+        if (m->doc_mask && !x) myr_die("internal: --doc-mask forward without the batch's tokens");
+        ring_prepare(m, x, B, T);
+    }
+    if (cp_splits(m)) {
         if (m->stage.first) x = cp_local_tokens(m, x, B, T, 0);
         if (targets) targets = cp_local_tokens(m, targets, B, T, 1);
     }
@@ -651,7 +659,7 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
         embedding_shard_forward(partial, m->tokens, m->p.tok_emb, m->vocab_lo, V, N, C);
         complete_rows(m, partial, a->res_in[0], (size_t)N, (size_t)C);
         if (gpt2) add_positions(m, a->res_in[0], m->p.pos_emb, row0, NL, T, C);
-    } else if (cp_splits(m)) {
+    } else if (ring_used(m)) {
         embedding_forward(a->res_in[0], m->tokens, m->p.tok_emb, NULL, N, T, C);
         if (gpt2) add_positions(m, a->res_in[0], m->p.pos_emb, 0, N, T, C);
     } else {
@@ -743,7 +751,7 @@ layers:
             m->moe_recomputing = 1;
             layer_forward(m, l, B, T);
             m->moe_recomputing = 0;
-        } else if (m->recompute == RECOMPUTE_SELECTIVE && !cp_splits(m)) /* the ring keeps only the lse: nothing to rebuild */
+        } else if (m->recompute == RECOMPUTE_SELECTIVE && !ring_used(m)) /* the ring keeps only the lse: nothing to rebuild */
             attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
          * bias saw this rank's rows only under sequence parallelism */
@@ -767,7 +775,7 @@ layers:
         matmul_backward(s->d_attn_y, 0, gw->attn_out_w, sp ? NULL : gw->attn_out_b, dout, a->attn_y[l],
                         WT(layer[l].attn_out_w), N, Y, C, 0);
         if (sp && gw->attn_out_b) bias_backward(gw->attn_out_b, s->d_res, NL, C);
-        if (cp_splits(m))
+        if (ring_used(m))
             ring_attention_backward(m, s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
         else
             attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
@@ -793,7 +801,7 @@ layers:
         }
         embedding_shard_backward(g->tok_emb, dfull, m->tokens, m->vocab_lo, V, N, C);
         if (gpt2) position_grads(m, g->pos_emb, s->d_res, row0, NL, T, C);
-    } else if (cp_splits(m)) {
+    } else if (ring_used(m)) {
         embedding_backward(g->tok_emb, NULL, s->d_res, m->tokens, N, T, C);
         if (gpt2) position_grads(m, g->pos_emb, s->d_res, 0, N, T, C);
     } else {

@@ -94,6 +94,9 @@ typedef struct {
     struct RingScratch *scratch; /* ring_attention.c's buffers */
     int32_t *host_tokens;        /* [2 x host_n]: this rank's chunks of the batch's tokens and targets */
     size_t host_n;
+    int32_t *pos, *lo;           /* [pos_n] host: each local row's position (restarting at each document
+                                    under doc_mask) and its document's first global position */
+    size_t pos_n;
 } ContextParallel;
 
 /* Mixture-of-experts figures since the last moe_stats_reset (this rank's tokens). */
@@ -115,6 +118,9 @@ typedef struct {
     ModelConfig cfg;
     TensorParallel tp;
     ContextParallel cp; /* size 0 or 1: none */
+    /* packed documents (--doc-mask): a document starts at each token doc_sep; attention stays inside
+     * documents and positions restart at each (set before the first forward) */
+    int doc_mask, doc_sep;
     Recompute recompute; /* set before the first forward */
     StageSpec stage;     /* the layers this model object holds (pipeline parallelism) */
     /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */

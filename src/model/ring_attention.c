@@ -26,19 +26,50 @@ struct RingScratch {
     real *delta;     /* [B, H, T] */
     real *neg_inf;   /* [B, H, T] of -INFINITY: the empty running lse */
     act *pack;       /* [B*T, max(H hd, 2 KV hd)]: fp32 results rounded before unpacking into qkv rows */
+    int32_t *lo;     /* [B*T] device: each row's document start (packed documents) */
 };
 
-int cp_splits(const Model *m) { return m->cp.size > 1 && !m->cp.whole; }
+/* the ring of this forward: the cp group, or one rank (packed documents without cp) */
+static int ring_size(const Model *m) { return cp_splits(m) ? m->cp.size : 1; }
+static int ring_rank(const Model *m) { return cp_splits(m) ? m->cp.rank : 0; }
 
-int cp_chunk_pos0(const Model *m, int T, int a) {
-    return cp_global_chunk(m->cp.size, m->cp.rank, a) * (T / 2);
+int cp_splits(const Model *m) { return m->cp.size > 1 && !m->cp.whole; }
+int ring_used(const Model *m) { return cp_splits(m) || m->doc_mask; }
+
+int cp_chunk_pos0(const Model *m, int T, int a) { return cp_global_chunk(ring_size(m), ring_rank(m), a) * (T / 2); }
+
+void ring_prepare(Model *m, const int32_t *x, int B, int T) {
+    ContextParallel *cp = &m->cp;
+    size_t n = (size_t)B * T;
+    if (cp->pos_n < n) {
+        free(cp->pos), free(cp->lo);
+        cp->pos = malloc(n * sizeof(int32_t)), cp->lo = malloc(n * sizeof(int32_t));
+        if (!cp->pos || !cp->lo) myr_die("out of memory for %zu positions", n);
+        cp->pos_n = n;
+    }
+    int P = ring_size(m), S = T / 2, Tg = T * P;
+    for (int b = 0; b < B; b++)
+        for (int a = 0; a < 2; a++) {
+            int g0 = cp_chunk_pos0(m, T, a), lo = 0;
+            if (m->doc_mask) /* the latest document start at or before the chunk */
+                for (int t = g0; t >= 0; t--)
+                    if (x[(size_t)b * Tg + t] == m->doc_sep) { lo = t; break; }
+            for (int i = 0; i < S; i++) {
+                int g = g0 + i;
+                if (m->doc_mask && x[(size_t)b * Tg + g] == m->doc_sep) lo = g;
+                size_t j = (size_t)b * T + (size_t)a * S + i;
+                cp->lo[j] = lo;
+                cp->pos[j] = g - lo;
+            }
+        }
 }
 
-int cp_position_run(const Model *m, int j, int row1, int T, int *pos0) {
-    int t = j % T, S = T / 2, a = t / S, end = j - t + (a + 1) * S;
-    if (end > row1) end = row1;
-    *pos0 = cp_chunk_pos0(m, T, a) + t % S;
-    return end - j;
+int cp_position_run(const Model *m, int j, int row1, int *pos0) {
+    const int32_t *pos = m->cp.pos;
+    int e = j + 1;
+    while (e < row1 && pos[e] == pos[e - 1] + 1) e++;
+    *pos0 = pos[j];
+    return e - j;
 }
 
 const int32_t *cp_local_tokens(Model *m, const int32_t *x, int B, int T, int slot) {
@@ -69,12 +100,12 @@ void ring_attention_free(Model *m) {
     struct RingScratch *s = m->cp.scratch;
     if (!s) return;
     for (int i = 0; i < 2; i++) dev_free(s->kv[i]), dev_free(s->dkv[i]);
-    dev_free(s->out), dev_free(s->delta), dev_free(s->neg_inf), dev_free(s->pack);
+    dev_free(s->out), dev_free(s->delta), dev_free(s->neg_inf), dev_free(s->pack), dev_free(s->lo);
     free(s);
     m->cp.scratch = NULL;
-    free(m->cp.host_tokens);
-    m->cp.host_tokens = NULL;
-    m->cp.host_n = 0;
+    free(m->cp.host_tokens), free(m->cp.pos), free(m->cp.lo);
+    m->cp.host_tokens = m->cp.pos = m->cp.lo = NULL;
+    m->cp.host_n = m->cp.pos_n = 0;
 }
 
 static struct RingScratch *scratch_for(Model *m, int B, int T, int H, int KV, int hd) {
@@ -82,7 +113,7 @@ static struct RingScratch *scratch_for(Model *m, int B, int T, int H, int KV, in
     if (s && s->B == B && s->T == T && s->H == H && s->KV == KV && s->hd == hd) return s;
     if (s) { /* keep the host tokens: only the device buffers change size */
         for (int i = 0; i < 2; i++) dev_free(s->kv[i]), dev_free(s->dkv[i]);
-        dev_free(s->out), dev_free(s->delta), dev_free(s->neg_inf), dev_free(s->pack);
+        dev_free(s->out), dev_free(s->delta), dev_free(s->neg_inf), dev_free(s->pack), dev_free(s->lo);
     } else {
         s = calloc(1, sizeof *s);
         m->cp.scratch = s;
@@ -95,6 +126,7 @@ static struct RingScratch *scratch_for(Model *m, int B, int T, int H, int KV, in
     s->delta = dev_alloc(L);
     s->neg_inf = dev_alloc(L);
     s->pack = dev_alloc_act(N * (Y > W ? Y : W));
+    s->lo = dev_alloc_bytes(N * sizeof(int32_t));
     real *h = malloc(L * sizeof(real));
     for (size_t i = 0; i < L; i++) h[i] = -INFINITY;
     host_to_dev(s->neg_inf, h, L * sizeof(real));
@@ -104,11 +136,16 @@ static struct RingScratch *scratch_for(Model *m, int B, int T, int H, int KV, in
 
 /* the block pair (my local query chunk a, key chunk c of the block that came from rank j) */
 static int block_pair(const Model *m, int j, int a, int c, int B, int T, int H, int KV, int hd, AttnBlock *blk) {
-    int P = m->cp.size, qc = cp_global_chunk(P, m->cp.rank, a), kc = cp_global_chunk(P, j, c);
+    int P = ring_size(m), qc = cp_global_chunk(P, ring_rank(m), a), kc = cp_global_chunk(P, j, c);
     if (kc > qc) return 0; /* keys entirely after the queries: masked out */
-    int QKV = (H + 2 * KV) * hd, W = 2 * KV * hd, Y = H * hd;
-    *blk = (AttnBlock){B, T / 2, T / 2, H, KV, hd, kc == qc, QKV, W, Y,
-                       (size_t)T * QKV, (size_t)T * W, (size_t)T * Y, (size_t)H * T, (size_t)T};
+    int QKV = (H + 2 * KV) * hd, W = 2 * KV * hd, Y = H * hd, S = T / 2;
+    *blk = (AttnBlock){B, S, S, H, KV, hd, kc == qc, QKV, W, Y,
+                       (size_t)T * QKV, (size_t)T * W, (size_t)T * Y, (size_t)H * T, (size_t)T, NULL, 0, 0};
+    if (m->doc_mask) { /* the document masks follow the chunks: keys at kc's positions, rows' starts */
+        blk->q_lo = m->cp.scratch->lo + (size_t)a * S;
+        blk->lo_bs = (size_t)T;
+        blk->k_pos0 = kc * S;
+    }
     return 1;
 }
 
@@ -121,12 +158,13 @@ static void pack_kv(act *dst, const act *qkv, int N, int H, int KV, int hd) {
 void ring_attention_forward(Model *m, act *out, real *lse, const act *qkv, int B, int T, int H, int KV, int hd) {
     struct RingScratch *s = scratch_for(m, B, T, H, KV, hd);
     ContextParallel *cp = &m->cp;
-    int P = cp->size, N = B * T, S = T / 2;
+    int P = ring_size(m), me = ring_rank(m), N = B * T, S = T / 2;
     size_t W = (size_t)2 * KV * hd, Y = (size_t)H * hd, bytes = (size_t)N * W * act_size();
+    if (m->doc_mask) host_to_dev(s->lo, cp->lo, (size_t)N * sizeof(int32_t));
     pack_kv(s->kv[0], qkv, N, H, KV, hd);
     dev_to_dev(lse, s->neg_inf, (size_t)B * H * T * sizeof(real));
     for (int step = 0; step < P; step++) {
-        int cur = step & 1, j = (cp->rank - step + P) % P;
+        int cur = step & 1, j = (me - step + P) % P;
         if (step < P - 1) cp->ring_start(cp->ctx, 0, s->kv[cur], s->kv[!cur], bytes); /* overlaps the blocks below */
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 2; c++) {
@@ -145,18 +183,19 @@ void ring_attention_backward(Model *m, act *dqkv, const act *dout, const act *qk
                              int B, int T, int H, int KV, int hd) {
     struct RingScratch *s = scratch_for(m, B, T, H, KV, hd);
     ContextParallel *cp = &m->cp;
-    int P = cp->size, N = B * T, S = T / 2;
+    int P = ring_size(m), me = ring_rank(m), N = B * T, S = T / 2;
+    if (m->doc_mask) host_to_dev(s->lo, cp->lo, (size_t)N * sizeof(int32_t));
     size_t A = act_size(), W = (size_t)2 * KV * hd, Y = (size_t)H * hd, QKV = (size_t)(H + 2 * KV) * hd;
     size_t kv_bytes = (size_t)N * W * A, dkv_bytes = (size_t)N * W * sizeof(real);
     AttnBlock whole = {B, T, T, H, KV, hd, 0, (int)QKV, (int)W, (int)Y,
-                       (size_t)T * QKV, (size_t)T * W, (size_t)T * Y, (size_t)H * T, (size_t)T};
+                       (size_t)T * QKV, (size_t)T * W, (size_t)T * Y, (size_t)H * T, (size_t)T, NULL, 0, 0};
     attention_block_delta(s->delta, dout, out, &whole);
     pack_kv(s->kv[0], qkv, N, H, KV, hd);
     real *dq = s->out; /* the forward's fp32 output is not needed in backward */
     dev_zero(dq, (size_t)N * Y);
     dev_zero(s->dkv[0], (size_t)N * W);
     for (int step = 0; step < P; step++) {
-        int cur = step & 1, j = (cp->rank - step + P) % P;
+        int cur = step & 1, j = (me - step + P) % P;
         if (step < P - 1) cp->ring_start(cp->ctx, 0, s->kv[cur], s->kv[!cur], kv_bytes);
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 2; c++) {
@@ -170,10 +209,12 @@ void ring_attention_backward(Model *m, act *dqkv, const act *dout, const act *qk
             }
         if (step < P - 1) cp->ring_wait(cp->ctx, 0);
         /* the accumulator follows its block: after P hops it is home with every rank's share */
-        cp->ring_start(cp->ctx, 1, s->dkv[cur], s->dkv[!cur], dkv_bytes);
-        cp->ring_wait(cp->ctx, 1);
+        if (P > 1) {
+            cp->ring_start(cp->ctx, 1, s->dkv[cur], s->dkv[!cur], dkv_bytes);
+            cp->ring_wait(cp->ctx, 1);
+        }
     }
-    const real *dkv = s->dkv[P & 1];
+    const real *dkv = s->dkv[P > 1 ? P & 1 : 0];
     act_from_f32(s->pack, dq, (size_t)N * Y);
     dev_copy_rows(dqkv, QKV * A, s->pack, Y * A, Y * A, N);
     act_from_f32(s->pack, dkv, (size_t)N * W);

@@ -9,13 +9,19 @@
 
 /* Whether this forward splits the sequence over the cp group (cp size > 1 and not `whole`). */
 int cp_splits(const Model *m);
+/* Whether attention runs blockwise through this file: a split sequence, or packed documents
+ * (whose masks the blockwise kernels apply; one rank is a ring of one). */
+int ring_used(const Model *m);
+/* Before a forward that ring_used: each local row's position and document start from the batch's
+ * tokens x [B, T * cp] (host; the whole sequences), for the position steps and the masks. */
+void ring_prepare(Model *m, const int32_t *x, int B, int T);
 /* Global chunk index of local chunk a (0 or 1) on cp rank r of P: r, then 2P - 1 - r. */
 static inline int cp_global_chunk(int P, int r, int a) { return a ? 2 * P - 1 - r : r; }
 /* Global position of the first row of local chunk a, for local sequences of T rows (T / 2 per chunk). */
 int cp_chunk_pos0(const Model *m, int T, int a);
-/* From local row j (of sequences of T local rows), the run of rows [j, j + n) before row1 whose
- * global positions are consecutive: returns n and sets *pos0 to the position of row j. */
-int cp_position_run(const Model *m, int j, int row1, int T, int *pos0);
+/* From local row j, the run of rows [j, j + n) before row1 whose positions (ring_prepare's) are
+ * consecutive: returns n and sets *pos0 to the position of row j. */
+int cp_position_run(const Model *m, int j, int row1, int *pos0);
 /* This rank's chunks of host tokens [B, T * size] into [B, T] (slot 0: tokens, 1: targets). */
 const int32_t *cp_local_tokens(Model *m, const int32_t *x, int B, int T, int slot);
 

@@ -101,6 +101,15 @@ static void check_layout(TrainJob *j) {
     if (tp * pp * dp_size * ep * cp != world)
         train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d x --cp %d = %d does not equal the world size %d",
                            tp, pp, dp_size, ep, cp, tp * pp * dp_size * ep * cp, world);
+    if (o->doc_sep >= 0) {
+        char why[160];
+        if (pp > 1)
+            train_layout_error(rank, "--doc-mask with --pp is not supported yet (each micro-batch in flight would need "
+                               "its own document masks); use it without --pp");
+        if (o->seq % 2) train_layout_error(rank, "--doc-mask needs an even --seq (got %d)", o->seq);
+        if (!attention_block_supported(why, sizeof why))
+            train_layout_error(rank, "--doc-mask: %s; use --device cpu --dtype fp32", why);
+    }
     if (cp > 1) {
         char why[160];
         if (o->seq % (2 * cp))

@@ -52,11 +52,14 @@ static void build_model(TrainJob *j) {
             train_layout_error(j->rank, "%s", myr_last_error());
         m->tp.sp = o->sp;
         m->cp.size = j->cp, m->cp.rank = j->cp_rank; /* the plan counts this rank's share of a sequence */
+        m->doc_mask = o->doc_sep >= 0, m->doc_sep = o->doc_sep;
         m->recompute = (Recompute)o->recompute;
     }
     free(start);
     free(count);
     j->cfg = cfg;
+    if (o->doc_sep >= j->cfg.vocab)
+        train_layout_error(j->rank, "--doc-mask %d is not a token of the vocabulary (0..%d)", o->doc_sep, j->cfg.vocab - 1);
     if (j->cfg.experts && j->cp > 1)
         train_layout_error(j->rank, "--cp with a mixture-of-experts model is not supported yet (its load-balancing "
                            "loss is per whole sequence); train it without --cp");

@@ -16,6 +16,12 @@ enum { TILE = 64 }; /* query rows per tile: a tile of scores stays in cache */
 
 /* keys row t may see: all Sk, or t + 1 on the causal diagonal */
 static int keys_seen(const AttnBlock *s, int t) { return s->causal ? t + 1 : s->Sk; }
+/* the first key row t may see: 0, or the start of its document within this block */
+static int first_key(const AttnBlock *s, int b, int t) {
+    if (!s->q_lo) return 0;
+    int j = s->q_lo[b * s->lo_bs + t] - s->k_pos0;
+    return j < 0 ? 0 : j;
+}
 
 void cpu_attention_block_forward(real *out, real *lse, const real *q, const real *k, const real *v, const AttnBlock *s) {
     int B = s->B, H = s->H, Sq = s->Sq, Sk = s->Sk, hd = s->hd, group = s->H / s->KV;
@@ -38,22 +44,28 @@ void cpu_attention_block_forward(real *out, real *lse, const real *q, const real
                     gemm_serial(0, 1, rows, end, hd, qp, s->q_rs, kp, s->kv_rs, 0, P, end);
                     for (int r = 0; r < rows; r++) {
                         real *p = P + (size_t)r * end;
-                        int n = keys_seen(s, t0 + r);
+                        int n = keys_seen(s, t0 + r), j0 = first_key(s, b, t0 + r);
+                        if (j0 >= n) { /* the whole block lies before this row's document */
+                            memset(p, 0, (size_t)end * sizeof(real));
+                            bl[r] = -INFINITY;
+                            continue;
+                        }
+                        for (int j = 0; j < j0; j++) p[j] = 0;
                         real maxv = -INFINITY;
 #pragma omp simd reduction(max : maxv)
-                        for (int j = 0; j < n; j++) {
+                        for (int j = j0; j < n; j++) {
                             p[j] *= scale;
                             maxv = p[j] > maxv ? p[j] : maxv;
                         }
                         real sum = 0;
 #pragma omp simd reduction(+ : sum)
-                        for (int j = 0; j < n; j++) {
+                        for (int j = j0; j < n; j++) {
                             p[j] = vexp(p[j] - maxv);
                             sum += p[j];
                         }
                         real inv = 1 / sum;
 #pragma omp simd
-                        for (int j = 0; j < n; j++) p[j] *= inv;
+                        for (int j = j0; j < n; j++) p[j] *= inv;
                         for (int j = n; j < end; j++) p[j] = 0;
                         bl[r] = maxv + R_LOG(sum);
                     }
@@ -62,6 +74,7 @@ void cpu_attention_block_forward(real *out, real *lse, const real *q, const real
                     for (int r = 0; r < rows; r++) {
                         real old = lp[r], blk = bl[r], *o = op + (size_t)r * s->o_rs;
                         const real *x = ob + (size_t)r * hd;
+                        if (blk == -INFINITY) continue; /* no key of this block is visible */
                         if (old == -INFINITY) {
                             memcpy(o, x, (size_t)hd * sizeof(real));
                             lp[r] = blk;
@@ -118,9 +131,10 @@ void cpu_attention_block_backward(real *dq, real *dk, real *dv, const real *dout
                         gemm_serial(0, 1, rows, end, hd, dyp, s->o_rs, vp, s->kv_rs, 0, dS, end);
                         for (int r = 0; r < rows; r++) {
                             real *p = P + (size_t)r * end, *ds = dS + (size_t)r * end, l = lp[r], d0 = dl[r];
-                            int n = keys_seen(s, t0 + r);
+                            int n = keys_seen(s, t0 + r), j0 = first_key(s, b, t0 + r);
+                            for (int j = 0; j < j0 && j < n; j++) p[j] = 0, ds[j] = 0;
 #pragma omp simd
-                            for (int j = 0; j < n; j++) {
+                            for (int j = j0; j < n; j++) {
                                 p[j] = vexp(p[j] * scale - l);
                                 ds[j] = p[j] * (ds[j] - d0) * scale;
                             }
