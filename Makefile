@@ -138,10 +138,12 @@ test: all
 	bash tests/run.sh
 
 # The suite's long counts (make test keeps them small to stay within CI's budget): the trainer's
-# fault soak at 30 faults instead of 10, the tokenizer fuzz at 100,000 inputs instead of 25,000.
+# fault soak at 30 faults instead of 10, the tokenizer fuzz at 100,000 inputs instead of 25,000,
+# every context-parallel layout on both model families.
 test-long: all
 	SOAK_FAULTS=30 bash tests/run.sh test_fault_train
 	FUZZ_INPUTS=100000 bash tests/run.sh test_fuzz
+	CP_LONG=1 bash tests/run.sh test_cp
 
 bench: all
 	bash bench/run.sh
