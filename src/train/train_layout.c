@@ -115,9 +115,6 @@ static void check_layout(TrainJob *j) {
         if (o->seq % (2 * cp))
             train_layout_error(rank, "--cp %d needs --seq divisible by 2 x cp = %d (each sequence is cut into 2 x cp "
                                "chunks; --seq is %d)", cp, 2 * cp, o->seq);
-        if (o->sp && (j->o.micro_batch > 0 ? j->o.micro_batch : 1) * o->seq / cp % tp)
-            train_layout_error(rank, "--sp with --cp %d needs each rank's %d tokens of a sequence divisible by --tp %d",
-                               cp, o->seq / cp, tp);
         if (!attention_block_supported(why, sizeof why))
             train_layout_error(rank, "--cp %d: %s; use --device cpu --dtype fp32", cp, why);
     }
@@ -135,9 +132,9 @@ static void check_layout(TrainJob *j) {
     j->n_micro = j->rows / j->micro;
     if ((pp > 1 || j->vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, j->vpp, j->n_micro))
         train_layout_error(rank, "%s", myr_last_error());
-    if (o->sp && (j->micro * o->seq) % tp)
-        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", j->micro * o->seq,
-                           tp);
+    if (o->sp && (j->micro * (o->seq / j->cp)) % tp)
+        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch%s divisible by --tp %d",
+                           j->micro * (o->seq / j->cp), j->cp > 1 ? " on a cp rank" : "", tp);
 }
 
 static void build_mesh(TrainJob *j) {
