@@ -152,12 +152,14 @@ test: all
 # The suite's long counts (make test keeps them small to stay within CI's budget): the trainer's
 # fault soak at 30 faults instead of 10, the time ledger's soak at 30 faults instead of 10, the
 # device check's dependency rehearsal with every package removed in turn instead of one per kind
-# of need, the tokenizer fuzz at 100,000 inputs instead of 25,000.
+# of need, the tokenizer fuzz at 100,000 inputs instead of 25,000, every context-parallel layout on
+# both model families.
 test-long: all
 	SOAK_FAULTS=30 bash tests/run.sh test_fault_train
 	LEDGER_FAULTS=30 bash tests/run.sh test_ledger
 	GPU_DEPS_ALL=1 bash tests/run.sh test_gpu_deps
 	FUZZ_INPUTS=100000 bash tests/run.sh test_fuzz
+	CP_LONG=1 bash tests/run.sh test_cp
 
 bench: all
 	bash bench/run.sh

@@ -9,6 +9,8 @@ echo "== training step (issue 2): myriad vs PyTorch CPU, gpt2-124m shape"
 bash bench/train_step.sh
 echo "== collectives (issue 3): all-reduce on 4 ranks, MPI vs hierarchical (2 ranks per emulated node)"
 bin/myriad run -n 4 -- bench comm -c all_reduce -b 8 -e 8M -f 4 -n 20 -w 5 --trials 3 --algo mpi,hier --ranks-per-node 2
+echo "== context parallelism (issue 27): step time and memory per rank at cp 1, 2, 4"
+bash bench/cp_scale.sh 4096 3
 echo "== simulator speed (issue 6)"
 bash bench/sim_speed.sh
 echo "== checkpoints (issue 5): save / async / verified load vs plain I/O"

@@ -95,6 +95,12 @@ typedef struct KernelBackend {
     void (*attention_forward)(act *out, real *saved, const act *qkv, int B, int T, int H, int KV, int hd);
     void (*attention_backward)(act *dqkv, const act *dout, const act *qkv, const act *out, const real *saved, int B,
                                int T, int H, int KV, int hd);
+    /* optional (NULL: no context parallelism on this backend): kernels.h's blockwise attention */
+    void (*attention_block_forward)(real *out, real *lse, const act *q, const act *k, const act *v,
+                                    const AttnBlock *s);
+    void (*attention_block_delta)(real *delta, const act *dout, const act *out, const AttnBlock *s);
+    void (*attention_block_backward)(real *dq, real *dk, real *dv, const act *dout, const act *q, const act *k,
+                                     const act *v, const real *lse, const real *delta, const AttnBlock *s);
     double (*cross_entropy_forward_backward)(act *logits, real *losses, const int32_t *targets, int N, int V,
                                              int want_grad, double grad_scale);
     void (*moe_router_topk)(real *probs, int32_t *topk, real *gates, int N, int E, int k);

@@ -452,6 +452,33 @@ void attention_backward(act *dqkv, const act *dout, const act *qkv, const act *o
                         int H, int KV, int hd) {
     VCALL(attention_backward, DA(dqkv), DA(dout), DA(qkv), DA(out), DA(saved), B, T, H, KV, hd);
 }
+int attention_block_supported(char *why, size_t why_size) {
+    if (kb->attention_block_forward && kb->attention_block_delta && kb->attention_block_backward) return 1;
+    if (why) snprintf(why, why_size, "the %s %s backend has no blockwise (ring) attention kernels yet", kb->device,
+                      dtype_name(kb->dtype));
+    return 0;
+}
+static void need_block_attention(void) {
+    char why[160];
+    if (!attention_block_supported(why, sizeof why)) myr_die("context parallelism: %s; use --device cpu --dtype fp32", why);
+}
+void attention_block_forward(real *out, real *lse, const act *q, const act *k, const act *v, const AttnBlock *s) {
+    need_block_attention();
+    VCALL(attention_block_forward, out, lse, q, k, v, s);
+}
+void attention_block_delta(real *delta, const act *dout, const act *out, const AttnBlock *s) {
+    need_block_attention();
+    VCALL(attention_block_delta, delta, dout, out, s);
+}
+void attention_block_backward(real *dq, real *dk, real *dv, const act *dout, const act *q, const act *k,
+                              const act *v, const real *lse, const real *delta, const AttnBlock *s) {
+    need_block_attention();
+    VCALL(attention_block_backward, dq, dk, dv, dout, q, k, v, lse, delta, s);
+}
+void dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, int rows) {
+    for (int r = 0; r < rows; r++)
+        dev_to_dev((char *)dst + (size_t)r * dst_pitch, (const char *)src + (size_t)r * src_pitch, row_bytes);
+}
 double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
                                       double grad_scale) {
     OPEN();

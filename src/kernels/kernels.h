@@ -225,6 +225,45 @@ void attention_forward(act *out, real *saved, const act *qkv, int B, int T, int 
 void attention_backward(act *dqkv, const act *dout, const act *qkv, const act *out, const real *saved, int B, int T,
                         int H, int KV, int hd);
 
+/* ---- blockwise attention (context parallelism: src/model/ring_attention.c) ----
+ * One block pair: the queries of one chunk of a sequence against the keys/values of another,
+ * for B sequences and every head (GQA: query head h reads kv head h / (H / KV)). The mask of a
+ * pair is chosen by the caller from the chunks' positions: causal on the diagonal (same chunk:
+ * query t sees keys s <= t; Sq == Sk), full for keys entirely before the queries; pairs with
+ * keys entirely after the queries are skipped (never called). Buffers are strided so that the
+ * chunks are read where they lie: element (b, t, head, d) of q is q[b*q_bs + t*q_rs + head*hd + d],
+ * likewise k, v, dk, dv with kv_*, out, dout, dq with o_*; lse and delta are [b*lse_bs + h*lse_hs + t].
+ * These members are optional in a backend (NULL: --cp is refused with a one-line reason). */
+typedef struct {
+    int B, Sq, Sk, H, KV, hd;
+    int causal;
+    int q_rs, kv_rs, o_rs;          /* row strides (elements) */
+    size_t q_bs, kv_bs, o_bs;       /* batch strides (elements) */
+    size_t lse_bs, lse_hs;          /* lse / delta strides */
+    /* packed documents (optional, NULL: none): query row t of sequence b sees only keys at global
+     * positions >= q_lo[b*lo_bs + t] (its document's first position; device int32); the block's
+     * key row j is at global position k_pos0 + j. A row that sees no key of a block is left as it was. */
+    const int32_t *q_lo;
+    size_t lo_bs;
+    int k_pos0;
+} AttnBlock;
+/* Whether the selected backend has the blockwise attention kernels (why says which is missing). */
+int attention_block_supported(char *why, size_t why_size);
+/* Online-softmax step: folds this block's attention into the running (out, lse): out [fp32]
+ * holds the output normalised over the keys seen so far, lse their log-sum-exp (-INFINITY and
+ * anything in out before the first block). Returns the block's own lse merged with the old by
+ * lse' = log(exp(lse) + exp(lse_blk)), out' = out*exp(lse - lse') + out_blk*exp(lse_blk - lse'). */
+void attention_block_forward(real *out, real *lse, const act *q, const act *k, const act *v, const AttnBlock *s);
+/* delta[b,h,t] = sum_d dout * out (the final output, act) over head h's hd values. */
+void attention_block_delta(real *delta, const act *dout, const act *out, const AttnBlock *s);
+/* Backward of one block pair given the final lse and delta: dq += dS k, dk += dS^T q,
+ * dv += P^T dout (fp32 accumulators), P = exp(scale q k^T - lse), dS = P (dout v^T - delta) scale. */
+void attention_block_backward(real *dq, real *dk, real *dv, const act *dout, const act *q, const act *k,
+                              const act *v, const real *lse, const real *delta, const AttnBlock *s);
+/* rows x row_bytes bytes from src (rows src_pitch bytes apart) to dst (dst_pitch apart), device
+ * to device: packing and unpacking strided rows (the k/v columns of qkv rows). */
+void dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, int rows);
+
 /* ---- softmax + cross-entropy, fused (statistics in fp32/double) ----
  * losses[n] = -log softmax(logits[n])[targets[n]]; returns the mean over n (double, on the host).
  * With want_grad, logits are overwritten by dloss/dlogits for the mean loss times grad_scale. */

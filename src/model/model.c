@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "model/moe.h"
+#include "model/ring_attention.h"
 #include "model/weight_init.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -180,6 +181,7 @@ void model_destroy(Model *m) {
     if (m->lowp) model_tensors_free(&m->w);
     dev_free(m->rope_cos);
     dev_free(m->rope_sin);
+    ring_attention_free(m);
     free(m->moe_stats.tokens);
     model_tensors_free(&m->p);
     model_tensors_free(&m->g);
@@ -229,7 +231,20 @@ void model_init_weights(Model *m, uint64_t seed) {
 /* rows of the residual stream this rank holds */
 static size_t local_rows(const Model *m, size_t N) { return m->tp.sp ? N / (size_t)m->tp.size : N; }
 
-size_t model_local_rows(const Model *m, size_t N) { return local_rows(m, N); }
+size_t model_local_rows(const Model *m, size_t N) { return local_rows(m, cp_splits(m) ? N / (size_t)m->cp.size : N); }
+
+/* Whether the layers share one buffer of what attention saves: under full recomputation (each
+ * layer is rebuilt), and selective (attention is rebuilt) except under context parallelism,
+ * whose ring keeps only the log-sum-exp per layer and does not rebuild it. */
+static int shares_saved_attention(const Model *m) {
+    return m->recompute == RECOMPUTE_FULL || (m->recompute == RECOMPUTE_SELECTIVE && !ring_used(m));
+}
+
+/* What attention keeps per layer for backward: the backend's (attention_saved_count), or under
+ * context parallelism the ring's log-sum-exp [B, H, T] (T local rows). */
+static size_t saved_attention(const Model *m, int B, int T) {
+    return ring_used(m) ? (size_t)B * m->heads_local * T : attention_saved_count(B, T, m->heads_local);
+}
 
 /* Element counts of one slot's stored activations, by type (real: the residual stream and
  * statistics; act: the rest) and of the shared scratch. */
@@ -241,7 +256,7 @@ static Counts activation_counts(const Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, Y = (size_t)m->heads_local * (C / c->heads);
     size_t gathered = m->tp.sp ? N * C : 0; /* norm*_in */
-    size_t att = attention_saved_count(B, T, m->heads_local);
+    size_t att = saved_attention(m, B, T);
     /* per layer, real: res_mid, norm means / rstds; act: norm1, norm2 (+ gathered), attn_y, qkv, fc, fc_act */
     size_t rest_r = NL * C + NL * 4;
     size_t rest_a = NL * C * 2 + 2 * gathered + N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local;
@@ -251,7 +266,7 @@ static Counts activation_counts(const Model *m, int B, int T) {
         k.reals = L * NL * C + rest_r + att;
         k.acts = rest_a;
     } else if (m->recompute == RECOMPUTE_SELECTIVE) {
-        k.reals = L * (NL * C + rest_r) + att;
+        k.reals = L * (NL * C + rest_r) + (shares_saved_attention(m) ? att : L * att);
         k.acts = L * rest_a;
     } else {
         k.reals = L * (NL * C + rest_r + att);
@@ -269,11 +284,16 @@ static Counts activation_counts(const Model *m, int B, int T) {
  * allocation stays aligned for vector loads whatever the element size. */
 static size_t carve(size_t n, size_t size) { return (n * size + 63) / 64 * 64; }
 
-size_t model_activation_bytes(const Model *m, int B, int T) {
+/* B x T local rows */
+static size_t activation_bytes(const Model *m, int B, int T) {
     Counts k = activation_counts(m, B, T);
     /* each layer's buffers are carved apart: allow the alignment of every one */
     size_t L = (size_t)(m->stage.layer_hi - m->stage.layer_lo) + 2, pieces = 16 * L;
     return k.reals * sizeof(real) + k.acts * act_size() + pieces * 64;
+}
+
+size_t model_activation_bytes(const Model *m, int B, int T) {
+    return activation_bytes(m, B, cp_splits(m) ? T / m->cp.size : T);
 }
 
 static Counts scratch_counts(const Model *m, int B, int T) {
@@ -286,9 +306,16 @@ static Counts scratch_counts(const Model *m, int B, int T) {
     return k;
 }
 
-size_t model_scratch_bytes(const Model *m, int B, int T) {
+static size_t scratch_bytes(const Model *m, int B, int T) {
     Counts k = scratch_counts(m, B, T);
     return k.reals * sizeof(real) + k.acts * act_size() + 16 * 64;
+}
+
+/* the shared scratch, plus the ring's buffers under context parallelism (allocated on first use) */
+size_t model_scratch_bytes(const Model *m, int B, int T) {
+    if (!ring_used(m)) return scratch_bytes(m, B, T);
+    int Tl = cp_splits(m) ? T / m->cp.size : T, hd = m->cfg.hidden / m->cfg.heads;
+    return scratch_bytes(m, B, Tl) + ring_attention_scratch_bytes(B, Tl, m->heads_local, m->kv_local, hd);
 }
 
 static void ensure_activations(Model *m, int B, int T) {
@@ -297,9 +324,9 @@ static void ensure_activations(Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, NL = local_rows(m, N), C = c->hidden, L = c->layers, QKV = qkv_width(m);
     size_t F1 = fc_width(m), F = m->ffn_local, Y = (size_t)m->heads_local * (C / c->heads);
-    size_t A = act_size(), ATT = attention_saved_count(B, T, m->heads_local);
+    size_t A = act_size(), ATT = saved_attention(m, B, T);
     int sp = m->tp.sp, lo = m->stage.layer_lo, hi = m->stage.layer_hi;
-    m->acts_bytes = model_activation_bytes(m, B, T);
+    m->acts_bytes = activation_bytes(m, B, T);
     m->acts_mem = dev_alloc_bytes(m->acts_bytes);
     Activations *a = &m->a;
     char *p = m->acts_mem, *end = p + m->acts_bytes;
@@ -310,7 +337,7 @@ static void ensure_activations(Model *m, int B, int T) {
     ARR(res_mid); ARR(norm2); ARR(norm2_mean); ARR(norm2_rstd); ARR(norm2_in); ARR(fc); ARR(fc_act);
 #undef ARR
     a->moe = calloc(L + 1, sizeof(struct MoeActs *));
-    real *shared_att = m->recompute != RECOMPUTE_NONE ? TAKE_R(ATT) : NULL;
+    real *shared_att = shares_saved_attention(m) ? TAKE_R(ATT) : NULL;
     /* res_in[l] for l in [lo, hi]: each layer's input, and res_in[hi] the stage's output */
     for (int l = lo; l <= hi; l++) a->res_in[l] = TAKE_R(NL * C);
     for (int l = lo; l < hi; l++) {
@@ -360,7 +387,7 @@ static void ensure_activations(Model *m, int B, int T) {
     m->T = T;
     if (m->scratch_B == B && m->scratch_T == T) return; /* scratch is shared by all slots */
     dev_free(m->scratch_mem);
-    m->scratch_bytes = model_scratch_bytes(m, B, T);
+    m->scratch_bytes = scratch_bytes(m, B, T);
     m->scratch_mem = dev_alloc_bytes(m->scratch_bytes);
     m->scratch_B = B;
     m->scratch_T = T;
@@ -490,6 +517,51 @@ static double vocab_parallel_cross_entropy(Model *m, int N, double grad_scale) {
     return loss;
 }
 
+/* Position-dependent steps. Row n of a sequence of T rows has position n, except under context
+ * parallelism, where this rank's rows are two chunks of consecutive positions, and with packed
+ * documents, whose positions restart at each document (ring_attention.h's ring_prepare): each run
+ * of consecutive positions is one call. */
+static void add_positions(Model *m, real *out, const real *pos, int row0, int n, int T, int C) {
+    if (!ring_used(m)) {
+        position_forward_add(out, pos, row0, n, T, C);
+        return;
+    }
+    for (int j = row0, k, p0; j < row0 + n; j += k) {
+        k = cp_position_run(m, j, row0 + n, &p0);
+        position_forward_add(out + (size_t)(j - row0) * C, pos + (size_t)p0 * C, 0, k, k, C);
+    }
+}
+
+static void position_grads(Model *m, real *dpos, const real *dout, int row0, int n, int T, int C) {
+    if (!ring_used(m)) {
+        position_backward(dpos, dout, row0, n, T, C);
+        return;
+    }
+    for (int j = row0, k, p0; j < row0 + n; j += k) {
+        k = cp_position_run(m, j, row0 + n, &p0);
+        position_backward(dpos + (size_t)p0 * C, dout + (size_t)(j - row0) * C, 0, k, k, C);
+    }
+}
+
+static void rope(Model *m, act *qkv, int N, int T, int H, int KV, int hd, int QKV, int inverse) {
+    if (!ring_used(m)) {
+        rope_apply(qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, inverse);
+        return;
+    }
+    size_t half = (size_t)hd / 2;
+    for (int j = 0, k, p0; j < N; j += k) {
+        k = cp_position_run(m, j, N, &p0);
+        rope_apply(act_at(qkv, (size_t)j * QKV), m->rope_cos + p0 * half, m->rope_sin + p0 * half, k, k, H, KV, hd, QKV,
+                   inverse);
+    }
+}
+
+static void attention_fwd(Model *m, int l, int B, int T, int H, int KV, int hd) {
+    Activations *a = &m->a;
+    if (ring_used(m)) ring_attention_forward(m, a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
+    else attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
+}
+
 /* Forward of layer l on the activations of the running forward (also used by backward to
  * recompute a layer whose activations were not kept). */
 static void layer_forward(Model *m, int l, int B, int T) {
@@ -507,8 +579,8 @@ static void layer_forward(Model *m, int l, int B, int T) {
     norm_forward(m, a->norm1[l], a->norm1_mean[l], a->norm1_rstd[l], a->res_in[l], w->norm1_w, w->norm1_b, NL);
     gather_rows(m, a->norm1[l], a->norm1_in[l], (size_t)N, (size_t)C);
     matmul_forward(a->qkv[l], 0, a->norm1_in[l], WT(layer[l].qkv_w), w->qkv_b, N, C, QKV);
-    if (!gpt2) rope_apply(a->qkv[l], m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 0);
-    attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
+    if (!gpt2) rope(m, a->qkv[l], N, T, H, KV, hd, QKV, 0);
+    attention_fwd(m, l, B, T, H, KV, hd);
     matmul_forward(proj, 1, a->attn_y[l], WT(layer[l].attn_out_w), tp ? NULL : w->attn_out_b, N, Y, C);
     if (tp) {
         complete_rows(m, proj, res_out, (size_t)N, (size_t)C);
@@ -548,6 +620,21 @@ static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale) {
     const ModelConfig *c = &m->cfg;
+    if (cp_splits(m)) { /* from here on T is this rank's rows of each sequence: its two chunks */
+        if (T % (2 * m->cp.size))
+            myr_die("--cp %d needs the sequence length %d divisible by 2 x cp = %d (each sequence is cut into 2 x cp "
+                    "chunks); choose --seq accordingly", m->cp.size, T, 2 * m->cp.size);
+        T /= m->cp.size;
+    }
+    if (ring_used(m)) {
+        if (T % 2) myr_die("--doc-mask needs an even sequence length (got %d)", T);
+        if (m->doc_mask && !x) myr_die("internal: --doc-mask forward without the batch's tokens");
+        ring_prepare(m, x, B, T);
+    }
+    if (cp_splits(m)) {
+        if (m->stage.first) x = cp_local_tokens(m, x, B, T, 0);
+        if (targets) targets = cp_local_tokens(m, targets, B, T, 1);
+    }
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;
     int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
@@ -571,7 +658,10 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
         real *partial = sp ? m->s.full : a->res_in[0];
         embedding_shard_forward(partial, m->tokens, m->p.tok_emb, m->vocab_lo, V, N, C);
         complete_rows(m, partial, a->res_in[0], (size_t)N, (size_t)C);
-        if (gpt2) position_forward_add(a->res_in[0], m->p.pos_emb, row0, NL, T, C);
+        if (gpt2) add_positions(m, a->res_in[0], m->p.pos_emb, row0, NL, T, C);
+    } else if (ring_used(m)) {
+        embedding_forward(a->res_in[0], m->tokens, m->p.tok_emb, NULL, N, T, C);
+        if (gpt2) add_positions(m, a->res_in[0], m->p.pos_emb, 0, N, T, C);
     } else {
         embedding_forward(a->res_in[0], m->tokens, m->p.tok_emb, gpt2 ? m->p.pos_emb : NULL, N, T, C);
     }
@@ -661,7 +751,7 @@ layers:
             m->moe_recomputing = 1;
             layer_forward(m, l, B, T);
             m->moe_recomputing = 0;
-        } else if (m->recompute == RECOMPUTE_SELECTIVE)
+        } else if (m->recompute == RECOMPUTE_SELECTIVE && !ring_used(m)) /* the ring keeps only the lse: nothing to rebuild */
             attention_forward(a->attn_y[l], a->att[l], a->qkv[l], B, T, H, KV, hd);
         /* d_res holds d(layer output) = d(res_mid) via the skip and d(mlp output); a row-parallel
          * bias saw this rank's rows only under sequence parallelism */
@@ -685,8 +775,11 @@ layers:
         matmul_backward(s->d_attn_y, 0, gw->attn_out_w, sp ? NULL : gw->attn_out_b, dout, a->attn_y[l],
                         WT(layer[l].attn_out_w), N, Y, C, 0);
         if (sp && gw->attn_out_b) bias_backward(gw->attn_out_b, s->d_res, NL, C);
-        attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
-        if (!gpt2) rope_apply(s->d_qkv, m->rope_cos, m->rope_sin, N, T, H, KV, hd, QKV, 1);
+        if (ring_used(m))
+            ring_attention_backward(m, s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
+        else
+            attention_backward(s->d_qkv, s->d_attn_y, a->qkv[l], a->attn_y[l], a->att[l], B, T, H, KV, hd);
+        if (!gpt2) rope(m, s->d_qkv, N, T, H, KV, hd, QKV, 1);
         matmul_backward(s->d_norm, 1, gw->qkv_w, gw->qkv_b, s->d_qkv, a->norm1_in[l], WT(layer[l].qkv_w), N, C, QKV,
                         0);
         complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C);
@@ -707,7 +800,10 @@ layers:
             dfull = s->full;
         }
         embedding_shard_backward(g->tok_emb, dfull, m->tokens, m->vocab_lo, V, N, C);
-        if (gpt2) position_backward(g->pos_emb, s->d_res, row0, NL, T, C);
+        if (gpt2) position_grads(m, g->pos_emb, s->d_res, row0, NL, T, C);
+    } else if (ring_used(m)) {
+        embedding_backward(g->tok_emb, NULL, s->d_res, m->tokens, N, T, C);
+        if (gpt2) position_grads(m, g->pos_emb, s->d_res, 0, N, T, C);
     } else {
         embedding_backward(g->tok_emb, gpt2 ? g->pos_emb : NULL, s->d_res, m->tokens, N, T, C);
     }

@@ -78,6 +78,27 @@ typedef struct {
     void *ctx;
 } ExpertParallel;
 
+/* Context parallelism as the model sees it (src/model/ring_attention.c, docs/PARALLEL.md): each
+ * sequence of T tokens is cut into 2 x size chunks of T / (2 size) and this rank keeps chunks rank
+ * and 2 size - 1 - rank (T / size rows per sequence, the same causal work on every rank); attention
+ * passes K/V blocks around the ring. The exchange moves bytes between device buffers, implemented
+ * over a comm group in src/parallel/context_parallel.c. size 1: no context parallelism. */
+typedef struct {
+    int size, rank;
+    /* start sending `bytes` of `send` to the next rank of the ring and receiving as many from the
+     * previous into `recv` on channel ch (0 or 1: two exchanges may be in flight); wait finishes it */
+    void (*ring_start)(void *ctx, int ch, const void *send, void *recv, size_t bytes);
+    void (*ring_wait)(void *ctx, int ch);
+    void *ctx;
+    int whole;                   /* 1: forwards run whole sequences on every cp rank (sampling: no split, no ring) */
+    struct RingScratch *scratch; /* ring_attention.c's buffers */
+    int32_t *host_tokens;        /* [2 x host_n]: this rank's chunks of the batch's tokens and targets */
+    size_t host_n;
+    int32_t *pos, *lo;           /* [pos_n] host: each local row's position (restarting at each document
+                                    under doc_mask) and its document's first global position */
+    size_t pos_n;
+} ContextParallel;
+
 /* Mixture-of-experts figures since the last moe_stats_reset (this rank's tokens). */
 typedef struct {
     int64_t *tokens;          /* [layers * experts]: assignments kept per (layer, expert) */
@@ -96,6 +117,10 @@ typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 }
 typedef struct {
     ModelConfig cfg;
     TensorParallel tp;
+    ContextParallel cp; /* size 0 or 1: none */
+    /* packed documents (--doc-mask): a document starts at each token doc_sep; attention stays inside
+     * documents and positions restart at each (set before the first forward) */
+    int doc_mask, doc_sep;
     Recompute recompute; /* set before the first forward */
     StageSpec stage;     /* the layers this model object holds (pipeline parallelism) */
     /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */
@@ -189,7 +214,8 @@ void model_stage_output_to_host(const Model *m, real *host);
 void model_backward_stage(Model *m, const real *dout);
 /* d(input) after backward (not first stage), copied into host memory. */
 void model_stage_input_grad_to_host(const Model *m, real *host);
-/* Rows of the residual stream this rank holds for B x T tokens (all, or 1/tp under --sp). */
+/* Rows of the residual stream this rank holds for B x T tokens (all, or 1/tp under --sp; 1/cp of
+ * them under context parallelism). */
 size_t model_local_rows(const Model *m, size_t N);
 void model_destroy(Model *m);
 /* GPT-2-style init from seed: weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),

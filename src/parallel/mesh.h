@@ -4,7 +4,8 @@
  *     rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * (ep_rank + ep * pp_rank)))
  * so the ranks of a tensor-parallel group are neighbours (they share a node, where the links are
  * fastest), and a pipeline stage is a contiguous block of tp*cp*dp*ep ranks. cp (context
- * parallel) is a placeholder of size 1 today; ep (expert parallel, docs/MOE.md) splits the
+ * parallel, docs/PARALLEL.md) splits each sequence over its ranks, whose gradients are reduced
+ * with data parallelism's (MESH_DP | MESH_CP); ep (expert parallel, docs/MOE.md) splits the
  * experts of MoE layers and lives inside data parallelism: dense parameters are replicated over
  * the dp x ep ranks (MESH_DP | MESH_EP), expert parameters over dp (MESH_DP).
  *

@@ -15,6 +15,7 @@
 #include "parallel/tensor_parallel.h"
 #include "train/evaluate.h"
 #include "train/samples.h"
+#include "parallel/context_parallel.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -54,8 +55,10 @@ static void print_dp_memory(const TrainJob *j, DataParallel *dp, int rank0) {
     if (comm_all_gather(comm_world(), mine, all, 14, COMM_F32)) myr_die_last();
     if (rank0) {
         double MiB = 1048576.0;
-        printf("memory per rank (tp %d x pp %d x dp %d x ep %d, zero %d, %.2fM parameters on rank 0; ZeRO formula of "
-               "the data-parallel state: %s):\n", j->tp, j->pp, j->dp_size, j->ep, dp->o.zero,
+        char cp_note[32] = ""; /* N of the formulas below is dp x ep x cp: ZeRO shards over the cp ranks too */
+        if (j->cp > 1) snprintf(cp_note, sizeof cp_note, " x cp %d", j->cp);
+        printf("memory per rank (tp %d x pp %d x dp %d x ep %d%s, zero %d, %.2fM parameters on rank 0; ZeRO formula of "
+               "the data-parallel state: %s):\n", j->tp, j->pp, j->dp_size, j->ep, cp_note, dp->o.zero,
                model_num_params(dp->m) / 1e6,
                dp->o.zero == 0   ? "16 psi"
                : dp->o.zero == 1 ? "(8 + 8/N) psi"
@@ -194,12 +197,15 @@ void train_job_destroy(TrainJob *j) {
     for (int c = 0; c < j->vpp; c++) {
         if (j->dp) dp_destroy(&j->dp[c]);
         free(j->tensor_weight[c]);
+        cp_detach(&j->chunks[c]);
         model_destroy(&j->chunks[c]);
     }
     free(j->tensor_weight);
     free(j->dp);
     free(j->chunks);
-    if (j->dense_group && j->dense_group != j->groups.dp) comm_group_free(j->dense_group);
+    if (j->dense_group && j->dense_group != j->groups.dp && j->dense_group != j->expert_group)
+        comm_group_free(j->dense_group);
+    if (j->expert_group && j->expert_group != j->groups.dp) comm_group_free(j->expert_group);
     if (!j->stop_signal) hb_finish(); /* a stopped rank did not finish: its connection just closes */
     if (j->distributed) comm_finalize();
 }

@@ -40,16 +40,18 @@ typedef struct {
     int distributed; /* several processes (mpirun/srun) */
     DeviceInfo device; /* the selected device (train_layout.c) */
     int world, rank, rank0;
-    int tp, pp, vpp, ep, dp_size;
-    int dense_dp;  /* dp x ep: ranks replicating the dense parameters */
+    int tp, pp, vpp, ep, cp, dp_size;
+    int dense_dp;  /* dp x ep: ranks taking different sequences of the batch */
+    int shard_ranks; /* dp x ep x cp: ranks replicating the dense parameters (ZeRO shards over them) */
     int rows;      /* sequences of the global batch on this rank */
     int micro;     /* sequences per micro-batch */
     int n_micro;   /* micro-batches per step */
     ParallelMesh mesh;
     MeshGroups groups;
-    int tp_rank, dp_rank, pp_rank, ep_rank;
+    int tp_rank, dp_rank, pp_rank, ep_rank, cp_rank;
     int data_rank;      /* which slice of the global batch: this rank's place in dp x ep */
-    Comm *dense_group;  /* dp x ep group (groups.dp without experts) */
+    Comm *dense_group;  /* dp x cp x ep group (groups.dp without experts or cp): the dense gradients' reduction */
+    Comm *expert_group; /* dp x cp group (groups.dp without cp): the expert gradients' reduction */
 
     /* model, data, parallelism (train_setup.c) */
     ModelConfig cfg;

@@ -1,7 +1,7 @@
 /* train_layout.c: the processes and the parallel layout of a `myriad train` run, checked before
  * any training work: MPI start (when launched by mpirun/srun), world size against
- * tp x pp x dp x ep, batch and micro-batch divisibility, the pipeline schedule, then the mesh
- * (src/parallel/mesh.c: tp fastest, then dp, then pp) and its communication groups. */
+ * tp x cp x pp x dp x ep, batch, micro-batch and sequence divisibility, the pipeline schedule, then
+ * the mesh (src/parallel/mesh.c: tp fastest, then cp, dp, ep, pp) and its communication groups. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,11 +69,11 @@ static int launched_by_mpi(void) {
 /* MPI, when this run has several processes (or a layout that needs them). */
 static void start_processes(TrainJob *j, int *argc, char ***argv) {
     TrainOptions *o = &j->o;
-    j->distributed = launched_by_mpi() || o->dp > 1 || j->tp > 1 || j->pp > 1 || j->ep > 1;
+    j->distributed = launched_by_mpi() || o->dp > 1 || j->tp > 1 || j->pp > 1 || j->ep > 1 || j->cp > 1;
     j->world = 1, j->rank = 0;
     if (!j->distributed) return;
     if (!launched_by_mpi()) {
-        int need = (o->dp > 0 ? o->dp : 1) * j->tp * j->pp * j->ep;
+        int need = (o->dp > 0 ? o->dp : 1) * j->tp * j->pp * j->ep * j->cp;
         myr_die("this layout needs %d processes: launch with `myriad run -n %d -- train ...` or `mpirun -np %d "
                 "bin/myriad train ...`", need, need, need);
     }
@@ -85,21 +85,41 @@ static void start_processes(TrainJob *j, int *argc, char ***argv) {
 /* World size, batch and micro-batch divisibility, the pipeline schedule: every rank alike. */
 static void check_layout(TrainJob *j) {
     const TrainOptions *o = &j->o;
-    int tp = j->tp, pp = j->pp, ep = j->ep, world = j->world, rank = j->rank;
+    int tp = j->tp, pp = j->pp, ep = j->ep, cp = j->cp, world = j->world, rank = j->rank;
     if (world % tp) train_layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
     if (world % (tp * pp))
         train_layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
     if (world % (tp * pp * ep))
         train_layout_error(rank, "--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep,
                            tp * pp * ep, world);
-    int dp_size = j->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep);
+    if (world % (tp * pp * ep * cp))
+        train_layout_error(rank, "--tp %d x --pp %d x --ep %d x --cp %d = %d does not divide the world size %d", tp, pp,
+                           ep, cp, tp * pp * ep * cp, world);
+    int dp_size = j->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep * cp);
     if (world % dp_size)
         train_layout_error(rank,
                            "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
-                           dp_size, world, dp_size * tp * pp * ep, world);
-    if (tp * pp * dp_size * ep != world)
-        train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d = %d does not equal the world size %d", tp, pp,
-                           dp_size, ep, tp * pp * dp_size * ep, world);
+                           dp_size, world, dp_size * tp * pp * ep * cp, world);
+    if (tp * pp * dp_size * ep * cp != world)
+        train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d x --cp %d = %d does not equal the world size %d",
+                           tp, pp, dp_size, ep, cp, tp * pp * dp_size * ep * cp, world);
+    if (o->doc_sep >= 0) {
+        char why[160];
+        if (pp > 1)
+            train_layout_error(rank, "--doc-mask with --pp is not supported yet (each micro-batch in flight would need "
+                               "its own document masks); use it without --pp");
+        if (o->seq % 2) train_layout_error(rank, "--doc-mask needs an even --seq (got %d)", o->seq);
+        if (!attention_block_supported(why, sizeof why))
+            train_layout_error(rank, "--doc-mask: %s; use --device cpu --dtype fp32", why);
+    }
+    if (cp > 1) {
+        char why[160];
+        if (o->seq % (2 * cp))
+            train_layout_error(rank, "--cp %d needs --seq divisible by 2 x cp = %d (each sequence is cut into 2 x cp "
+                               "chunks; --seq is %d)", cp, 2 * cp, o->seq);
+        if (!attention_block_supported(why, sizeof why))
+            train_layout_error(rank, "--cp %d: %s; use --device cpu --dtype fp32", cp, why);
+    }
     /* expert parallelism lives inside data parallelism: dense parameters are replicated over
      * dp x ep ranks, each taking its own slice of the batch */
     j->dense_dp = dp_size * ep;
@@ -114,25 +134,33 @@ static void check_layout(TrainJob *j) {
     j->n_micro = j->rows / j->micro;
     if ((pp > 1 || j->vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, j->vpp, j->n_micro))
         train_layout_error(rank, "%s", myr_last_error());
-    if (o->sp && (j->micro * o->seq) % tp)
-        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", j->micro * o->seq,
-                           tp);
+    if (o->sp && (j->micro * (o->seq / j->cp)) % tp)
+        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch%s divisible by --tp %d",
+                           j->micro * (o->seq / j->cp), j->cp > 1 ? " on a cp rank" : "", tp);
 }
 
 static void build_mesh(TrainJob *j) {
-    j->tp_rank = j->dp_rank = j->pp_rank = j->ep_rank = 0;
-    j->dense_group = NULL;
+    j->tp_rank = j->dp_rank = j->pp_rank = j->ep_rank = j->cp_rank = 0;
+    j->dense_group = j->expert_group = NULL;
+    j->shard_ranks = j->dense_dp * j->cp;
     if (j->distributed) {
-        if (mesh_init(&j->mesh, j->world, j->rank, j->tp, 1, j->ep, j->dp_size, j->pp))
+        if (mesh_init(&j->mesh, j->world, j->rank, j->tp, j->cp, j->ep, j->dp_size, j->pp))
             train_layout_error(j->rank, "%s", myr_last_error());
         if (mesh_build_groups(&j->mesh, comm_world(), &j->groups)) myr_die_last();
         j->tp_rank = j->mesh.tp_rank;
         j->dp_rank = j->mesh.dp_rank;
         j->pp_rank = j->mesh.pp_rank;
         j->ep_rank = j->mesh.ep_rank;
-        j->dense_group = j->groups.dp;
-        if (j->ep > 1 && comm_group_by_axes(comm_world(), &j->mesh.m, MESH_DP | MESH_EP, &j->dense_group))
+        j->cp_rank = j->mesh.cp_rank;
+        /* the cp ranks of a sequence hold the same parameters and each a share of its tokens: their
+         * gradients are reduced together with data parallelism's (Megatron: dp x cp), and ZeRO
+         * shards over them */
+        j->dense_group = j->expert_group = j->groups.dp;
+        if (j->cp > 1 && comm_group_by_axes(comm_world(), &j->mesh.m, MESH_DP | MESH_CP, &j->expert_group))
             myr_die_last();
+        if (j->cp > 1) j->dense_group = j->expert_group;
+        unsigned dense = MESH_DP | MESH_EP | (j->cp > 1 ? MESH_CP : 0);
+        if (j->ep > 1 && comm_group_by_axes(comm_world(), &j->mesh.m, dense, &j->dense_group)) myr_die_last();
     }
     j->data_rank = j->dp_rank + j->dp_size * j->ep_rank;
 }
@@ -164,7 +192,7 @@ static void select_device(TrainJob *j) {
 }
 
 void train_job_layout(TrainJob *j, int *argc, char ***argv) {
-    j->tp = j->o.tp, j->pp = j->o.pp, j->vpp = j->o.vpp, j->ep = j->o.ep;
+    j->tp = j->o.tp, j->pp = j->o.pp, j->vpp = j->o.vpp, j->ep = j->o.ep, j->cp = j->o.cp;
     start_processes(j, argc, argv);
     train_phase_end(TRAIN_PHASE_MPI), train_phase_begin(TRAIN_PHASE_SETUP); /* the time ledger's MPI init */
     select_device(j);

@@ -112,7 +112,7 @@ static void need_of(const TrainJob *j, const Model *chunks, int nchunks, int zer
 
 void train_memory_need(const TrainJob *j, TrainMemory *need) {
     int zero = j->distributed ? j->o.dpo.zero : 0;
-    need_of(j, j->chunks, j->vpp, zero, j->distributed ? j->dense_dp : 1, j->distributed, need);
+    need_of(j, j->chunks, j->vpp, zero, j->distributed ? j->shard_ranks : 1, j->distributed, need);
 }
 
 /* Ranks of this machine that share one device (local ranks round-robin over the visible GPUs;
@@ -131,7 +131,7 @@ static int on_cpu(void) { return dev_host_accessible(); }
 /* The per-rank need of this model at ZeRO-3 over dp ranks (tp and pp as given): the first dp
  * whose need fits `free_per_rank`, or 0 if none up to 65536. */
 static int dp_that_fits(const TrainJob *j, double free_per_rank, double runtime) {
-    for (int dp = j->dense_dp; dp <= 65536; dp *= 2) {
+    for (int dp = j->shard_ranks; dp <= 65536; dp *= 2) {
         TrainMemory n;
         Model *chunks = calloc((size_t)j->vpp, sizeof(Model));
         int ok = 1;

@@ -50,6 +50,8 @@ static void defaults(TrainOptions *o) {
     o->pp = 1;
     o->vpp = 1;
     o->ep = 1;
+    o->cp = 1;
+    o->doc_sep = -1;
     o->experts = o->top_k = o->shared_experts = o->expert_ffn = o->moe_every = UNSET;
     o->capacity_factor = o->aux_loss_coef = NAN; /* not given */
     o->schedule = SCHEDULE_1F1B;
@@ -303,6 +305,12 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_INT("--tp", "N", &(o)->tp, 1, 1 << 16,                                                                        \
             "tensor parallel: attention by heads, MLP by columns, vocab-parallel embedding\n"                         \
             "and loss; tp ranks are consecutive (world = tp x dp x ep x pp)"),                                       \
+    OPT_INT("--cp", "N", &(o)->cp, 1, 1 << 16,                                                                        \
+            "context parallel: each sequence cut into 2N chunks, rank r keeping chunks r and\n"                      \
+            "2N-1-r; ring attention over the cp ranks (world = tp x cp x dp x ep x pp)"),                            \
+    OPT_INT("--doc-mask", "TOKEN", &(o)->doc_sep, 0, 1 << 30,                                                        \
+            "packed documents: a document starts at each TOKEN (e.g. GPT-2's <|endoftext|>\n"                       \
+            "50256); attention stays inside documents, positions restart at each"),                                 \
     OPT_SWITCH("--sp", &(o)->sp, "sequence parallel (with --tp): norms and residuals split along the sequence"),    \
     OPT_INT("--pp", "N", &(o)->pp, 1, 1 << 16, "pipeline parallel: layers split into N stages"),                    \
     OPT_INT("--vpp", "V", &(o)->vpp, 1, 1 << 10,                                                                     \

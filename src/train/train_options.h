@@ -63,6 +63,8 @@ typedef struct {
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int ep;             /* expert-parallel size (inside the data-parallel ranks; 1 = none) */
+    int cp;             /* context-parallel size: each sequence split over cp ranks (ring attention; 1 = none) */
+    int doc_sep;        /* --doc-mask TOKEN: documents start at this token (-1: no document masks) */
     int a2a_barrier;    /* --a2a-barrier: time all-to-alls apart from waiting for other ranks */
     int tp;             /* tensor-parallel size (1 = none) */
     int sp;             /* sequence parallel (with tp > 1) */

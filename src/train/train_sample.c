@@ -78,7 +78,11 @@ void train_sample(TrainJob *j, int n) {
     s.piece_n = (j->cfg.vocab + j->tp - 1) / j->tp;
     s.z = calloc((size_t)j->cfg.vocab, sizeof(float));
     s.piece = calloc((size_t)s.piece_n * j->tp, sizeof(float));
+    /* context parallelism: every cp rank runs the whole context (they hold the same weights), so
+     * the logits of any position are at hand and no ring is needed */
+    for (int c = 0; c < j->vpp; c++) j->chunks[c].cp.whole = 1;
     samples_print_with(sample_distributed, &s, j->rank0, j->cfg.vocab, j->val ? j->val : j->train, n, j->o.seed, j->tok);
+    for (int c = 0; c < j->vpp; c++) j->chunks[c].cp.whole = 0;
     free(s.z);
     free(s.piece);
 }

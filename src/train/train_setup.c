@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
 #include "model/weight_init.h"
+#include "parallel/context_parallel.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
@@ -47,14 +48,21 @@ static void build_model(TrainJob *j) {
         int vs = c * pp + j->pp_rank;
         StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
         Model *m = &j->chunks[c];
-        if (model_plan_ep(m, &cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
+        if (model_plan_ep(m, &cfg, j->shard_ranks, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
             train_layout_error(j->rank, "%s", myr_last_error());
         m->tp.sp = o->sp;
+        m->cp.size = j->cp, m->cp.rank = j->cp_rank; /* the plan counts this rank's share of a sequence */
+        m->doc_mask = o->doc_sep >= 0, m->doc_sep = o->doc_sep;
         m->recompute = (Recompute)o->recompute;
     }
     free(start);
     free(count);
     j->cfg = cfg;
+    if (o->doc_sep >= j->cfg.vocab)
+        train_layout_error(j->rank, "--doc-mask %d is not a token of the vocabulary (0..%d)", o->doc_sep, j->cfg.vocab - 1);
+    if (j->cfg.experts && j->cp > 1)
+        train_layout_error(j->rank, "--cp with a mixture-of-experts model is not supported yet (its load-balancing "
+                           "loss is per whole sequence); train it without --cp");
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
@@ -70,6 +78,7 @@ static void build_model(TrainJob *j) {
         model_alloc_parts(m, zero < 3, zero < 2);
         if (j->tp > 1) tp_attach(m, j->groups.tp);
         if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
+        if (j->cp > 1) cp_attach(m, j->groups.cp);
     }
 }
 
@@ -146,7 +155,7 @@ static void attach_parallelism(TrainJob *j) {
         j->dp = calloc((size_t)vpp, sizeof(DataParallel));
         for (int c = 0; c < vpp; c++) {
             Model *m = &j->chunks[c];
-            if (dp_create_ep(&j->dp[c], j->dense_group, j->groups.dp, j->ep, m, &j->o.dpo))
+            if (dp_create_ep(&j->dp[c], j->dense_group, j->expert_group, j->ep, m, &j->o.dpo))
                 train_layout_error(j->rank, "%s", myr_last_error());
             /* count each parameter once in the norm: replicated tensors appear on every tp rank,
              * a tied embedding's copy on the last stage duplicates the first stage's */
@@ -209,9 +218,9 @@ static void print_banner(const TrainJob *j) {
     train_memory_print(j);
     if (j->dp)
         fprintf(stderr,
-                "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
+                "layout: tp %d%s x cp %d x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
                 "%s gradients, overlap %s\n",
-                j->tp, o->sp ? " (sequence parallel)" : "", j->dp_size, j->ep, j->pp,
+                j->tp, o->sp ? " (sequence parallel)" : "", j->cp, j->dp_size, j->ep, j->pp,
                 j->pp > 1 ? (j->vpp > 1 ? " (interleaved)" : (o->schedule == SCHEDULE_GPIPE ? " (gpipe)" : " (1f1b)"))
                           : "",
                 j->rows, j->micro, o->dpo.zero, comm_dtype_name(o->dpo.grad_dtype), o->dpo.overlap ? "on" : "off");
@@ -226,11 +235,11 @@ static void write_meta(TrainJob *j) {
     snprintf(j->meta, sizeof j->meta,
              "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
              "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d, \"experts\": %d}, \"layout\": {\"tp\": "
-             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d, "
+             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"cp\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d, "
              "\"lr\": %.17g, \"lr_schedule\": \"%s\", \"warmup\": %ld, \"min_lr\": %.17g, \"steps\": %ld, "
              "\"shuffle\": %s, \"train_tokens\": %llu}",
              (unsigned long long)o->seed, model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads,
-             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, o->dpo.zero, o->batch,
+             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, j->cp, o->dpo.zero, o->batch,
              o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup, ls->min_lr, o->steps,
              o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
 }

@@ -132,7 +132,11 @@ def forward(cfg, p, x):
 
 
 def batch0(d, B, T):
-    with open(os.path.join(d, "tokens.bin"), "rb") as f:
+    return batch0_from(os.path.join(d, "tokens.bin"), B, T)
+
+
+def batch0_from(path, B, T):
+    with open(path, "rb") as f:
         hdr = struct.unpack("<256i", f.read(1024))
         toks = struct.unpack(f"<{hdr[2]}H", f.read(2 * hdr[2]))
     w = torch.tensor(toks[:B * T + 1], dtype=torch.long)

@@ -80,6 +80,17 @@ static void f32_attention_backward(act *dqkv, const act *dout, const act *qkv, c
     (void)out; /* the reference backward reads the saved probabilities */
     cpu_attention_backward(R(dqkv), CR(dout), CR(qkv), saved, B, T, H, KV, hd);
 }
+static void f32_attention_block_forward(real *out, real *lse, const act *q, const act *k, const act *v,
+                                        const AttnBlock *s) {
+    cpu_attention_block_forward(out, lse, CR(q), CR(k), CR(v), s);
+}
+static void f32_attention_block_delta(real *delta, const act *dout, const act *out, const AttnBlock *s) {
+    cpu_attention_block_delta(delta, CR(dout), CR(out), s);
+}
+static void f32_attention_block_backward(real *dq, real *dk, real *dv, const act *dout, const act *q, const act *k,
+                                         const act *v, const real *lse, const real *delta, const AttnBlock *s) {
+    cpu_attention_block_backward(dq, dk, dv, CR(dout), CR(q), CR(k), CR(v), lse, delta, s);
+}
 static double f32_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
                                 double grad_scale) {
     return cpu_cross_entropy_forward_backward(R(logits), losses, targets, N, V, want_grad, grad_scale);
@@ -161,6 +172,9 @@ const KernelBackend cpu_f32_table = {
     .rope_apply = f32_rope_apply,
     .attention_forward = f32_attention_forward,
     .attention_backward = f32_attention_backward,
+    .attention_block_forward = f32_attention_block_forward,
+    .attention_block_delta = f32_attention_block_delta,
+    .attention_block_backward = f32_attention_block_backward,
     .cross_entropy_forward_backward = f32_cross_entropy,
     .moe_gather_rows = f32_moe_gather_rows,
     .moe_scatter_rows = f32_moe_scatter_rows,

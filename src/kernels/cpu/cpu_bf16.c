@@ -243,6 +243,10 @@ const KernelBackend *cpu_bf16_backend(void) {
     t.rope_apply = b_rope_apply;
     t.attention_forward = b_attention_forward;
     t.attention_backward = b_attention_backward;
+    /* no blockwise attention in bf16 yet: --cp is refused (kernels.h) rather than fed bf16 as fp32 */
+    t.attention_block_forward = NULL;
+    t.attention_block_delta = NULL;
+    t.attention_block_backward = NULL;
     t.cross_entropy_forward_backward = b_cross_entropy;
     t.moe_gather_rows = b_moe_gather_rows;
     t.moe_scatter_rows = b_moe_scatter_rows;

@@ -49,6 +49,11 @@ void cpu_rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int 
                     int stride, int inverse);
 size_t cpu_attention_saved_count(int B, int T, int H); /* B*H*T*T: the probabilities */
 void cpu_attention_forward(real *out, real *att, const real *qkv, int B, int T, int H, int KV, int hd);
+/* blockwise attention (kernels.h, cpu_attention_block.c) on fp32 buffers */
+void cpu_attention_block_forward(real *out, real *lse, const real *q, const real *k, const real *v, const AttnBlock *s);
+void cpu_attention_block_delta(real *delta, const real *dout, const real *out, const AttnBlock *s);
+void cpu_attention_block_backward(real *dq, real *dk, real *dv, const real *dout, const real *q, const real *k,
+                                  const real *v, const real *lse, const real *delta, const AttnBlock *s);
 void cpu_attention_backward(real *dqkv, const real *dout, const real *qkv, const real *att, int B, int T, int H,
                             int KV, int hd);
 double cpu_cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
