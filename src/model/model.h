@@ -37,7 +37,9 @@ typedef struct {
 
 /* Calls at unit boundaries (units: see params.h), so that data parallelism can gather sharded
  * parameters just before a unit runs, and reduce a unit's gradients as soon as they are final.
- * Forward visits units 0, 1..L, L+1; backward L+1, L..1, 0. NULL members are skipped. */
+ * Forward visits units 0, 1..L, L+1; backward L+1, L..1, 0. NULL members are skipped.
+ * Unit 0's backward (the embedding's) reads no weights, only token ids and the residual's
+ * gradient: its before_backward needs the gradient buffer bound, not the parameters. */
 typedef struct {
     void (*before_forward)(void *ctx, int unit);
     void (*after_forward)(void *ctx, int unit);

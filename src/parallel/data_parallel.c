@@ -265,12 +265,17 @@ static void hook_before_backward(void *ctx, int u) {
         gather_unit(dp, 0);
         ensure_grad_buffer(dp, 0); /* the head adds into the tied embedding's gradient */
     }
-    gather_unit(dp, u);
+    /* The embedding's backward reads no weights (model.h: only token ids and the residual's
+     * gradient), so unit 0 is not gathered for it: one all-gather of the embedding fewer per
+     * micro-batch, and at ZeRO-3 a tied embedding is not held through the blocks' backward. */
+    if (u != 0) gather_unit(dp, u);
     ensure_grad_buffer(dp, u);
 }
 
 static void hook_after_backward(void *ctx, int u) {
     DataParallel *dp = ctx;
+    int head = dp->m->table.units - 1;
+    if (u == head && tied(dp)) release_unit(dp, 0); /* the head was its last reader */
     release_unit(dp, u);
     DpBucket *b = &dp->b[dp->bucket_of_unit[u]];
     int reduce = (dp->o.zero >= 2 || dp->last_micro) && !b->deferred;
@@ -386,7 +391,7 @@ int dp_finish_backward(DataParallel *dp) {
         must(dcomm_wait(&b->req));
         finish(dp, b);
     }
-    release_unit(dp, 0); /* a tied embedding stayed gathered for the whole backward */
+    release_unit(dp, 0); /* nothing stays gathered past a step (the head releases a tied embedding) */
     dp->exposed_comm_s = now_s() - t0;
     return 0;
 }

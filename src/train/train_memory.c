@@ -5,7 +5,7 @@
  * What a rank holds, by kind (docs/TRAINING.md, "Memory"):
  *   parameters   fp32 master weights: the whole local slice, or at ZeRO-3 the shard plus the
  *                units gathered at once (the largest, plus a tied embedding kept gathered from
- *                the head's forward to the end of backward);
+ *                the embedding's forward to the head's backward);
  *   gradients    the local slice, or at ZeRO 2/3 the shard plus the units' reduction buffers
  *                alive at once (the one being written, one still reducing, a tied embedding's);
  *                bf16 gradient wire copies;
@@ -79,6 +79,9 @@ static void need_of(const TrainJob *j, const Model *chunks, int nchunks, int zer
             else if (b > largest) largest = b;
         }
         int tied = m->cfg.tied_embeddings && m->stage.first && m->stage.last;
+        /* ZeRO-3 holds gathered in forward a tied embedding (embedding to head) and one block; in
+         * backward the embedding only until the head's backward is done, then one block at a time
+         * (the embedding's backward reads no weights); gradients being reduced are counted apart */
         double gathered = tied ? emb + largest : (emb > largest ? emb : largest);
         double reducing = tied ? emb + 2 * largest : (emb > 2 * largest ? emb : 2 * largest);
         need->params += zero >= 3 ? P / N + gathered : P;
