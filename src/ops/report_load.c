@@ -46,6 +46,15 @@ static void add_config(RunData *d, const char *key, const char *value) {
     snprintf(c->value, sizeof c->value, "%s", value);
 }
 
+static void set_config(RunData *d, const char *key, const char *value) {
+    for (int i = 0; i < d->nconfig; i++)
+        if (!strcmp(d->config[i].key, key)) {
+            snprintf(d->config[i].value, sizeof d->config[i].value, "%s", value);
+            return;
+        }
+    add_config(d, key, value);
+}
+
 /* ---- training log */
 
 static void train_line(RunData *d, const cJSON *o) {
@@ -55,6 +64,12 @@ static void train_line(RunData *d, const cJSON *o) {
     if (num(o, "val_loss", &v)) series_add(&d->val_loss, step, v);
     if (num(o, "tokens_per_s", &v)) series_add(&d->tokens_per_s, step, v);
     if (num(o, "mfu", &v)) series_add(&d->mfu, step, v);
+    const cJSON *peak = cJSON_GetObjectItem(o, "mfu_peak"); /* the denominator, when it was set or changed */
+    if (cJSON_IsObject(peak) && num(peak, "flops", &v)) {
+        char b[160];
+        snprintf(b, sizeof b, "%.4g GFLOP/s (%s)", v / 1e9, str(peak, "source"));
+        set_config(d, "MFU denominator", b); /* the last one stands: a raised denominator replaces it */
+    }
     if (num(o, "ms", &v)) series_add(&d->step_ms, step, v);
     d->train_lines++;
 }

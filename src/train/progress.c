@@ -48,7 +48,12 @@ void progress_step(Progress *p, const StepReport *r) {
         json_num(p->log, "lr", "%.9g", r->lr);
         json_num(p->log, "grad_norm", "%.9g", r->grad_norm);
         json_num(p->log, "tokens_per_s", "%.1f", r->tokens_per_s);
-        json_num(p->log, "mfu", "%.5f", r->mfu);
+        json_num(p->log, "mfu", "%.6g", r->mfu); /* as the heartbeat sends it: one figure */
+        if (r->peak_flops > 0 && r->peak_flops != p->logged_peak) {
+            fprintf(p->log, ", \"mfu_peak\": {\"flops\": %.6g, \"source\": \"%s\"}", r->peak_flops,
+                    r->peak_source ? r->peak_source : "");
+            p->logged_peak = r->peak_flops;
+        }
         json_num(p->log, "ms", "%.3f", r->ms);
         json_num(p->log, "mem_gib", "%.4f", r->mem_bytes / GIB);
         json_num(p->log, "mem_peak_gib", "%.4f", r->mem_peak_bytes / GIB);

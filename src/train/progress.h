@@ -2,7 +2,8 @@
  * lines in a log), and one JSON object per step in --log FILE.jsonl. Steps are counted from 1
  * (step 1 is the first optimizer step; checkpoint step-N holds the state after step N). Numbers
  * that are not finite are written as JSON null; a step whose update was skipped has
- * "skipped": true. */
+ * "skipped": true. The first step logged, and any step at which the MFU denominator changed, carry
+ * "mfu_peak": {"flops": F, "source": "..."}: the denominator of the job (all devices). */
 #ifndef MYRIAD_TRAIN_PROGRESS_H
 #define MYRIAD_TRAIN_PROGRESS_H
 
@@ -23,6 +24,9 @@ typedef struct {
     double ckpt_ms;       /* time this step spent saving checkpoints (disk snapshot, in-memory copy), outside ms */
     double mem_bytes, mem_peak_bytes; /* device memory this rank holds now and at most (kernels_memory_usage) */
     int skipped;          /* non-finite: no update was made (--on-nan skip) */
+    int stopped;          /* non-finite: the run stops at this step (--on-nan stop, or too many skips) */
+    double peak_flops;    /* the MFU denominator of the whole job (FLOP/s; 0: unknown) */
+    const char *peak_source; /* where it came from, in a few words */
 } StepReport;
 
 typedef struct {
@@ -32,6 +36,7 @@ typedef struct {
     long print_every; /* lines when not a terminal */
     double elapsed_s; /* sum of this run's step times, for the ETA */
     long timed;       /* steps this run has reported (fewer than the step number after a resume) */
+    double logged_peak; /* the MFU denominator last written to the log (written again when it changes) */
 } Progress;
 
 /* Opens the log, truncating it, or appending to it when `append` (a supervised job's relaunch:

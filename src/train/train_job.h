@@ -59,7 +59,11 @@ typedef struct {
     Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
     double peak_flops, flops_per_step; /* peak_flops: one device's MFU denominator (0: unknown) */
     int peak_devices;                   /* devices the job runs on (ranks sharing a GPU count it once) */
-    char peak_source[64];
+    char peak_source[64];               /* short: the banner's "(cached sgemm)" */
+    char peak_detail[6144];             /* where the denominator came from, said on the first line */
+    int peak_measured;                  /* a measured CPU rate (raised when a step outdoes it: mfu_peak.c) */
+    int peak_raised;                    /* times it was raised */
+    double peak_said;                   /* the last raised denominator announced */
     Trainer t;
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */

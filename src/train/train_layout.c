@@ -10,6 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "parallel/schedule.h"
+#include "train/mfu_peak.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -146,13 +147,23 @@ static void select_device(TrainJob *j) {
     DeviceInfo d;
     if (kernels_device_info(&d)) train_layout_error(j->rank, "%s", myr_last_error());
     j->device = d;
-    if (j->rank == 0) {
-        char where[32] = "cpu";
-        if (!strcmp(ko.device, "cuda")) snprintf(where, sizeof where, "cuda:%d", d.ordinal);
-        fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s\n", where, d.name,
-                d.total_bytes / 1073741824.0, d.free_bytes / 1073741824.0, dtype_name((Dtype)ko.dtype),
-                ko.dtype == DTYPE_BF16 && strcmp(ko.device, "cuda") ? " activations (emulated)" : " activations");
-    }
+}
+
+/* The run's first line: the device, and the MFU denominator with where it came from. */
+static void print_device(const TrainJob *j) {
+    const DeviceInfo *d = &j->device;
+    const char *dev = kernels_device();
+    char where[32] = "cpu";
+    if (!strcmp(dev, "cuda")) snprintf(where, sizeof where, "cuda:%d", d->ordinal);
+    char peak[32];
+    if (j->peak_flops >= 1e12) snprintf(peak, sizeof peak, "%.1f TFLOP/s", j->peak_flops / 1e12);
+    else if (j->peak_flops >= 1e9) snprintf(peak, sizeof peak, "%.1f GFLOP/s", j->peak_flops / 1e9);
+    else snprintf(peak, sizeof peak, "%.3g GFLOP/s", j->peak_flops / 1e9);
+    fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s | MFU denominator %s x %d "
+            "device%s: %s\n", where, d->name, d->total_bytes / 1073741824.0, d->free_bytes / 1073741824.0,
+            dtype_name(kernels_dtype()),
+            kernels_dtype() == DTYPE_BF16 && strcmp(dev, "cuda") ? " activations (emulated)" : " activations",
+            peak, j->peak_devices, j->peak_devices == 1 ? "" : "s", j->peak_detail);
 }
 
 void train_job_layout(TrainJob *j, int *argc, char ***argv) {
@@ -162,5 +173,7 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv) {
     check_layout(j);
     j->rank0 = j->rank == 0;
     kernels_set_threads(j->o.threads ? j->o.threads : kernels_threads());
+    mfu_peak_choose(j);
+    if (j->rank0) print_device(j);
     build_mesh(j);
 }

@@ -11,6 +11,7 @@
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
+#include "train/mfu_peak.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
@@ -245,7 +246,8 @@ void train_job_run(TrainJob *j) {
         }
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
-                          .mfu = j->peak_flops > 0 ? j->flops_per_step / dt / (j->peak_flops * j->peak_devices) : 0,
+                          .mfu = mfu_of_step(j, dt, s), .peak_flops = j->peak_flops * j->peak_devices,
+                          .peak_source = j->peak_source,
                           .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
         size_t mem_now, mem_peak;
         kernels_memory_usage(&mem_now, &mem_peak);

@@ -228,7 +228,7 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_INT("--print-every", "N", &(o)->print_every, 1, BIG, "progress lines every N steps when stderr is not a terminal"), \
     OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6,                                                      \
                  "MFU denominator (default: the GPU's dense peak for the dtype; on the CPU,\n"                          \
-                 "this machine's measured sgemm rate)"),                                                                \
+                 "this machine's best sgemm rate, cached per machine: docs/TRAINING.md)"),                              \
     OPT_SECTION("device (docs/GPU.md):"),                                                                            \
     OPT_CALL("--device", "cpu|cuda", (o), parse_device,                                                              \
              "where the step runs (default: cuda when this binary has CUDA and a GPU is\n"                             \
