@@ -1,7 +1,7 @@
 /* run_cmd.c: `myriad run -n N -- <subcommand> [args...]`: starts this binary on N ranks through
  * mpirun with the flags a workstation needs (--oversubscribe, no core binding, root allowed,
- * OpenMP threads split between the ranks), forwards SIGINT/SIGTERM to mpirun, and exits with its
- * exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
+ * OpenMP threads split between the ranks), turns the first SIGINT/SIGTERM into a checkpoint and
+ * stop of every rank (a second SIGINT ends the job at once), and exits with mpirun's exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
  * hands the job to the supervisor (supervise.c): heartbeats, restarts, spares, fault injection,
  * event log and goodput; through srun inside a Slurm allocation (always supervised there).
  * --slurm-script prints an sbatch script that runs the same command with requeue and recovery
@@ -26,13 +26,37 @@
 #include "util/error.h"
 #include "util/path.h"
 
-static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t child_pid, graceful, hard;
 
-/* Forward a signal to mpirun, unless the terminal sent it: then mpirun, in the same foreground
- * process group, already has it (a second SIGINT would make mpirun skip its clean shutdown). */
+static void say(const char *s) {
+    for (size_t n = strlen(s); n > 0;) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+/* mpirun runs in its own process group, so a terminal's Ctrl-C reaches only this process (mpirun
+ * would abort the job on it, killing the ranks before they can save anything). A first SIGINT, or
+ * SIGTERM, becomes SIGUSR1 to mpirun, which forwards it to every rank: `myriad train` then
+ * checkpoints after the step all ranks agree on and exits (src/train/stop_signal.c). A second
+ * SIGINT, or SIGHUP, is passed on to mpirun: the job ends at once. */
 static void forward(int sig, siginfo_t *info, void *ctx) {
-    (void)ctx;
-    if (child_pid > 0 && !(info && info->si_code == SI_KERNEL)) kill(child_pid, sig);
+    (void)ctx, (void)info;
+    if ((sig == SIGINT || sig == SIGTERM) && !graceful) {
+        graceful = sig;
+        if (sig == SIGINT)
+            say("\nmyriad run: interrupt: every rank checkpoints after the step they agree on and stops; press "
+                "Ctrl-C again to stop at once (losing the steps since the last checkpoint)\n");
+        if (child_pid > 0) kill(child_pid, SIGUSR1);
+        return;
+    }
+    if (sig == SIGTERM) return; /* already stopping */
+    if (!hard) {
+        hard = sig;
+        say("\nmyriad run: stopping at once: the steps since the last checkpoint are lost\n");
+    }
+    if (child_pid > 0) kill(child_pid, sig == SIGHUP ? SIGHUP : SIGINT);
 }
 
 /* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
@@ -230,7 +254,8 @@ int cmd_run(int argc, char **argv) {
         .rows = rows,
         .footer = "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                   "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
-                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n",
+                  "unless already set; exits with mpirun's exit code. The first Ctrl-C (or SIGTERM) makes every\n"
+                  "rank checkpoint and stop (exit 130, 143); a second Ctrl-C stops at once.\n",
         .stop_at_positional = 1};
     first = opts_parse(&cmd, argc, argv);
     n = so.nranks;
@@ -308,6 +333,7 @@ int cmd_run(int argc, char **argv) {
     pid_t pid = fork();
     if (pid < 0) myr_die("run: fork failed: %s", strerror(errno));
     if (pid == 0) {
+        setpgid(0, 0); /* its own group: the terminal's Ctrl-C comes to us, not to mpirun (above) */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
@@ -315,12 +341,15 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "myriad: run: cannot execute %s: %s\n", mpirun, strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid);
     child_pid = pid;
+    if (graceful) kill(pid, SIGUSR1); /* it came while mpirun was starting */
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) myr_die("run: waiting for mpirun failed: %s", strerror(errno));
     free(args);
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return 1;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (graceful && !hard && code != 0) return 128 + graceful; /* stopped as asked: 130 after Ctrl-C, 143 after SIGTERM */
+    if (hard) return 128 + hard;
+    return code;
 }

@@ -34,7 +34,7 @@ int cmd_train(int argc, char **argv) {
     train_job_run(j);
     train_job_finish(j);
     train_job_destroy(j);
-    int rc = j->stop_signal ? TRAIN_EXIT_STOPPED : 0; /* checkpointed on a signal: run again to go on */
+    int rc = j->stop_signal ? train_stop_exit_code(j->stop_signal) : 0; /* checkpointed on a signal: run again to go on */
     free(j);
     return rc;
 }

@@ -75,6 +75,7 @@ typedef struct {
     /* resume (train_resume.c) and loop (train_loop.c) */
     long first_step, last_step;
     int stop_signal; /* a stop signal the ranks agreed on (stop_signal.c): last_step checkpointed, exit 75 */
+    long ckpt_requested, ckpt_committed; /* newest disk checkpoint step started / known committed (-1: none) */
     const char *events[4]; /* what the launcher's event log should say about this start */
     int nevents;
     double last_val; /* the latest validation loss (NAN before any) */

@@ -113,14 +113,19 @@ static double save_checkpoints(TrainJob *j, long s) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
     if (ckpt_async_poll()) myr_die_last();
+    if (!ckpt_async_pending()) j->ckpt_committed = j->ckpt_requested;
     int last = s + 1 == j->last_step;
     int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
     if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
     if (j->stop_signal && o->save_dir) due = 1; /* SIGTERM/SIGUSR1: the checkpoint to resume from */
     /* an update can overflow although its gradient was finite: such a state is never saved */
     if (due && !train_params_finite(j)) return -1;
-    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
-        myr_die_last();
+    int async = !o->sync_save && !j->stop_signal;
+    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, async, j->meta)) myr_die_last();
+    if (due) { /* an async save first finishes the one before it: that one is committed now */
+        j->ckpt_committed = async ? j->ckpt_requested : s + 1;
+        j->ckpt_requested = s + 1;
+    }
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
@@ -161,6 +166,26 @@ static void describe_nonfinite(const StepResult *r, char *what, size_t n) {
     if (!isfinite(r->loss)) snprintf(what, n, "the loss is %s", num_text(a, sizeof a, r->loss));
     else snprintf(what, n, "the loss is %s but the gradient norm is %s", num_text(a, sizeof a, r->loss),
                   num_text(b, sizeof b, r->grad_norm));
+}
+
+/* What a second Ctrl-C would lose now, after step s (0-based) and its checkpoints (stop_signal.c). */
+static void note_what_is_lost(TrainJob *j, long s) {
+    const TrainOptions *o = &j->o;
+    char what[1024];
+    long mem = mem_ckpt_complete_step(j->mem), saved = j->ckpt_committed > mem ? j->ckpt_committed : mem;
+    long lost = saved >= 0 ? s + 1 - saved : s + 1 - j->first_step;
+    if (!o->save_dir)
+        snprintf(what, sizeof what, "nothing is saved (no --save DIR): the %ld steps of this run are lost", s + 1 - j->first_step);
+    else if (saved < 0)
+        snprintf(what, sizeof what, "no checkpoint is written yet: the %ld steps of this run are lost", lost);
+    else if (lost <= 0)
+        snprintf(what, sizeof what, "nothing is lost: step %ld is checkpointed (%s)", saved,
+                 saved == mem && saved > j->ckpt_committed ? "in memory" : o->save_dir);
+    else
+        snprintf(what, sizeof what, "the %ld step%s after step %ld, the last checkpoint (%s), %s lost", lost,
+                 lost == 1 ? "" : "s", saved, saved == mem && saved > j->ckpt_committed ? "an in-memory copy" : o->save_dir,
+                 lost == 1 ? "is" : "are");
+    train_stop_set_lost(what);
 }
 
 /* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
@@ -215,7 +240,9 @@ void train_job_run(TrainJob *j) {
     for (int i = 0; j->rank0 && i < j->nevents; i++) hb_event(j->events[i]);
     hb_start(j->first_step);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
-    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
+    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2/SIGINT: a checkpoint after the step all ranks agree on */
+    j->ckpt_requested = j->ckpt_committed = o->resume && j->first_step > 0 ? j->first_step : -1;
+    if (j->first_step < j->last_step) note_what_is_lost(j, j->first_step - 1);
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
         double td = clock_thread_cpu_s(); /* sections are CPU time: see trainer.h */
@@ -272,6 +299,7 @@ void train_job_run(TrainJob *j) {
             progress_step(&progress, &rep);
             stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
         }
+        note_what_is_lost(j, s); /* the step is done and its checkpoints started: said by a second Ctrl-C */
         /* what the step spent where, for the launcher's straggler detection (docs/OPERATIONS.md) */
         HbStepInfo info;
         hb_step_info_init(&info);
@@ -305,4 +333,10 @@ void train_job_run(TrainJob *j) {
     progress_close(&progress);
     free(x);
     free(y);
+    if (!j->stop_signal && o->save_dir) {
+        char what[1024];
+        snprintf(what, sizeof what, "the end of the run (the final checkpoint and the export to %s) may not be written",
+                 o->save_dir);
+        train_stop_set_lost(what);
+    }
 }

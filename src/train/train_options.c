@@ -14,6 +14,7 @@
 #include "io/path_check.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
+#include "train/mem_checkpoint.h"
 #include "comm/comm_opts.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -431,7 +432,14 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if (o->mem_ckpt_every > 0 && !o->save_dir)
         myr_die("train: --mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
     /* default: every step under the fault-tolerant launcher (`myriad run`), off otherwise */
-    if (o->mem_ckpt_every < 0) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
+    if (o->mem_ckpt_every < 0) {
+        o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
+        /* a resume by hand of a job that `myriad run` left copies of (interrupted, killed): they are
+         * read like under the launcher (and deleted when the run completes), no new ones made */
+        if (!o->mem_ckpt_every && o->save_dir && o->resume && !strcmp(o->resume, "auto") &&
+            mem_ckpt_job_has_copies(o->save_dir))
+            o->mem_ckpt_every = INT_MAX;
+    }
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         myr_die("train: --resume auto looks in --save DIR: give --save DIR or --resume DIR");
     check_allow_changed(o);

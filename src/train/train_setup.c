@@ -182,11 +182,8 @@ static void open_mem_checkpoints(TrainJob *j) {
     const TrainOptions *o = &j->o;
     j->mem = NULL;
     if (o->mem_ckpt_every <= 0) return;
-    char job[8192], cwd[4096], note[256];
-    const char *env_job = getenv("MYRIAD_JOB_ID");
-    if (env_job && *env_job) snprintf(job, sizeof job, "%s", env_job);
-    else if (o->save_dir[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(job, sizeof job, "%s", o->save_dir);
-    else snprintf(job, sizeof job, "%s/%s", cwd, o->save_dir);
+    char job[8192], note[256];
+    mem_ckpt_job_name(o->save_dir, job, sizeof job);
     if (mem_ckpt_init(&j->mem, &j->state, job, j->meta, !o->resume, note, sizeof note)) myr_die_last();
     if (j->rank0 && note[0]) fprintf(stderr, "myriad train: in-memory checkpoints: %s\n", note);
     j->t.before_update = mem_ckpt_before_update;
