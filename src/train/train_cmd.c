@@ -1,8 +1,10 @@
 /* train_cmd.c: `myriad train`: the run's phases in order (src/train/train_job.h): layout and
  * processes, model/data/parallelism, resume, the steps, the end-of-run figures and export. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/commands.h"
+#include "train/ckpt_saves.h"
 #include "train/stop_signal.h"
 #include "train/train_job.h"
 #include "util/error.h"
@@ -33,8 +35,12 @@ int cmd_train(int argc, char **argv) {
     train_job_preflight(j);
     train_job_run(j);
     train_job_finish(j);
+    char summary[2048];
+    ckpt_saves_summary(j, summary, sizeof summary); /* after the export: the trained state is safe by now */
+    if (summary[0] && j->rank0) fprintf(stderr, "myriad train: %s\n", summary);
     train_job_destroy(j);
     int rc = j->stop_signal ? train_stop_exit_code(j->stop_signal) : 0; /* checkpointed on a signal: run again to go on */
+    if (j->late_failure && !rc) rc = 1; /* a checkpoint went to a fallback directory */
     free(j);
     return rc;
 }

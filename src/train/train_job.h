@@ -76,6 +76,11 @@ typedef struct {
     long first_step, last_step;
     int stop_signal; /* a stop signal the ranks agreed on (stop_signal.c): last_step checkpointed, exit 75 */
     long ckpt_requested, ckpt_committed; /* newest disk checkpoint step started / known committed (-1: none) */
+    int ckpt_attempts, ckpt_nfailed;     /* disk saves tried / failed (ckpt_saves.c) */
+    long ckpt_failed_steps[8];
+    char ckpt_error[1024];               /* why the last one failed */
+    char ckpt_rescue[4096];              /* where the final checkpoint went instead of --save DIR, or "" */
+    int late_failure;                    /* the run's end was not as asked (a checkpoint in a fallback): exit 1 */
     const char *events[4]; /* what the launcher's event log should say about this start */
     int nevents;
     double last_val; /* the latest validation loss (NAN before any) */

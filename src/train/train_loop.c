@@ -11,6 +11,7 @@
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
+#include "train/ckpt_saves.h"
 #include "train/mfu_peak.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
@@ -112,20 +113,15 @@ static FILE *open_routing_dump(TrainJob *j) {
 static double save_checkpoints(TrainJob *j, long s) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
-    if (ckpt_async_poll()) myr_die_last();
-    if (!ckpt_async_pending()) j->ckpt_committed = j->ckpt_requested;
+    ckpt_saves_poll(j); /* a failed save is said, not fatal: the next interval tries again */
     int last = s + 1 == j->last_step;
     int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
     if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
     if (j->stop_signal && o->save_dir) due = 1; /* SIGTERM/SIGUSR1: the checkpoint to resume from */
     /* an update can overflow although its gradient was finite: such a state is never saved */
     if (due && !train_params_finite(j)) return -1;
-    int async = !o->sync_save && !j->stop_signal;
-    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, async, j->meta)) myr_die_last();
-    if (due) { /* an async save first finishes the one before it: that one is committed now */
-        j->ckpt_committed = async ? j->ckpt_requested : s + 1;
-        j->ckpt_requested = s + 1;
-    }
+    /* the checkpoint the run ends with is written now (sync), with a fallback directory */
+    if (due) ckpt_saves_save(j, s + 1, last || j->stop_signal);
     if (j->mem && (s + 1) % o->mem_ckpt_every == 0 && mem_ckpt_save(j->mem, s + 1)) myr_die_last();
     if (j->mem && mem_ckpt_confirm(j->mem)) myr_die_last();
     return train_now_s() - tc;
@@ -242,6 +238,8 @@ void train_job_run(TrainJob *j) {
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2/SIGINT: a checkpoint after the step all ranks agree on */
     j->ckpt_requested = j->ckpt_committed = o->resume && j->first_step > 0 ? j->first_step : -1;
+    j->ckpt_attempts = j->ckpt_nfailed = j->late_failure = 0;
+    j->ckpt_rescue[0] = j->ckpt_error[0] = 0;
     if (j->first_step < j->last_step) note_what_is_lost(j, j->first_step - 1);
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
