@@ -47,10 +47,15 @@ endif
 CUDA_DEFS   := -DMYRIAD_CUDA=1
 CPU_LDLIBS  := $(LDLIBS)
 LDLIBS      += -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
-# The same kernel sources compiled for the CPU emulation of the device (tests/cuda_emu.h).
-EMU_OBJS    := $(patsubst src/%.cu,build/emu/%.o,$(CU_SRCS)) build/emu/cuda_emu.o
+# The same kernel sources compiled for the CPU emulation of the device (tests/cuda_emu.h), with
+# the emulator (cuda_emu.cc, cuda_emu_runtime.cc) and the planted-bug kernels its test must catch
+# (cuda_emu_planted.cu). -fsanitize=alignment checks every typed access of the kernels (a float4
+# must be 16-byte aligned, a uint2 8, as on the device, where x86 would not mind).
+EMU_OBJS    := $(patsubst src/%.cu,build/emu/%.o,$(CU_SRCS)) build/emu/cuda_emu.o build/emu/cuda_emu_runtime.o \
+               build/emu/cuda_emu_planted.o
+EMU_SANITIZE := -fsanitize=alignment -fno-sanitize-recover=alignment
 EMU_FLAGS   := -x c++ -std=c++17 -O2 -g -DMYRIAD_CUDA_EMU -Isrc -Itests -I$(CUDA_HOME)/include -Wall \
-               -Wno-unknown-pragmas -Wno-unused-function
+               -Wno-unknown-pragmas -Wno-unused-function $(EMU_SANITIZE)
 EMU_TEST    := build/tests/test_kernels_cuda_emu
 endif
 LIB64_SRCS := $(wildcard src/util/*.c src/kernels/*.c src/kernels/*/*.c src/model/*.c src/optim/*.c)
@@ -93,13 +98,17 @@ build/emu/%.o: src/%.cu $(KERNEL_HDRS) tests/cuda_emu.h
 	@mkdir -p $(dir $@)
 	g++ $(EMU_FLAGS) -c $< -o $@
 
-build/emu/cuda_emu.o: tests/cuda_emu.cc tests/cuda_emu.h
+build/emu/%.o: tests/%.cc tests/cuda_emu.h
 	@mkdir -p $(dir $@)
 	g++ $(EMU_FLAGS) -c $< -o $@
 
-build/tests/test_kernels_cuda_emu: tests/test_kernels_cuda.c tests/test.h $(EMU_OBJS) build/libmyriad.a
+build/emu/cuda_emu_planted.o: tests/cuda_emu_planted.cu tests/cuda_emu_planted.h $(KERNEL_HDRS) tests/cuda_emu.h
+	@mkdir -p $(dir $@)
+	g++ $(EMU_FLAGS) -c $< -o $@
+
+build/tests/test_kernels_cuda_emu: tests/test_kernels_cuda.c tests/test.h tests/cuda_emu_planted.h tests/cuda_emu_cases.h $(EMU_OBJS) build/libmyriad.a
 	@mkdir -p build/tests
-	$(CC) $(CFLAGS) $(CUDA_DEFS) -DMYRIAD_CUDA_EMU -Itests $< $(EMU_OBJS) build/libmyriad.a -o $@ $(LDFLAGS) $(CPU_LDLIBS) -lstdc++
+	$(CC) $(CFLAGS) $(CUDA_DEFS) -DMYRIAD_CUDA_EMU -Itests $< $(EMU_OBJS) build/libmyriad.a -o $@ $(LDFLAGS) $(CPU_LDLIBS) -lstdc++ -lubsan
 
 build/libmyriad_f64.a: $(LIB64_OBJS)
 	@mkdir -p build

@@ -41,7 +41,7 @@ ok=1
 declare -A rss
 for z in 0 1 2 3; do
     timeout 120 $MPI -np 4 $M train $mem_common --zero $z >"$T/mem$z" 2>"$T/err" || { ok=0; tail -2 "$T/err"; }
-    read ratio r < <(awk '/^  +1 /{print $7, $9}' "$T/mem$z")
+    read ratio r < <(awk '/^  +1 /{print $7, $10}' "$T/mem$z")
     rss[$z]=$r
     echo "# zero $z: rank 1 bytes / formula = $ratio, peak RSS $r MiB"
     /usr/bin/python3 -c "import sys; sys.exit(0 if abs(float('$ratio') - 1) <= 0.05 else 1)" || ok=0

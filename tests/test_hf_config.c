@@ -60,6 +60,18 @@ static void test_reads_llama(void) {
                 "\"rope_theta\":500000.0,\"tie_word_embeddings\":true,\"rms_norm_eps\":1e-5}", &c) == 0, "%s",
           myr_last_error());
     CHECK(c.kv_heads == 2 && c.rope_theta == 500000.0f && c.tied_embeddings == 1 && c.norm_eps == 1e-5f, "explicit");
+    /* a Llama 3.1 config as the hub has it */
+    CHECK(parse("{\"model_type\":\"llama\",\"num_hidden_layers\":2,\"hidden_size\":16,\"num_attention_heads\":4,"
+                "\"num_key_value_heads\":2,\"intermediate_size\":40,\"vocab_size\":50,\"max_position_embeddings\":131072,"
+                "\"head_dim\":4,\"attention_bias\":false,\"mlp_bias\":false,\"rope_theta\":500000.0,"
+                "\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}}", &c) == 0, "%s", myr_last_error());
+    CHECK(c.rope_scaling == ROPE_LLAMA3 && c.rope_factor == 8 && c.rope_low_freq_factor == 1 &&
+          c.rope_high_freq_factor == 4 && c.rope_original_max_seq == 8192 && c.max_seq == 131072, "llama3 scaling");
+    CHECK(parse("{\"model_type\":\"llama\",\"num_hidden_layers\":2,\"hidden_size\":16,\"num_attention_heads\":4,"
+                "\"intermediate_size\":40,\"vocab_size\":50,\"max_position_embeddings\":32,\"attention_bias\":true,"
+                "\"mlp_bias\":true,\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", &c) == 0, "%s", myr_last_error());
+    CHECK(c.attn_bias && c.mlp_bias && c.rope_scaling == ROPE_LINEAR && c.rope_factor == 2, "biases, linear");
 }
 
 static void expect_error(const char *json, const char *needle) {
@@ -86,8 +98,13 @@ static void test_errors(void) {
     expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"hidden_act\":\"gelu\"}", "hidden_act");
     expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"rope_scaling\":{\"type\":\"linear\"}}",
                  "rope_scaling");
-    expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"attention_bias\":true}",
-                 "attention_bias");
+    expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\","
+                 "\"factor\":4.0}}", "rope_scaling type yarn is not supported (supported: default, linear, dynamic, llama3)");
+    expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
+                 "\"factor\":8.0,\"low_freq_factor\":4.0,\"high_freq_factor\":1.0,"
+                 "\"original_max_position_embeddings\":8192}}", "low_freq_factor < high_freq_factor");
+    expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"attention_bias\":1}", "true or false");
+    expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"head_dim\":8}", "head_dim");
     expect_error("{" LLAMA_BASE ",\"hidden_size\":16,\"num_attention_heads\":4,\"tie_word_embeddings\":1}",
                  "true or false");
     expect_error("{\"model_type\":\"gpt2\",\"n_layer\":2,\"n_embd\":8,\"n_head\":2,\"vocab_size\":10,\"n_positions\":16,"
@@ -113,6 +130,8 @@ static void test_write_read_roundtrip(void) {
     in[1].max_seq = 128, in[1].norm_eps = 1e-6f, in[1].rope_theta = 500000.0f;
     in[2] = in[1];
     in[2].tied_embeddings = 1, in[2].norm_eps = 3.3e-7f, in[2].rope_theta = 12345.678f;
+    in[2].attn_bias = 1, in[2].mlp_bias = 1, in[2].rope_scaling = ROPE_LLAMA3, in[2].rope_factor = 8;
+    in[2].rope_low_freq_factor = 1, in[2].rope_high_freq_factor = 4, in[2].rope_original_max_seq = 8192;
     for (int i = 0; i < 3; i++) {
         const char *p = path_in(dir, "config.json");
         CHECK(hf_config_write(p, &in[i]) == 0, "write: %s", myr_last_error());

@@ -10,7 +10,9 @@
  * Outputs are poisoned with NaN before each run, so an element a kernel forgets stays NaN.
  * Built three ways: against the CUDA backend (every case prints "skip NAME (no CUDA device)" on a
  * machine without one), against the CPU emulation of the same kernel sources
- * (test_kernels_cuda_emu, small shapes: tests/cuda_emu.h), or without CUDA at all (skips). */
+ * (test_kernels_cuda_emu, small shapes: tests/cuda_emu.h; it adds the test_emu_catches_* cases,
+ * each proving one of the emulator's checks against a planted bug: tests/cuda_emu_cases.h), or
+ * without CUDA at all (skips). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,9 +625,11 @@ static void test_rope(void) {
     int B = 2, T = SIZE(9, 1024), H = 4, KV = 2, hd = SIZE(16, 128), N = B * T, stride = (H + 2 * KV) * hd;
     int max_seq = T + 3;
     float *cs = malloc((size_t)max_seq * hd / 2 * 4), *sn = malloc((size_t)max_seq * hd / 2 * 4);
-    cpu_rope_tables(cs, sn, max_seq, hd, 10000.0f);
+    float inv_freq[64];
+    for (int i = 0; i < hd / 2; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    cpu_rope_tables(cs, sn, max_seq, hd, inv_freq);
     float *d_cs = cuda_alloc((size_t)max_seq * hd / 2 * 4), *d_sn = cuda_alloc((size_t)max_seq * hd / 2 * 4);
-    cuda_rope_tables(d_cs, d_sn, max_seq, hd, 10000.0f);
+    cuda_rope_tables(d_cs, d_sn, max_seq, hd, inv_freq);
     float *g_cs = down(d_cs, (size_t)max_seq * hd / 2, 0);
     CHECK(!memcmp(g_cs, cs, (size_t)max_seq * hd / 2 * 4), "rotary tables are the CPU backend's");
     for (int dt = 0; dt < 2; dt++)
@@ -1031,6 +1035,10 @@ static void test_backend_table(void) {
     }
 }
 
+#ifdef MYRIAD_CUDA_EMU
+#include "cuda_emu_cases.h"
+#endif
+
 #ifndef MYRIAD_CUDA_EMU
 static void test_peak_flops(void) {
     double f16 = cuda_measure_peak_flops(4096, 3, CUDA_BF16), f32 = cuda_measure_peak_flops(2048, 2, CUDA_F32);
@@ -1089,6 +1097,21 @@ int main(int argc, char **argv) {
     CASE(test_boundary_ops);
     CASE(test_backend_table);
 #ifdef MYRIAD_CUDA_EMU
+    /* the emulator's own checks, each against a planted bug (tests/cuda_emu_cases.h); not CASE(),
+     * which scripts/gpu_check.sh lists for the device */
+#define EMULATOR_CHECK(fn)                     \
+    do {                                       \
+        if (only && !strstr(#fn, only)) break; \
+        if (have) RUN(fn);                     \
+        else SKIP(fn, why);                    \
+    } while (0)
+    EMULATOR_CHECK(test_emu_catches_cp_async_wait);
+    EMULATOR_CHECK(test_emu_catches_misaligned_cp_async_ldmatrix);
+    EMULATOR_CHECK(test_emu_catches_misaligned_vector_access);
+    EMULATOR_CHECK(test_emu_catches_big_dynamic_smem);
+    EMULATOR_CHECK(test_emu_catches_stale_static_smem);
+    EMULATOR_CHECK(test_emu_catches_block_order);
+    EMULATOR_CHECK(test_emu_catches_unsynchronized_copy);
     if (!only) SKIP(test_peak_flops, "timing has no meaning in the emulation");
 #else
     CASE(test_peak_flops);

@@ -104,6 +104,39 @@ static int read_gpt2(const Reader *r, ModelConfig *c) {
     return 0;
 }
 
+/* rope_scaling: null/absent or {"rope_type" (or the older "type"): "default" | "linear" |
+ * "dynamic" | "llama3", "factor", ...}. Types that change the math in ways not implemented here
+ * (yarn, longrope, ...) are refused by name. */
+static int read_rope_scaling(const Reader *r, ModelConfig *c) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+    c->rope_scaling = ROPE_PLAIN;
+    if (!rs || cJSON_IsNull(rs)) return 0;
+    if (!cJSON_IsObject(rs)) return myr_error("%s: \"rope_scaling\" must be an object or null", r->src);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(type)) return myr_error("%s: \"rope_scaling\" has no \"rope_type\" string", r->src);
+    const char *t = type->valuestring;
+    if (!strcmp(t, "default")) return 0;
+    if (!strcmp(t, "linear")) c->rope_scaling = ROPE_LINEAR;
+    else if (!strcmp(t, "dynamic")) c->rope_scaling = ROPE_DYNAMIC;
+    else if (!strcmp(t, "llama3")) c->rope_scaling = ROPE_LLAMA3;
+    else
+        return myr_error("%s: rope_scaling type %s is not supported (supported: default, linear, dynamic, llama3)",
+                         r->src, io_quote(t));
+    Reader sub = {rs, r->src};
+    if (get_float(&sub, "factor", NAN, &c->rope_factor)) return -1;
+    if (!(c->rope_factor >= 1))
+        return myr_error("%s: rope_scaling %s needs a \"factor\" >= 1", r->src, io_quote(t));
+    if (c->rope_scaling != ROPE_LLAMA3) return 0;
+    if (get_float(&sub, "low_freq_factor", NAN, &c->rope_low_freq_factor) ||
+        get_float(&sub, "high_freq_factor", NAN, &c->rope_high_freq_factor) ||
+        get_int(&sub, "original_max_position_embeddings", 0, 0, &c->rope_original_max_seq))
+        return -1;
+    if (!(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor))
+        return myr_error("%s: rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor", r->src);
+    return 0;
+}
+
 static int read_llama(const Reader *r, ModelConfig *c) {
     static const char *const silu[] = {"silu", NULL};
     model_config_defaults(c, ARCH_LLAMA);
@@ -118,9 +151,8 @@ static int read_llama(const Reader *r, ModelConfig *c) {
         return -1;
     if (!(c->rope_theta > 0)) return myr_error("%s: \"rope_theta\" must be positive", r->src);
     if (expect_string(r, "hidden_act", silu, "Llama's MLP is SwiGLU with silu") ||
-        expect_off(r, "rope_scaling", "only plain rotary embeddings with rope_theta are implemented") ||
-        expect_off(r, "attention_bias", "Llama projections have no biases here") ||
-        expect_off(r, "mlp_bias", "Llama projections have no biases here"))
+        get_bool(r, "attention_bias", 0, &c->attn_bias) || get_bool(r, "mlp_bias", 0, &c->mlp_bias) ||
+        read_rope_scaling(r, c))
         return -1;
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
     if (hd && !cJSON_IsNull(hd) && c->heads > 0 &&
@@ -244,7 +276,9 @@ static cJSON *float_number(float v) {
     return cJSON_CreateRaw(s);
 }
 
-char *hf_config_to_json(const ModelConfig *c) {
+char *hf_config_to_json(const ModelConfig *c) { return hf_config_to_json_dtype(c, "float32"); }
+
+char *hf_config_to_json_dtype(const ModelConfig *c, const char *torch_dtype) {
     if (model_config_validate(c)) return NULL;
     cJSON *root = cJSON_CreateObject();
     if (!root) {
@@ -282,20 +316,35 @@ char *hf_config_to_json(const ModelConfig *c) {
         cJSON_AddItemToObject(root, "rms_norm_eps", float_number(c->norm_eps));
         cJSON_AddItemToObject(root, "rope_theta", float_number(c->rope_theta));
         cJSON_AddStringToObject(root, "hidden_act", "silu");
-        cJSON_AddFalseToObject(root, "attention_bias");
-        cJSON_AddNullToObject(root, "rope_scaling");
+        cJSON_AddBoolToObject(root, "attention_bias", c->attn_bias != 0);
+        cJSON_AddBoolToObject(root, "mlp_bias", c->mlp_bias != 0);
+        cJSON_AddNumberToObject(root, "head_dim", c->hidden / c->heads);
+        if (c->rope_scaling == ROPE_PLAIN) {
+            cJSON_AddNullToObject(root, "rope_scaling");
+        } else {
+            cJSON *rs = cJSON_AddObjectToObject(root, "rope_scaling");
+            cJSON_AddStringToObject(rs, "rope_type", model_rope_scaling_name(c->rope_scaling));
+            cJSON_AddItemToObject(rs, "factor", float_number(c->rope_factor));
+            if (c->rope_scaling == ROPE_LLAMA3) {
+                cJSON_AddItemToObject(rs, "low_freq_factor", float_number(c->rope_low_freq_factor));
+                cJSON_AddItemToObject(rs, "high_freq_factor", float_number(c->rope_high_freq_factor));
+                cJSON_AddNumberToObject(rs, "original_max_position_embeddings", c->rope_original_max_seq);
+            }
+        }
     }
     write_moe(root, c);
     cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tied_embeddings != 0);
-    cJSON_AddStringToObject(root, "torch_dtype", "float32");
+    cJSON_AddStringToObject(root, "torch_dtype", torch_dtype);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) myr_error("out of memory");
     return text;
 }
 
-int hf_config_write(const char *path, const ModelConfig *c) {
-    char *text = hf_config_to_json(c);
+int hf_config_write(const char *path, const ModelConfig *c) { return hf_config_write_dtype(path, c, "float32"); }
+
+int hf_config_write_dtype(const char *path, const ModelConfig *c, const char *torch_dtype) {
+    char *text = hf_config_to_json_dtype(c, torch_dtype);
     if (!text) return -1;
     AtomicFile a;
     int rc = atomic_open(&a, path);

@@ -175,20 +175,8 @@ static int check_layout(const StFile *f, const char *src) {
     return rc;
 }
 
-int st_parse_named(const uint8_t *buf, size_t len, const char *src, StFile *f) {
-    memset(f, 0, sizeof *f);
-    if (len < 8)
-        return myr_error("safetensors %s: file is %zu bytes, too short for the 8-byte header length (not a "
-                         "safetensors file?)", src, len);
-    uint64_t hlen;
-    memcpy(&hlen, buf, 8);
-    if (hlen > len - 8)
-        return myr_error("safetensors %s: header length %" PRIu64 " runs past the end of the %zu-byte file "
-                         "(truncated, or not a safetensors file)", src, hlen, len);
-    if (hlen > ST_MAX_HEADER)
-        return myr_error("safetensors %s: header length %" PRIu64 " exceeds the 100 MB limit (corrupt file)", src,
-                         hlen);
-    const char *text = (const char *)buf + 8;
+/* The JSON header (text, hlen bytes) of a file whose data section holds data_size bytes. */
+static int parse_header(const char *text, uint64_t hlen, size_t data_size, const char *src, StFile *f) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
     if (!root)
@@ -200,8 +188,8 @@ int st_parse_named(const uint8_t *buf, size_t len, const char *src, StFile *f) {
             rc = myr_error("safetensors %s: unexpected bytes after the JSON header (at header byte %td)", src,
                            p - text);
     if (!rc && !cJSON_IsObject(root)) rc = myr_error("safetensors %s: header is not a JSON object", src);
-    f->data = buf + 8 + hlen;
-    f->data_size = len - 8 - (size_t)hlen;
+    f->data_size = data_size;
+    f->data_start = 8 + hlen;
     if (!rc) {
         int count = 0;
         for (const cJSON *e = root->child; e; e = e->next) count += strcmp(e->string, "__metadata__") != 0;
@@ -224,14 +212,80 @@ int st_parse_named(const uint8_t *buf, size_t len, const char *src, StFile *f) {
     if (rc) {
         free_tensors(f);
         memset(f, 0, sizeof *f);
+        f->fd = -1;
     }
     return rc;
+}
+
+/* The 8-byte header length of a file of len bytes, checked. */
+static int header_length(const uint8_t *first8, size_t len, const char *src, uint64_t *hlen) {
+    if (len < 8)
+        return myr_error("safetensors %s: file is %zu bytes, too short for the 8-byte header length (not a "
+                         "safetensors file?)", src, len);
+    memcpy(hlen, first8, 8);
+    if (*hlen > len - 8)
+        return myr_error("safetensors %s: header length %" PRIu64 " runs past the end of the %zu-byte file "
+                         "(truncated, or not a safetensors file)", src, *hlen, len);
+    if (*hlen > ST_MAX_HEADER)
+        return myr_error("safetensors %s: header length %" PRIu64 " exceeds the 100 MB limit (corrupt file)", src,
+                         *hlen);
+    return 0;
+}
+
+int st_parse_named(const uint8_t *buf, size_t len, const char *src, StFile *f) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    uint64_t hlen = 0;
+    if (header_length(buf, len, src, &hlen)) return -1;
+    if (parse_header((const char *)buf + 8, hlen, len - 8 - (size_t)hlen, src, f)) return -1;
+    f->data = buf + 8 + hlen;
+    return 0;
+}
+
+/* Read exactly n bytes at offset off (pread until done). */
+static int read_at(int fd, void *dst, size_t n, uint64_t off, const char *src) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return myr_error("cannot read %s: %s", src, strerror(errno));
+        if (r == 0) return myr_error("safetensors %s: the file ends early (truncated while reading?)", src);
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+int st_open_header(const char *path, StFile *f) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return myr_error("cannot open %s: %s (check the path)", path, strerror(errno));
+    struct stat st;
+    uint8_t first8[8] = {0};
+    uint64_t hlen = 0;
+    char *text = NULL;
+    int rc = 0;
+    if (fstat(fd, &st)) rc = myr_error("cannot stat %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) rc = myr_error("%s is not a regular file (expected a .safetensors file)", path);
+    if (!rc && (size_t)st.st_size >= 8) rc = read_at(fd, first8, 8, 0, path);
+    if (!rc) rc = header_length(first8, (size_t)st.st_size, path, &hlen);
+    if (!rc && !(text = malloc(hlen ? hlen : 1))) rc = myr_error("out of memory reading the header of %s", path);
+    if (!rc) rc = read_at(fd, text, hlen, 8, path);
+    if (!rc) rc = parse_header(text, hlen, (size_t)st.st_size - 8 - (size_t)hlen, path, f);
+    free(text);
+    if (rc) {
+        close(fd);
+        return -1;
+    }
+    f->fd = fd;
+    f->path = strdup(path);
+    return 0;
 }
 
 int st_parse(const uint8_t *buf, size_t len, StFile *f) { return st_parse_named(buf, len, "<memory>", f); }
 
 int st_open(const char *path, StFile *f) {
     memset(f, 0, sizeof *f);
+    f->fd = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return myr_error("cannot open %s: %s (check the path)", path, strerror(errno));
     struct stat st;
@@ -296,9 +350,13 @@ int st_read_f32(const StFile *f, const StTensor *t, float *dst, int64_t count) {
     if (count != n)
         return myr_error("tensor '%s' has %" PRId64 " elements but %" PRId64 " were expected (shape mismatch with the "
                          "model config)", io_quote(t->name), n, count);
-    const uint8_t *src = f->data + t->begin;
-    switch (t->dtype) {
-    case ST_F32: memcpy(dst, src, (size_t)n * 4); break; /* memcpy: the data may be unaligned */
+    return st_read_range_f32(f, t, 0, n, dst);
+}
+
+/* n elements of dtype dt at src -> f32 */
+static void convert_f32(StDtype dt, const uint8_t *src, float *dst, int64_t n) {
+    switch (dt) {
+    case ST_F32: memcpy(dst, src, (size_t)n * 4); break;
     case ST_F16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
@@ -314,24 +372,52 @@ int st_read_f32(const StFile *f, const StTensor *t, float *dst, int64_t count) {
             memcpy(&dst[i], &bits, 4);
         }
         break;
-    case ST_F64:
+    default: /* ST_F64 */
         for (int64_t i = 0; i < n; i++) {
             double d;
             memcpy(&d, src + 8 * i, 8);
             dst[i] = (float)d;
         }
-        break;
-    default:
+    }
+}
+
+int st_read_range_f32(const StFile *f, const StTensor *t, int64_t first, int64_t count, float *dst) {
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64)
         return myr_error("tensor '%s' has dtype %s; only F32, F16, BF16 and F64 tensors can be loaded as weights",
                          io_quote(t->name), st_dtype_name(t->dtype));
+    if (first < 0 || count < 0 || first + count > st_numel(t))
+        return myr_error("internal: elements [%" PRId64 ", %" PRId64 ") lie outside tensor '%s' of %" PRId64, first,
+                         first + count, io_quote(t->name), st_numel(t));
+    size_t es = dtype_info[t->dtype].size;
+    uint64_t off = t->begin + (uint64_t)first * es;
+    if (!f->path) { /* an mmap'd or in-memory file */
+        convert_f32(t->dtype, f->data + off, dst, count);
+        return 0;
     }
-    return 0;
+    const char *src = f->path;
+    if (t->dtype == ST_F32) return read_at(f->fd, dst, (size_t)count * 4, f->data_start + off, src);
+    /* other dtypes through a small staging buffer: only the asked bytes are ever in memory */
+    enum { STAGE = 1 << 20 };
+    uint8_t *stage = malloc(STAGE);
+    if (!stage) return myr_error("out of memory reading %s", src);
+    int64_t per = STAGE / (int64_t)es;
+    int rc = 0;
+    for (int64_t done = 0; done < count && !rc; done += per) {
+        int64_t n = count - done < per ? count - done : per;
+        rc = read_at(f->fd, stage, (size_t)n * es, f->data_start + off + (uint64_t)done * es, src);
+        if (!rc) convert_f32(t->dtype, stage, dst + done, n);
+    }
+    free(stage);
+    return rc;
 }
 
 void st_close(StFile *f) {
     free_tensors(f);
     if (f->map) munmap(f->map, f->map_size);
+    if (f->path) close(f->fd);
+    free(f->path);
     memset(f, 0, sizeof *f);
+    f->fd = -1;
 }
 
 /* ---------- writing ---------- */
@@ -343,9 +429,8 @@ static cJSON *raw_u64(uint64_t v) {
     return cJSON_CreateRaw(s);
 }
 
-/* Build the JSON header for `tensors` laid out back to back; NULL + myr_error on bad input. */
-static char *build_header(const StWriteTensor *tensors, int n, const char *const *mk, const char *const *mv,
-                          int n_meta, uint64_t *data_bytes) {
+char *st_layout_header(StLayoutTensor *tensors, int n, const char *const *mk, const char *const *mv, int n_meta,
+                       uint64_t *prefix_bytes, uint64_t *data_bytes) {
     cJSON *root = cJSON_CreateObject();
     cJSON *meta = cJSON_CreateObject();
     if (!root || !meta) {
@@ -362,15 +447,21 @@ static char *build_header(const StWriteTensor *tensors, int n, const char *const
     uint64_t off = 0;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        const StWriteTensor *t = &tensors[i];
+        StLayoutTensor *t = &tensors[i];
         if (!t->name || !t->name[0] || !strcmp(t->name, "__metadata__")) {
             rc = myr_error("safetensors writer: tensor %d has an empty or reserved name", i);
             break;
         }
-        for (int j = 0; j < i; j++)
-            if (!strcmp(tensors[j].name, t->name)) rc = myr_error("safetensors writer: tensor '%s' given twice", io_quote(t->name));
+        if (cJSON_GetObjectItemCaseSensitive(root, t->name)) {
+            rc = myr_error("safetensors writer: tensor '%s' given twice", io_quote(t->name));
+            break;
+        }
         if (t->ndim < 0 || t->ndim > ST_MAX_NDIM) {
             rc = myr_error("safetensors writer: tensor '%s' has %d dims (0..8 allowed)", t->name, t->ndim);
+            break;
+        }
+        if ((unsigned)t->dtype >= ST_NUM_DTYPES) {
+            rc = myr_error("safetensors writer: tensor '%s' has an unknown dtype", io_quote(t->name));
             break;
         }
         uint64_t numel = 1;
@@ -382,48 +473,72 @@ static char *build_header(const StWriteTensor *tensors, int n, const char *const
             else numel *= (uint64_t)t->shape[d];
             cJSON_AddItemToArray(shape, raw_u64((uint64_t)t->shape[d]));
         }
-        if (!rc && numel && !t->data) rc = myr_error("safetensors writer: tensor '%s' has no data", io_quote(t->name));
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON_AddStringToObject(e, "dtype", dtype_info[t->dtype].name);
         cJSON_AddItemToObject(e, "shape", shape);
+        t->begin = off;
+        t->end = off + numel * dtype_info[t->dtype].size;
         cJSON *offs = cJSON_CreateArray();
-        cJSON_AddItemToArray(offs, raw_u64(off));
-        cJSON_AddItemToArray(offs, raw_u64(off + numel * 4));
+        cJSON_AddItemToArray(offs, raw_u64(t->begin));
+        cJSON_AddItemToArray(offs, raw_u64(t->end));
         cJSON_AddItemToObject(e, "data_offsets", offs);
         cJSON_AddItemToObject(root, t->name, e);
-        off += numel * 4;
+        off = t->end;
     }
     char *text = rc ? NULL : cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!rc && !text) myr_error("out of memory building a safetensors header");
+    if (!text) return NULL;
+    /* pad the header with spaces so the data buffer starts 8-byte aligned, as the reference writer does */
+    size_t hlen = strlen(text), padded = (hlen + 8 + 7) / 8 * 8 - 8;
+    char *out = realloc(text, padded + 1);
+    if (!out) {
+        free(text);
+        myr_error("out of memory building a safetensors header");
+        return NULL;
+    }
+    memset(out + hlen, ' ', padded - hlen);
+    out[padded] = 0;
+    *prefix_bytes = 8 + padded;
     *data_bytes = off;
-    return text;
+    return out;
 }
 
 int st_write_f32_meta(const char *path, const StWriteTensor *tensors, int n, const char *const *meta_keys,
                       const char *const *meta_values, int n_meta) {
-    uint64_t data_bytes;
-    char *header = build_header(tensors, n, meta_keys, meta_values, n_meta, &data_bytes);
-    if (!header) return -1;
-    /* pad the header with spaces so the data buffer starts 8-byte aligned, as the reference writer does */
-    size_t hlen = strlen(header);
-    size_t padded = (hlen + 8 + 7) / 8 * 8 - 8;
-    uint64_t hlen_le = padded;
+    StLayoutTensor *lay = calloc(n ? (size_t)n : 1, sizeof *lay);
+    if (!lay) return myr_error("out of memory writing %s", path);
+    for (int i = 0; i < n; i++) {
+        lay[i] = (StLayoutTensor){.name = tensors[i].name, .dtype = ST_F32, .ndim = tensors[i].ndim};
+        memcpy(lay[i].shape, tensors[i].shape, sizeof lay[i].shape);
+        if (tensors[i].ndim >= 0 && tensors[i].ndim <= ST_MAX_NDIM) {
+            int64_t numel = 1;
+            for (int d = 0; d < tensors[i].ndim; d++) numel *= tensors[i].shape[d] > 0 ? tensors[i].shape[d] : 0;
+            if (numel && !tensors[i].data) {
+                free(lay);
+                return myr_error("safetensors writer: tensor '%s' has no data", io_quote(tensors[i].name ? tensors[i].name : ""));
+            }
+        }
+    }
+    uint64_t prefix, data_bytes;
+    char *header = st_layout_header(lay, n, meta_keys, meta_values, n_meta, &prefix, &data_bytes);
+    if (!header) {
+        free(lay);
+        return -1;
+    }
+    uint64_t hlen_le = prefix - 8;
     AtomicFile a;
     if (atomic_open(&a, path)) {
         free(header);
+        free(lay);
         return -1;
     }
-    static const char spaces[8] = "        ";
     int rc = atomic_write(&a, &hlen_le, 8);
-    if (!rc) rc = atomic_write(&a, header, hlen);
-    if (!rc) rc = atomic_write(&a, spaces, padded - hlen);
-    for (int i = 0; i < n && !rc; i++) {
-        size_t numel = 1;
-        for (int d = 0; d < tensors[i].ndim; d++) numel *= (size_t)tensors[i].shape[d];
-        if (numel) rc = atomic_write(&a, tensors[i].data, numel * sizeof(float));
-    }
+    if (!rc) rc = atomic_write(&a, header, (size_t)hlen_le);
+    for (int i = 0; i < n && !rc; i++)
+        if (lay[i].end > lay[i].begin) rc = atomic_write(&a, tensors[i].data, (size_t)(lay[i].end - lay[i].begin));
     free(header);
+    free(lay);
     if (rc) {
         atomic_abort(&a);
         return -1;

@@ -80,7 +80,7 @@ typedef struct KernelBackend {
     void (*vocab_shard_grad)(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
                              const double *sum, double scale);
     double (*vocab_shard_losses)(real *losses, const double *max, const double *sum, const double *target, int N);
-    void (*rope_tables)(real *cos_t, real *sin_t, int max_seq, int hd, float theta);
+    void (*rope_tables)(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq);
     void (*rope_apply)(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                        int stride, int inverse);
     size_t (*attention_saved_count)(int B, int T, int H);

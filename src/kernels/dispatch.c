@@ -215,7 +215,21 @@ static void cache_release(void) {
 
 /* ---- memory and copies ---- */
 
+/* MYRIAD_MAX_ALLOC=BYTES: any single device or pinned allocation larger dies naming it. The
+ * tests set it below the whole model's size to show that no rank ever allocates the whole model
+ * (docs/TRAINING.md, "Memory"). */
+static void check_ceiling(size_t bytes, const char *what) {
+    static long long ceiling = -1;
+    if (ceiling < 0) {
+        const char *v = getenv("MYRIAD_MAX_ALLOC");
+        ceiling = v && *v ? atoll(v) : 0;
+    }
+    if (ceiling > 0 && (long long)bytes > ceiling)
+        myr_die("a %s allocation of %zu bytes exceeds MYRIAD_MAX_ALLOC=%lld", what, bytes, ceiling);
+}
+
 void *dev_alloc_bytes(size_t bytes) {
+    check_ceiling(bytes, "device");
     if (!bytes) bytes = 1;
     size_t want = bytes;
     void *p = cache_take(want, &bytes);
@@ -271,6 +285,7 @@ void dev_to_host_async(void *host, const void *dev, size_t bytes) {
 }
 
 void *host_alloc_pinned(size_t bytes) {
+    check_ceiling(bytes, "pinned host");
     void *p = kb->host_alloc_pinned(bytes ? bytes : 1);
     if (!p) myr_die("out of host memory allocating %.1f MiB of pinned memory", bytes / 1048576.0);
     return p;
@@ -390,8 +405,8 @@ double vocab_shard_losses(real *losses, const double *max, const double *sum, co
     CLOSE();
     return r;
 }
-void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
-    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, theta);
+void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq) {
+    VCALL(rope_tables, cos_t, sin_t, max_seq, hd, inv_freq);
 }
 void rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                 int stride, int inverse) {

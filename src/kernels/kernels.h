@@ -184,7 +184,8 @@ double vocab_shard_losses(real *losses, const double *max, const double *sum, co
  * (computed in fp32, rounded on store). qkv rows have `stride` values; q = heads*hd at offset
  * 0, k = kv_heads*hd right after. cos/sin tables are [max_seq, hd/2] fp32; row n has position
  * n % T. inverse=1 rotates back (this is the backward of the rotation). */
-void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta);
+/* inv_freq: hd/2 host floats, the angle per position of each dimension pair (model/rope_scaling.c). */
+void rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq);
 void rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                 int stride, int inverse);
 

@@ -12,6 +12,8 @@ void model_config_defaults(ModelConfig *c, ModelArch arch) {
     /* dense unless asked (MoE settings are not family defaults) */
     c->experts = c->top_k = c->shared_experts = c->expert_ffn = c->moe_every = 0;
     c->capacity_factor = c->aux_loss_coef = 0;
+    c->rope_scaling = ROPE_PLAIN, c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
+    c->rope_original_max_seq = 0, c->attn_bias = c->mlp_bias = 0;
     if (arch == ARCH_GPT2) {
         c->norm_eps = 1e-5f;
         c->rope_theta = 0.0f;
@@ -50,6 +52,17 @@ int model_config_validate(const ModelConfig *c) {
     if (c->arch == ARCH_LLAMA && ((c->hidden / c->heads) % 2))
         return myr_error("llama head_dim %d must be even for rotary embeddings", c->hidden / c->heads);
     if (!(c->norm_eps > 0)) return myr_error("norm eps must be positive");
+    if (c->rope_scaling && !(c->rope_factor >= 1))
+        return myr_error("rope_scaling %s needs a factor >= 1 (got %g)", model_rope_scaling_name(c->rope_scaling),
+                         (double)c->rope_factor);
+    if (c->rope_scaling == ROPE_LLAMA3 &&
+        (!(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor) ||
+         c->rope_original_max_seq <= 0))
+        return myr_error("rope_scaling llama3 needs 0 < low_freq_factor < high_freq_factor and a positive "
+                         "original_max_position_embeddings");
+    if (c->arch == ARCH_GPT2 && (c->rope_scaling || c->attn_bias || c->mlp_bias))
+        return myr_error("gpt2 has learned positions and always has biases: rope_scaling, attention_bias and mlp_bias "
+                         "are Llama settings");
     if (c->experts < 0) return myr_error("experts must be >= 0 (got %d)", c->experts);
     if (c->experts == 0) return 0;
     if (c->top_k < 1) return myr_error("--top-k must be at least 1 (got %d)", c->top_k);

@@ -7,6 +7,8 @@
 
 typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
 
+typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3 } RopeScaling;
+
 typedef struct {
     ModelArch arch;
     int layers;
@@ -18,6 +20,12 @@ typedef struct {
     int max_seq;    /* positions (GPT-2 n_positions, Llama max_position_embeddings) */
     float norm_eps; /* LayerNorm / RMSNorm epsilon */
     float rope_theta;
+    /* Hugging Face rope_scaling (model/rope_scaling.c): how the rotary frequencies are scaled */
+    int rope_scaling;           /* ROPE_PLAIN, ROPE_LINEAR, ROPE_DYNAMIC or ROPE_LLAMA3 */
+    float rope_factor;          /* linear / dynamic / llama3: the context extension factor */
+    float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int rope_original_max_seq;  /* llama3: original_max_position_embeddings */
+    int attn_bias, mlp_bias;    /* Llama: biases on q/k/v/o (attention_bias), gate/up/down (mlp_bias) */
     int tied_embeddings; /* lm_head shares the token embedding (GPT-2: 1, Llama: usually 0) */
     /* mixture of experts (docs/MOE.md); experts == 0 is a dense model and the rest is ignored */
     int experts;           /* routed experts per MoE layer */
@@ -39,6 +47,11 @@ int model_layer_is_moe(const ModelConfig *c, int l);
 int model_expert_ffn(const ModelConfig *c);
 /* Tokens one expert may take from one sequence of T tokens (INT32_MAX when dropless). */
 int model_expert_capacity(const ModelConfig *c, int T);
+/* The rotary inverse frequencies [head_dim / 2] for sequences of `seq` tokens (dynamic scaling
+ * depends on it), computed as transformers computes them (rope_scaling.c). */
+void model_rope_inv_freq(const ModelConfig *c, int seq, float *inv_freq);
+/* "none", "linear", "dynamic", "llama3" */
+const char *model_rope_scaling_name(int kind);
 /* "gpt2" / "llama" */
 const char *model_arch_name(ModelArch a);
 /* Parse "gpt2" / "llama"; -1 if unknown. */

@@ -1,39 +1,25 @@
-/* hf_weights.c: the mapping between Hugging Face tensor names and the parameter table. */
+/* hf_weights.c: the mapping between Hugging Face tensor names and the parameter table
+ * (hf_slots.h), and loading / saving one process's whole Model through the streamed reader and
+ * writer (hf_source.c, hf_export.c). */
 #include "model/hf_weights.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "io/hf_config.h"
-#include "io/safetensors.h"
+#include "model/hf_slots.h"
 #include "util/error.h"
 
-/* One Hugging Face tensor: rows [row0, row0+rows) of an internal tensor, stored transposed
- * (GPT-2 Conv1D) or not. Its HF shape is [rows, cols], or [cols, rows] when transposed,
- * or [rows] for vectors. */
-typedef struct {
-    char hf[96];
-    const ParamInfo *p;
-    int64_t row0, rows;
-    int transpose;
-} HfSlot;
-
-typedef struct {
-    HfSlot *s;
-    int n, cap;
-} SlotList;
-
-static void slot(SlotList *l, const ParamTable *t, const char *internal, int64_t row0, int64_t rows, int transpose,
+static void slot(HfSlotList *l, const ParamTable *t, const char *internal, int64_t row0, int64_t rows, int transpose,
                  const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static void slot(SlotList *l, const ParamTable *t, const char *internal, int64_t row0, int64_t rows, int transpose,
+static void slot(HfSlotList *l, const ParamTable *t, const char *internal, int64_t row0, int64_t rows, int transpose,
                  const char *fmt, ...) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->s = realloc(l->s, (size_t)l->cap * sizeof(HfSlot));
+        if (!l->s) myr_die("out of memory listing the Hugging Face tensors");
     }
     HfSlot *s = &l->s[l->n++];
     va_list ap;
@@ -41,6 +27,7 @@ static void slot(SlotList *l, const ParamTable *t, const char *internal, int64_t
     vsnprintf(s->hf, sizeof s->hf, fmt, ap);
     va_end(ap);
     s->p = param_table_find(t, internal);
+    if (!s->p) myr_die("internal: no tensor %s for the Hugging Face name %s", internal, s->hf);
     s->row0 = row0;
     s->rows = rows < 0 ? s->p->shape[0] : rows;
     s->transpose = transpose;
@@ -50,7 +37,7 @@ static void slot(SlotList *l, const ParamTable *t, const char *internal, int64_t
  * up, w2 = down) and, for shared experts, block_sparse_moe.shared_experts.{gate,up,down}_proj.
  * GPT-2 family (no standard exists): mlp.gate, mlp.experts.N.c_fc / c_proj (Conv1D, transposed
  * like GPT-2's MLP) and mlp.shared_experts.c_fc / c_proj. */
-static void moe_slots(SlotList *l, const ParamTable *t, const ModelConfig *c, int i) {
+static void moe_slots(HfSlotList *l, const ParamTable *t, const ModelConfig *c, int i) {
     char in[64];
     int F = model_expert_ffn(c), Fs = c->shared_experts * F;
 #define INTERNAL(fmt, ...) (snprintf(in, sizeof in, fmt, __VA_ARGS__), in)
@@ -95,9 +82,7 @@ static void moe_slots(SlotList *l, const ParamTable *t, const ModelConfig *c, in
 #undef INTERNAL
 }
 
-static void build_slots(const Model *m, SlotList *l) {
-    const ModelConfig *c = &m->cfg;
-    const ParamTable *t = &m->table;
+void hf_slots_build(const ModelConfig *c, const ParamTable *t, HfSlotList *l) {
     char in[64];
 #define INTERNAL(fmt, ...) (snprintf(in, sizeof in, fmt, __VA_ARGS__), in)
     if (c->arch == ARCH_GPT2) {
@@ -131,7 +116,14 @@ static void build_slots(const Model *m, SlotList *l) {
             slot(l, t, INTERNAL("layers.%d.qkv_w", i), 0, q, 0, "model.layers.%d.self_attn.q_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.qkv_w", i), q, kv, 0, "model.layers.%d.self_attn.k_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.qkv_w", i), q + kv, kv, 0, "model.layers.%d.self_attn.v_proj.weight", i);
+            if (c->attn_bias) {
+                slot(l, t, INTERNAL("layers.%d.qkv_b", i), 0, q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
+                slot(l, t, INTERNAL("layers.%d.qkv_b", i), q, kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
+                slot(l, t, INTERNAL("layers.%d.qkv_b", i), q + kv, kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+            }
             slot(l, t, INTERNAL("layers.%d.attn_out_w", i), 0, -1, 0, "model.layers.%d.self_attn.o_proj.weight", i);
+            if (c->attn_bias)
+                slot(l, t, INTERNAL("layers.%d.attn_out_b", i), 0, -1, 0, "model.layers.%d.self_attn.o_proj.bias", i);
             slot(l, t, INTERNAL("layers.%d.norm2_w", i), 0, -1, 0, "model.layers.%d.post_attention_layernorm.weight", i);
             if (model_layer_is_moe(c, i)) {
                 moe_slots(l, t, c, i);
@@ -140,6 +132,11 @@ static void build_slots(const Model *m, SlotList *l) {
             slot(l, t, INTERNAL("layers.%d.fc_w", i), 0, c->ffn, 0, "model.layers.%d.mlp.gate_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.fc_w", i), c->ffn, c->ffn, 0, "model.layers.%d.mlp.up_proj.weight", i);
             slot(l, t, INTERNAL("layers.%d.mlp_out_w", i), 0, -1, 0, "model.layers.%d.mlp.down_proj.weight", i);
+            if (c->mlp_bias) {
+                slot(l, t, INTERNAL("layers.%d.fc_b", i), 0, c->ffn, 0, "model.layers.%d.mlp.gate_proj.bias", i);
+                slot(l, t, INTERNAL("layers.%d.fc_b", i), c->ffn, c->ffn, 0, "model.layers.%d.mlp.up_proj.bias", i);
+                slot(l, t, INTERNAL("layers.%d.mlp_out_b", i), 0, -1, 0, "model.layers.%d.mlp.down_proj.bias", i);
+            }
         }
         slot(l, t, "normf_w", 0, -1, 0, "model.norm.weight");
         if (!c->tied_embeddings) slot(l, t, "lm_head", 0, -1, 0, "lm_head.weight");
@@ -147,10 +144,22 @@ static void build_slots(const Model *m, SlotList *l) {
 #undef INTERNAL
 }
 
-static int64_t slot_cols(const HfSlot *s) { return s->p->ndim == 2 ? s->p->shape[1] : 1; }
+void hf_slots_free(HfSlotList *l) {
+    free(l->s);
+    l->s = NULL;
+    l->n = l->cap = 0;
+}
 
-/* HF names that carry no parameters (buffers) and are skipped on load. */
-static int ignorable(const char *name) {
+int64_t hf_slot_cols(const HfSlot *s) { return s->p->ndim == 2 ? s->p->shape[1] : 1; }
+
+int hf_slot_shape(const HfSlot *s, int64_t shape[2]) {
+    int64_t cols = hf_slot_cols(s);
+    shape[0] = s->transpose ? cols : s->rows;
+    shape[1] = s->transpose ? s->rows : cols;
+    return s->p->ndim;
+}
+
+int hf_name_ignorable(const char *name) {
     const char *suffixes[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
@@ -160,137 +169,94 @@ static int ignorable(const char *name) {
     return 0;
 }
 
-/* Find a slot's tensor, accepting GPT-2 names with or without "transformer.". */
-static const StTensor *find_tensor(const StFile *f, const HfSlot *s) {
-    const StTensor *t = st_find(f, s->hf);
-    if (!t && !strncmp(s->hf, "transformer.", 12)) t = st_find(f, s->hf + 12);
-    return t;
+static unsigned name_bucket(const char *s, int nbuckets) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (unsigned)(h % (uint64_t)nbuckets);
 }
 
-static int matches_slot(const char *name, const SlotList *l, int tied_gpt2) {
-    for (int i = 0; i < l->n; i++) {
-        if (!strcmp(name, l->s[i].hf)) return 1;
-        if (!strncmp(l->s[i].hf, "transformer.", 12) && !strcmp(name, l->s[i].hf + 12)) return 1;
+void hf_slot_index_build(HfSlotIndex *ix, const HfSlotList *l) {
+    ix->l = l;
+    ix->nbuckets = 2 * l->n + 1;
+    ix->head = malloc((size_t)ix->nbuckets * sizeof(int));
+    ix->next = malloc((size_t)(l->n ? l->n : 1) * sizeof(int));
+    for (int b = 0; b < ix->nbuckets; b++) ix->head[b] = -1;
+    for (int i = l->n - 1; i >= 0; i--) { /* pushed in reverse: each chain runs in slot order */
+        unsigned b = name_bucket(l->s[i].p->name, ix->nbuckets);
+        ix->next[i] = ix->head[b];
+        ix->head[b] = i;
     }
-    /* GPT-2 checkpoints may carry the tied lm_head explicitly */
-    return tied_gpt2 && !strcmp(name, "lm_head.weight");
 }
+
+void hf_slot_index_free(HfSlotIndex *ix) {
+    free(ix->head);
+    free(ix->next);
+    ix->head = ix->next = NULL;
+}
+
+/* a bucket's chain holds every slot whose name hashes there, in slot order */
+static int matching(const HfSlotIndex *ix, int i, const char *name) {
+    while (i >= 0 && strcmp(ix->l->s[i].p->name, name)) i = ix->next[i];
+    return i;
+}
+
+int hf_slot_first(const HfSlotIndex *ix, const char *name) {
+    return matching(ix, ix->head[name_bucket(name, ix->nbuckets)], name);
+}
+
+int hf_slot_next(const HfSlotIndex *ix, int i, const char *name) { return matching(ix, ix->next[i], name); }
+
+/* ---- one process's whole Model ---- */
 
 int hf_load_weights(const char *path, Model *m) {
-    StFile f;
-    if (st_open(path, &f)) return -1;
-    SlotList l = {0};
-    build_slots(m, &l);
-    int rc = 0;
-    float *buf = NULL;
+    HfSource *s;
+    if (hf_source_open_file(path, &m->cfg, &s)) return -1;
     real *image = model_params_view(m);
-    for (int i = 0; i < l.n && !rc; i++) {
-        const HfSlot *s = &l.s[i];
-        const StTensor *t = find_tensor(&f, s);
-        int64_t cols = slot_cols(s);
-        int64_t want0 = s->transpose ? cols : s->rows, want1 = s->transpose ? s->rows : cols;
-        int want_ndim = s->p->ndim;
-        if (!t) {
-            rc = myr_error("%s: tensor %s is missing (is the checkpoint for this model family and shape?)", path, s->hf);
-            break;
-        }
-        if (t->ndim != want_ndim || t->shape[0] != want0 || (want_ndim == 2 && t->shape[1] != want1)) {
-            char got[96] = "", want[64];
-            for (int d = 0; d < t->ndim; d++)
-                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-            if (want_ndim == 2) snprintf(want, sizeof want, "%lld, %lld", (long long)want0, (long long)want1);
-            else snprintf(want, sizeof want, "%lld", (long long)want0);
-            rc = myr_error("%s: tensor %s has shape [%s], the config needs [%s]", path, s->hf, got, want);
-            break;
-        }
-        int64_t n = s->rows * cols;
-        buf = realloc(buf, (size_t)n * sizeof(float));
-        if (st_read_f32(&f, t, buf, n)) { rc = -1; break; }
-        real *dst = image + s->p->offset + (size_t)s->row0 * cols;
-        if (s->transpose) {
-            for (int64_t r = 0; r < s->rows; r++)
-                for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = buf[c * s->rows + r];
-        } else {
-            for (int64_t k = 0; k < n; k++) dst[k] = buf[k];
-        }
-    }
-    int tied_gpt2 = m->cfg.arch == ARCH_GPT2 && m->cfg.tied_embeddings;
-    for (int i = 0; i < f.n && !rc; i++)
-        if (!ignorable(f.tensors[i].name) && !matches_slot(f.tensors[i].name, &l, tied_gpt2))
-            rc = myr_error("%s: unexpected tensor %s for a %s model with %d layers", path, f.tensors[i].name,
-                           model_arch_name(m->cfg.arch), m->cfg.layers);
+    int rc = param_table_boxes(&m->cfg, &m->table, m->tp.size, m->tp.rank, image, 0, hf_source_box, s);
     model_params_view_done(m, image, !rc);
-    free(buf);
-    free(l.s);
-    st_close(&f);
+    hf_source_close(s);
     return rc;
 }
 
 int hf_load(const char *dir, Model *m) { return hf_load_aligned(dir, m, 1); }
 
-int hf_load_host(const char *dir, Model *m) {
-    char path[4096];
-    ModelConfig c;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (hf_config_read(path, &c)) return -1;
-    if (model_create_host(m, &c)) return myr_error("%s: %s", path, myr_last_error());
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (hf_load_weights(path, m)) {
-        model_destroy(m);
-        return -1;
+/* Read DIR into a new whole model: parameters, and gradients when it will train. */
+static int load_new(const char *dir, Model *m, int unit_align, int grads) {
+    HfSource *s;
+    if (hf_source_open(dir, &s)) return -1;
+    StageSpec whole = {0, hf_source_config(s)->layers, 1, 1};
+    if (model_plan_ep(m, hf_source_config(s), unit_align, 1, 0, 1, 0, &whole)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", myr_last_error());
+        hf_source_close(s);
+        return myr_error("%s/config.json: %s", dir, why);
     }
-    return 0;
-}
-
-int hf_load_aligned(const char *dir, Model *m, int unit_align) {
-    char path[4096];
-    ModelConfig c;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (hf_config_read(path, &c)) return -1;
-    if (model_create_aligned(m, &c, unit_align)) return myr_error("%s: %s", path, myr_last_error());
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (hf_load_weights(path, m)) {
-        model_destroy(m);
-        return -1;
-    }
-    return 0;
-}
-
-int hf_save(const char *dir, const Model *m) {
-    if (mkdir(dir, 0755) && errno != EEXIST) return myr_error("cannot create %s: %s", dir, strerror(errno));
-    SlotList l = {0};
-    build_slots(m, &l);
-    StWriteTensor *w = calloc((size_t)l.n, sizeof *w);
-    float **bufs = calloc((size_t)l.n, sizeof *bufs);
+    model_alloc_parts(m, 1, grads);
     real *image = model_params_view(m);
-    for (int i = 0; i < l.n; i++) {
-        const HfSlot *s = &l.s[i];
-        int64_t cols = slot_cols(s), n = s->rows * cols;
-        const real *src = image + s->p->offset + (size_t)s->row0 * cols;
-        float *b = bufs[i] = malloc((size_t)n * sizeof(float));
-        if (s->transpose) {
-            for (int64_t r = 0; r < s->rows; r++)
-                for (int64_t c = 0; c < cols; c++) b[c * s->rows + r] = (float)src[r * cols + c];
-        } else {
-            for (int64_t k = 0; k < n; k++) b[k] = (float)src[k];
-        }
-        w[i].name = s->hf;
-        w[i].data = b;
-        w[i].ndim = s->p->ndim;
-        w[i].shape[0] = s->transpose ? cols : s->rows;
-        w[i].shape[1] = s->transpose ? s->rows : cols;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    int rc = st_write_f32(path, w, l.n);
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        rc = hf_config_write(path, &m->cfg);
-    }
-    for (int i = 0; i < l.n; i++) free(bufs[i]);
-    model_params_view_done((Model *)m, image, 0);
-    free(bufs);
-    free(w);
-    free(l.s);
+    int rc = param_table_boxes(&m->cfg, &m->table, 1, 0, image, 0, hf_source_box, s);
+    model_params_view_done(m, image, !rc);
+    hf_source_close(s);
+    if (rc) model_destroy(m);
     return rc;
 }
+
+int hf_load_aligned(const char *dir, Model *m, int unit_align) { return load_new(dir, m, unit_align, 1); }
+
+int hf_load_inference(const char *dir, Model *m) { return load_new(dir, m, 1, 0); }
+
+int hf_save_as(const char *dir, const Model *m, HfSaveDtype dtype, uint64_t shard_bytes) {
+    HfExport *e;
+    if (hf_export_plan(&m->cfg, dtype, shard_bytes, &e)) return -1;
+    int rc = hf_export_create(e, dir);
+    real *image = rc ? NULL : model_params_view(m);
+    if (!rc) rc = hf_export_open(e, dir);
+    if (!rc) rc = param_table_boxes(&m->cfg, &m->table, m->tp.size, m->tp.rank, image, 1, hf_export_box, e);
+    if (hf_export_close(e) && !rc) rc = -1;
+    if (image) model_params_view_done((Model *)m, image, 0);
+    if (!rc) rc = hf_export_commit(e, dir, &m->cfg);
+    if (rc) hf_export_abort(e, dir);
+    hf_export_free(e);
+    return rc;
+}
+
+int hf_save(const char *dir, const Model *m) { return hf_save_as(dir, m, HF_SAVE_F32, HF_DEFAULT_SHARD_BYTES); }

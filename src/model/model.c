@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "model/moe.h"
+#include "model/weight_init.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -78,36 +79,31 @@ int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int 
     return 0;
 }
 
-int model_create_host(Model *m, const ModelConfig *cfg) {
-    StageSpec whole = {0, cfg->layers, 1, 1};
-    if (model_plan_ep(m, cfg, 1, 1, 0, 1, 0, &whole)) return -1;
-    m->on_host = 1;
-    m->params = calloc(m->table.total ? m->table.total : 1, sizeof(real));
-    if (!m->params) return myr_error("out of host memory for the %.1f MiB of the whole model's parameters",
-                                     m->table.total * sizeof(real) / 1048576.0);
-    model_tensors_bind(&m->p, &m->table, cfg, m->params);
-    return 0;
-}
-
 size_t model_weight_bytes(const Model *m) {
     return m->table.total * (2 * sizeof(real) + (kernels_dtype() != DTYPE_F32 ? act_size() : 0));
 }
 
-void model_alloc(Model *m) {
+void model_alloc(Model *m) { model_alloc_parts(m, 1, 1); }
+
+void model_alloc_parts(Model *m, int params, int grads) {
     const ModelConfig *cfg = &m->cfg;
-    m->params = dev_alloc(m->table.total);
-    m->grads = dev_alloc(m->table.total);
+    m->params = params ? dev_alloc(m->table.total) : NULL;
+    m->grads = grads ? dev_alloc(m->table.total) : NULL;
     model_tensors_bind(&m->p, &m->table, cfg, m->params);
     model_tensors_bind(&m->g, &m->table, cfg, m->grads);
     if (kernels_dtype() != DTYPE_F32) {
-        m->lp = dev_alloc_act(m->table.total);
+        m->lowp = 1;
+        m->lp = params ? dev_alloc_act(m->table.total) : NULL;
         model_tensors_bind_act(&m->w, &m->table, cfg, m->lp);
     }
     if (cfg->arch == ARCH_LLAMA) {
         int hd = cfg->hidden / cfg->heads;
         m->rope_cos = dev_alloc((size_t)cfg->max_seq * hd / 2);
         m->rope_sin = dev_alloc((size_t)cfg->max_seq * hd / 2);
-        rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, cfg->rope_theta);
+        float *inv_freq = malloc((size_t)hd / 2 * sizeof(float));
+        model_rope_inv_freq(cfg, cfg->max_seq, inv_freq);
+        rope_tables(m->rope_cos, m->rope_sin, cfg->max_seq, hd, inv_freq);
+        free(inv_freq);
     }
 }
 
@@ -178,14 +174,10 @@ void model_destroy(Model *m) {
     free(m->slots);
     dev_free(m->scratch_mem);
     host_free_pinned(m->staging);
-    if (m->on_host) {
-        free(m->params);
-        m->params = NULL;
-    }
     dev_free(m->params);
     dev_free(m->grads);
     dev_free(m->lp);
-    if (m->lp) model_tensors_free(&m->w);
+    if (m->lowp) model_tensors_free(&m->w);
     dev_free(m->rope_cos);
     dev_free(m->rope_sin);
     free(m->moe_stats.tokens);
@@ -205,7 +197,7 @@ static int unit_of_experts(const Model *m, int l) { return m->table.expert_unit[
 static int unit_head(const Model *m) { return m->table.units - 1; }
 
 real *model_params_view(const Model *m) {
-    if (m->on_host || dev_host_accessible()) return m->params;
+    if (dev_host_accessible()) return m->params;
     real *h = malloc((m->table.total ? m->table.total : 1) * sizeof(real));
     model_params_to_host(m, h);
     return h;
@@ -218,37 +210,20 @@ void model_params_view_done(Model *m, real *view, int write_back) {
 }
 
 void model_params_to_host(const Model *m, real *host) {
-    if (m->on_host) memcpy(host, m->params, m->table.total * sizeof(real));
-    else dev_to_host(host, m->params, m->table.total * sizeof(real));
+    dev_to_host(host, m->params, m->table.total * sizeof(real));
 }
 
 void model_params_from_host(Model *m, const real *host) {
-    if (m->on_host) memcpy(m->params, host, m->table.total * sizeof(real));
-    else host_to_dev(m->params, host, m->table.total * sizeof(real));
+    host_to_dev(m->params, host, m->table.total * sizeof(real));
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
-    Rng rng = {seed};
-    const ModelConfig *c = &m->cfg;
-    double residual_std = 0.02 / sqrt(2.0 * c->layers);
+    WeightInit *w;
+    if (weight_init_create(&w, &m->cfg, seed)) myr_die_last();
     real *image = model_params_view(m);
-    for (int i = 0; i < m->table.count; i++) {
-        const ParamInfo *p = &m->table.info[i];
-        real *w = image + p->offset;
-        const char *base = strrchr(p->name, '.') ? strrchr(p->name, '.') + 1 : p->name;
-        int is_norm_w = !strcmp(base, "norm1_w") || !strcmp(base, "norm2_w") || !strcmp(base, "normf_w");
-        if (is_norm_w) {
-            for (size_t k = 0; k < p->numel; k++) w[k] = 1;
-        } else if (p->ndim == 1) {
-            for (size_t k = 0; k < p->numel; k++) w[k] = 0;
-        } else {
-            double std = (!strcmp(base, "attn_out_w") || !strcmp(base, "mlp_out_w") || !strcmp(base, "shared_out_w"))
-                             ? residual_std
-                             : 0.02;
-            for (size_t k = 0; k < p->numel; k++) w[k] = (real)(std * rng_normal(&rng));
-        }
-    }
+    if (param_table_boxes(&m->cfg, &m->table, m->tp.size, m->tp.rank, image, 0, weight_init_box, w)) myr_die_last();
     model_params_view_done(m, image, 1);
+    weight_init_free(w);
 }
 
 /* rows of the residual stream this rank holds */
@@ -307,7 +282,7 @@ static Counts scratch_counts(const Model *m, int B, int T) {
     int sp = m->tp.sp;
     Counts k;
     k.reals = NL * C + N * C + (sp ? NL * C + N * C : 0); /* d_res, d_norm, d_norm_local, full */
-    k.acts = N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local + (m->lp ? N * C : 0);
+    k.acts = N * Y + N * qkv_width(m) + N * fc_width(m) + N * m->ffn_local + (m->lowp ? N * C : 0);
     return k;
 }
 
@@ -398,7 +373,7 @@ static void ensure_activations(Model *m, int B, int T) {
     m->s.d_qkv = TAKE_A(N * QKV);
     m->s.d_fc = TAKE_A(N * F1);
     m->s.d_act = TAKE_A(N * F);
-    m->s.dres_act = m->lp ? TAKE_A(N * C) : NULL;
+    m->s.dres_act = m->lowp ? TAKE_A(N * C) : NULL;
     if (p > end) myr_die("internal: scratch overruns its allocation by %zu bytes", (size_t)(p - end));
 #undef TAKE_R
 #undef TAKE_A
@@ -407,8 +382,9 @@ static void ensure_activations(Model *m, int B, int T) {
 #define WT(field) MODEL_WT(m, field)
 
 /* bf16 runs: round unit u's master weights into the working copy, just before the unit's
- * forward (after the hooks gathered them under ZeRO-3), as autocast casts weights at each use.
- * The copy stays valid through the step's backward: weights change only in the update. */
+ * forward, as autocast casts weights at each use. The copy stays valid through the step's
+ * backward: weights change only in the update. (ZeRO-3 has no whole working copy, m->lp NULL:
+ * the hooks round each unit as they gather it, for forward and again for backward.) */
 static void refresh_weights(Model *m, int unit) {
     if (!m->lp) return;
     for (int i = 0; i < m->table.count; i++) {
@@ -420,7 +396,7 @@ static void refresh_weights(Model *m, int unit) {
 /* The residual-stream gradient `dout` [n, C] as the act operand of the GEMMs that read it:
  * itself in fp32 runs, else rounded into the scratch copy. */
 static const act *dres_as_act(Model *m, const real *dout, size_t n) {
-    if (!m->lp) return (const act *)dout;
+    if (!m->lowp) return (const act *)dout;
     act_from_f32(m->s.dres_act, dout, n);
     return m->s.dres_act;
 }
@@ -463,7 +439,7 @@ static act *gather_rows(Model *m, act *local, act *full, size_t N, size_t C) {
 static const act *gather_dres(Model *m, size_t N, size_t C) {
     size_t n = local_rows(m, N) * C;
     if (!m->tp.sp) return dres_as_act(m, m->s.d_res, n);
-    if (!m->lp) {
+    if (!m->lowp) {
         m->tp.all_gather(m->tp.ctx, m->s.d_res, m->s.full, n, sizeof(real));
         return (const act *)m->s.full;
     }
@@ -571,7 +547,6 @@ static void tokens_to_device(int32_t *dev, int32_t *staging, const int32_t *host
 
 double model_forward_stage(Model *m, const int32_t *x, const real *input, const int32_t *targets, int B, int T,
                            double grad_scale) {
-    if (m->on_host) myr_die("internal: forward of a host-side model");
     const ModelConfig *c = &m->cfg;
     ensure_activations(m, B, T);
     int N = B * T, C = c->hidden, V = m->vocab_local;

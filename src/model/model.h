@@ -103,13 +103,14 @@ typedef struct {
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads; /* fp32 master weights and their gradients (device) */
-    int on_host;          /* model_create_host: params in host memory, no gradients, no forward */
     ModelTensors p, g;
     /* bf16 runs: the working copy of the weights the GEMMs read (act elements, rounded from the
      * master weights unit by unit at each forward, as autocast casts them at each use), bound
      * in w; NULL in fp32 runs, where the GEMMs read the master weights */
     act *lp;
     ModelTensors w;
+    int lowp; /* bf16 runs: the GEMMs read w. lp is NULL at ZeRO-3, where data parallelism rounds
+                 each gathered unit into a transient working copy and binds w to it */
     real *rope_cos, *rope_sin; /* Llama only */
     /* activations, sized for B x T on first use */
     int B, T;
@@ -139,7 +140,7 @@ typedef struct {
 
 /* The working copy a GEMM reads for weight `field` of m (an lvalue of ModelTensors, e.g.
  * layer[l].qkv_w): the bf16 copy in bf16 runs, the fp32 master weight itself otherwise. */
-#define MODEL_WT(m, field) ((const act *)((m)->lp ? (m)->w.field : (m)->p.field))
+#define MODEL_WT(m, field) ((const act *)((m)->lowp ? (m)->w.field : (m)->p.field))
 
 /* Make slot k current (slots are created on first use; slot 0 is the default). */
 void model_select_slot(Model *m, int k);
@@ -164,9 +165,10 @@ int model_create_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, in
 int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int tp_rank, int ep, int ep_rank,
                   const StageSpec *st);
 void model_alloc(Model *m);
-/* The whole model's parameters in host memory only (no gradients; it never runs): what a run is
- * initialised, loaded and resharded from, without taking device memory. */
-int model_create_host(Model *m, const ModelConfig *cfg);
+/* The same, leaving out the whole local parameters (params = 0: ZeRO-3 keeps only its shard) or
+ * gradients (grads = 0: ZeRO 2 and 3 reduce into shards); their tensors stay unbound (NULL)
+ * until data parallelism binds gathered units. */
+void model_alloc_parts(Model *m, int params, int grads);
 /* Device bytes model_alloc takes: fp32 parameters and gradients, and the bf16 working copy. */
 size_t model_weight_bytes(const Model *m);
 /* One pipeline stage of it (layers st->layer_lo .. layer_hi - 1, embedding if first, head if last). */

@@ -343,7 +343,7 @@ void moe_backward(Model *m, int l, const act *x, const act *dy, real *dx) {
     moe_router_backward(dlogits, s->probs, s->topk, s->gates, dgates, daux, N, T, E, k);
     /* the router's GEMM reads its output gradient as act (rounded in bf16 runs) */
     act *dlogits_act = (act *)dlogits;
-    if (m->lp) {
+    if (m->lowp) {
         dlogits_act = alloc_act((size_t)N * E);
         act_from_f32(dlogits_act, dlogits, (size_t)N * E);
     }

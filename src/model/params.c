@@ -126,17 +126,17 @@ void param_table_build_ep(ParamTable *t, const ModelConfig *c, int unit_align, i
         add(t, l, "norm1_w", 1, C, 0);
         if (gpt2) add(t, l, "norm1_b", 1, C, 0);
         add_sharded(t, l, "qkv_w", SHARD_QKV, 2, qkv, C);
-        if (gpt2) add_sharded(t, l, "qkv_b", SHARD_QKV, 1, qkv, 0);
+        if (gpt2 || c->attn_bias) add_sharded(t, l, "qkv_b", SHARD_QKV, 1, qkv, 0);
         add_sharded(t, l, "attn_out_w", SHARD_COLS, 2, C, C);
-        if (gpt2) add(t, l, "attn_out_b", 1, C, 0);
+        if (gpt2 || c->attn_bias) add(t, l, "attn_out_b", 1, C, 0);
         add(t, l, "norm2_w", 1, C, 0);
         if (gpt2) add(t, l, "norm2_b", 1, C, 0);
         t->layer_unit[l] = current_unit;
         if (!model_layer_is_moe(c, l)) {
             add_sharded(t, l, "fc_w", gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 2, fc, C);
-            if (gpt2) add_sharded(t, l, "fc_b", SHARD_ROWS, 1, fc, 0);
+            if (gpt2 || c->mlp_bias) add_sharded(t, l, "fc_b", gpt2 ? SHARD_ROWS : SHARD_GATE_UP, 1, fc, 0);
             add_sharded(t, l, "mlp_out_w", SHARD_COLS, 2, C, c->ffn);
-            if (gpt2) add(t, l, "mlp_out_b", 1, C, 0);
+            if (gpt2 || c->mlp_bias) add(t, l, "mlp_out_b", 1, C, 0);
             end_unit(t, lo, unit_align);
             continue;
         }
@@ -194,6 +194,63 @@ void param_shard_copy(const ModelConfig *c, const ParamInfo *p, int tp, int tp_r
         if (to_local) memcpy(l, g, (size_t)cols * sizeof(real));
         else memcpy(g, l, (size_t)cols * sizeof(real));
     }
+}
+
+/* The row blocks of rank r's slice: local rows [l0, l0 + n) are global rows [g0, g0 + n), columns
+ * [col0, col0 + local cols). */
+typedef struct {
+    int64_t l0, n, g0;
+} RowBlock;
+
+static int row_blocks(const ModelConfig *c, const ParamInfo *p, int tp, int r, RowBlock *b) {
+    int64_t rows = p->shape[0];
+    switch (p->shard) {
+    case SHARD_QKV: {
+        int64_t hd = c->hidden / c->heads, q = (int64_t)c->heads / tp * hd, kv = (int64_t)c->kv_heads / tp * hd;
+        b[0] = (RowBlock){0, q, global_row(c, p, tp, r, 0)};
+        b[1] = (RowBlock){q, kv, global_row(c, p, tp, r, q)};
+        b[2] = (RowBlock){q + kv, kv, global_row(c, p, tp, r, q + kv)};
+        return 3;
+    }
+    case SHARD_GATE_UP:
+        b[0] = (RowBlock){0, rows / 2, global_row(c, p, tp, r, 0)};
+        b[1] = (RowBlock){rows / 2, rows / 2, global_row(c, p, tp, r, rows / 2)};
+        return 2;
+    default: b[0] = (RowBlock){0, rows, global_row(c, p, tp, r, 0)}; return 1;
+    }
+}
+
+int param_range_boxes(const ModelConfig *c, const ParamInfo *p, int tp, int tp_rank, int64_t la, int64_t lb,
+                      real *data, TensorBoxFn fn, void *ctx) {
+    const char *name = p->tied_copy ? "tok_emb" : p->name;
+    int64_t gshape[2] = {p->global_shape[0], p->global_shape[1]}, cols = p->shape[1];
+    int64_t col0 = p->shard == SHARD_COLS ? (int64_t)tp_rank * cols : 0;
+    RowBlock blocks[3];
+    int nb = row_blocks(c, p, tp, tp_rank, blocks);
+    for (int k = 0; k < nb; k++) {
+        int64_t s0 = blocks[k].l0 * cols, s1 = (blocks[k].l0 + blocks[k].n) * cols;
+        int64_t a = la > s0 ? la : s0, e = lb < s1 ? lb : s1;
+        while (a < e) { /* a partial first row, the whole rows, a partial last row */
+            int64_t row = (a - s0) / cols, col = (a - s0) % cols, nr, nc;
+            if (col || e - a < cols) nr = 1, nc = (col + (e - a) < cols ? e - a : cols - col);
+            else nr = (e - a) / cols, nc = cols, col = 0;
+            TensorBox box = {blocks[k].g0 + row, nr, col0 + col, nc};
+            if (fn(ctx, name, gshape, &box, data)) return -1;
+            data += nr * nc;
+            a += nr * nc;
+        }
+    }
+    return 0;
+}
+
+int param_table_boxes(const ModelConfig *c, const ParamTable *t, int tp, int tp_rank, real *base, int skip_tied,
+                      TensorBoxFn fn, void *ctx) {
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->info[i];
+        if (skip_tied && p->tied_copy) continue;
+        if (param_range_boxes(c, p, tp, tp_rank, 0, (int64_t)p->numel, base + p->offset, fn, ctx)) return -1;
+    }
+    return 0;
 }
 
 size_t param_table_tensor_elements(const ParamTable *t) {
@@ -304,16 +361,20 @@ static void alloc_layers(ModelTensors *m, const ModelConfig *c) {
 
 void model_tensors_bind(ModelTensors *m, const ParamTable *t, const ModelConfig *c, real *base) {
     alloc_layers(m, c);
-    bind_range(m, t, c, (char *)base, sizeof(real), 0, t->total);
+    if (base) bind_range(m, t, c, (char *)base, sizeof(real), 0, t->total);
 }
 
 void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, act *base) {
     alloc_layers(m, c);
-    bind_range(m, t, c, (char *)base, act_size(), 0, t->total);
+    if (base) bind_range(m, t, c, (char *)base, act_size(), 0, t->total);
 }
 
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base) {
     bind_range(m, t, c, (char *)unit_base, sizeof(real), t->unit_lo[unit], t->unit_hi[unit]);
+}
+
+void model_tensors_bind_unit_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, act *unit_base) {
+    bind_range(m, t, c, (char *)unit_base, act_size(), t->unit_lo[unit], t->unit_hi[unit]);
 }
 
 void model_tensors_free(ModelTensors *m) {

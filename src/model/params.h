@@ -45,6 +45,19 @@ typedef struct {
     int layer_lo, layer_hi, first, last;
 } StageSpec;
 
+/* A rectangle of a global tensor of shape [rows, cols] (a vector is [n, 1]): rows [r0, r0 + nr) x
+ * columns [c0, c0 + nc), its data row-major. What a rank holds of a tensor is a few such boxes
+ * (its tensor-parallel slice, cut further by its ZeRO shard), and every producer and consumer of
+ * weights that must not see the whole model (initialization, Hugging Face files in and out, the
+ * checkpoints) works box by box in global coordinates. */
+typedef struct {
+    int64_t r0, nr, c0, nc;
+} TensorBox;
+
+/* Called once per box with the global tensor's name ("layers.3.qkv_w"; a tied LM head is named
+ * "tok_emb"), its global shape and the box's data. Returns 0, or -1 + myr_error. */
+typedef int (*TensorBoxFn)(void *ctx, const char *name, const int64_t gshape[2], const TensorBox *box, real *data);
+
 typedef struct {
     char name[48];
     ShardKind shard;
@@ -101,6 +114,17 @@ void param_table_build_ep(ParamTable *t, const ModelConfig *c, int unit_align, i
  * (only the slice's elements of global are written). */
 void param_shard_copy(const ModelConfig *c, const ParamInfo *p, int tp, int tp_rank, real *global, real *local,
                       int to_local);
+/* Elements [la, lb) of rank tp_rank's slice of tensor p (local row-major order, data pointing at
+ * element la) as boxes of the global tensor, in order: fn(ctx, name, global shape, box, data)
+ * for each, data advancing by each box's elements. `name` is the global tensor's (a tied copy of
+ * the embedding is named "tok_emb"). A tp slice is at most three row blocks (qkv) or one column
+ * block; a flat range of it cuts each block into at most three boxes. */
+int param_range_boxes(const ModelConfig *c, const ParamInfo *p, int tp, int tp_rank, int64_t la, int64_t lb,
+                      real *data, TensorBoxFn fn, void *ctx);
+/* Every tensor of a model's table whose elements lie in base (laid out as the table), as boxes
+ * (tied copies skipped when skip_tied). */
+int param_table_boxes(const ModelConfig *c, const ParamTable *t, int tp, int tp_rank, real *base, int skip_tied,
+                      TensorBoxFn fn, void *ctx);
 /* Element count of the tensors alone (no padding). */
 size_t param_table_tensor_elements(const ParamTable *t);
 void param_table_free(ParamTable *t);
@@ -114,6 +138,8 @@ void model_tensors_bind_act(ModelTensors *m, const ParamTable *t, const ModelCon
 /* Re-point the tensors of one unit at `unit_base`, which holds that unit's elements
  * (unit_base[0] is element unit_lo[unit]). Used to place a unit in gathered or transient memory. */
 void model_tensors_bind_unit(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, real *unit_base);
+/* The same over act elements (a unit's working copy in bf16 runs). */
+void model_tensors_bind_unit_act(ModelTensors *m, const ParamTable *t, const ModelConfig *c, int unit, act *unit_base);
 void model_tensors_free(ModelTensors *m);
 /* The pointer a bound ModelTensors holds for tensor p. */
 real *model_tensors_get(const ModelTensors *m, const ParamInfo *p);

@@ -36,27 +36,52 @@ static int expert_unit(const ParamTable *t, int u) {
 
 /* ---- buckets ---- */
 
-static void build_buckets(DataParallel *dp) {
-    const ParamTable *t = &dp->m->table;
+/* The buckets of table t in backward order (head first): units [unit_lo, unit_hi] and whether
+ * they hold routed experts; out has room for t->units. Returns the count. */
+static int plan_buckets(const ParamTable *t, const DpOptions *o, DpBucket *out) {
     int U = t->units;
-    dp->b = calloc((unsigned)U, sizeof(DpBucket));
-    dp->bucket_of_unit = calloc((unsigned)U, sizeof(int));
-    size_t limit = dp->o.zero >= 2 ? 1 : (size_t)(dp->o.bucket_mb * 1048576.0 / sizeof(real));
+    size_t limit = o->zero >= 2 ? 1 : (size_t)(o->bucket_mb * 1048576.0 / sizeof(real));
     if (limit < 1) limit = 1;
     /* walk units from the head down (backward order), closing a bucket once it is big enough */
     int n = 0, hi_unit = U - 1;
     for (int u = U - 1; u >= 0; u--) {
         int expert = expert_unit(t, u);
         if (expert && hi_unit > u) { /* close the dense units above: experts form their own bucket */
-            dp->b[n++] = (DpBucket){.unit_lo = u + 1, .unit_hi = hi_unit};
+            out[n++] = (DpBucket){.unit_lo = u + 1, .unit_hi = hi_unit};
             hi_unit = u;
         }
         size_t size = t->unit_hi[hi_unit] - t->unit_lo[u];
-        if (size >= limit || u == 0 || dp->o.zero >= 2 || expert || (u > 0 && expert_unit(t, u - 1))) {
-            dp->b[n++] = (DpBucket){.unit_lo = u, .unit_hi = hi_unit, .expert = expert};
+        if (size >= limit || u == 0 || o->zero >= 2 || expert || (u > 0 && expert_unit(t, u - 1))) {
+            out[n++] = (DpBucket){.unit_lo = u, .unit_hi = hi_unit, .expert = expert};
             hi_unit = u - 1;
         }
     }
+    for (int i = 0; i < n; i++) out[i].lo = t->unit_lo[out[i].unit_lo], out[i].hi = t->unit_hi[out[i].unit_hi];
+    return n;
+}
+
+double dp_inflight_bytes(const ParamTable *t, const DpOptions *o) {
+    DpBucket *b = calloc((size_t)t->units + 1, sizeof *b);
+    int n = plan_buckets(t, o, b), cap = o->max_inflight > 0 ? o->max_inflight : DP_MAX_INFLIGHT;
+    double sum = 0;
+    for (int k = 0; k < cap && k < n; k++) { /* the cap largest */
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (b[i].hi > b[i].lo && (best < 0 || b[i].hi - b[i].lo > b[best].hi - b[best].lo)) best = i;
+        if (best < 0) break;
+        sum += (double)(b[best].hi - b[best].lo) * sizeof(real);
+        b[best].hi = b[best].lo;
+    }
+    free(b);
+    return sum;
+}
+
+static void build_buckets(DataParallel *dp) {
+    const ParamTable *t = &dp->m->table;
+    int U = t->units;
+    dp->b = calloc((unsigned)U, sizeof(DpBucket));
+    dp->bucket_of_unit = calloc((unsigned)U, sizeof(int));
+    int n = plan_buckets(t, &dp->o, dp->b);
     for (int i = 0; i < n; i++) {
         DpBucket *b = &dp->b[i];
         b->lo = t->unit_lo[b->unit_lo];
@@ -75,7 +100,7 @@ static void build_buckets(DataParallel *dp) {
     dp->nbuckets = n;
     for (int i = 0; i < n; i++)
         for (int u = dp->b[i].unit_lo; u <= dp->b[i].unit_hi; u++) dp->bucket_of_unit[u] = i;
-    dp->shard_off = calloc((size_t)n, sizeof(size_t));
+    dp->shard_off = calloc((size_t)(n > 0 ? n : 1), sizeof(size_t));
     dp->shard_elems = 0;
     for (int i = 0; i < n; i++) {
         dp->shard_off[i] = dp->shard_elems;
@@ -87,7 +112,29 @@ static void build_buckets(DataParallel *dp) {
 
 static real *bucket_grads(DataParallel *dp, DpBucket *b) { return dp->o.zero >= 2 ? b->grad : dp->m->grads + b->lo; }
 
+static void finish(DataParallel *dp, DpBucket *b);
+
+/* At most max_inflight reductions in flight: the oldest is completed before another starts. */
+static void limit_inflight(DataParallel *dp) {
+    int cap = dp->o.max_inflight > 0 ? dp->o.max_inflight : DP_MAX_INFLIGHT;
+    for (;;) {
+        int n = 0;
+        DpBucket *oldest = NULL;
+        for (int i = 0; i < dp->nbuckets; i++) {
+            DpBucket *x = &dp->b[i];
+            if (!x->pending || !x->req) continue;
+            n++;
+            if (!oldest || x->launched < oldest->launched) oldest = x;
+        }
+        if (n < cap) return;
+        must(dcomm_wait(&oldest->req));
+        finish(dp, oldest);
+    }
+}
+
 static void launch(DataParallel *dp, DpBucket *b) {
+    limit_inflight(dp);
+    b->launched = ++dp->launches;
     size_t n = b->hi - b->lo;
     real *src = bucket_grads(dp, b);
     void *buf = src;
@@ -160,6 +207,13 @@ static void gather_unit(DataParallel *dp, int u) {
     must(dcomm_all_gather(dp->group, buf + (size_t)dp->rank * b->piece, buf, b->piece, COMM_F32));
     dp->gathered[u] = buf;
     model_tensors_bind_unit(&dp->m->p, t, &dp->m->cfg, u, buf);
+    if (dp->m->lowp && !dp->m->lp) { /* bf16 without a whole working copy: this unit's, rounded once */
+        act *w = dev_alloc_act(n);
+        transient_add(dp, (long long)(n * act_size()));
+        act_from_f32(w, buf, n);
+        dp->gathered_act[u] = w;
+        model_tensors_bind_unit_act(&dp->m->w, t, &dp->m->cfg, u, w);
+    }
 }
 
 static void release_unit(DataParallel *dp, int u) {
@@ -168,6 +222,11 @@ static void release_unit(DataParallel *dp, int u) {
     dev_free(dp->gathered[u]);
     dp->gathered[u] = NULL;
     transient_add(dp, -(long long)((t->unit_hi[u] - t->unit_lo[u]) * sizeof(real)));
+    if (dp->gathered_act[u]) {
+        dev_free(dp->gathered_act[u]);
+        dp->gathered_act[u] = NULL;
+        transient_add(dp, -(long long)((t->unit_hi[u] - t->unit_lo[u]) * act_size()));
+    }
 }
 
 /* ---- model hooks ---- */
@@ -254,6 +313,7 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
             return myr_error("internal: model units are not padded to the data-parallel size %d", dp->size);
     build_buckets(dp);
     dp->gathered = calloc((size_t)m->table.units, sizeof(real *));
+    dp->gathered_act = calloc((size_t)m->table.units, sizeof(act *));
     if (o->zero == 0) {
         dp->nopt = 1;
         dp->opt = calloc(1, sizeof(AdamW));
@@ -272,8 +332,10 @@ int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Mode
         m->grads = NULL;
     }
     if (o->zero >= 3) {
+        /* the shard alone: a model allocated without its whole parameters (model_alloc_parts)
+         * is filled in the shard (train_state_fill_params); one allocated whole hands its values over */
         dp->param_shard = dev_alloc(dp->shard_elems);
-        for (int i = 0; i < dp->nbuckets; i++)
+        for (int i = 0; m->params && i < dp->nbuckets; i++)
             dev_to_dev(dp->param_shard + dp->shard_off[i], m->params + own_lo(dp, &dp->b[i]),
                        dp->b[i].piece * sizeof(real));
         dev_free(m->params);
@@ -290,10 +352,11 @@ void dp_destroy(DataParallel *dp) {
         dev_free(dp->b[i].bf16);
         dev_free(dp->b[i].grad);
     }
-    for (int u = 0; dp->gathered && u < dp->m->table.units; u++) dev_free(dp->gathered[u]);
+    for (int u = 0; dp->gathered && u < dp->m->table.units; u++) dev_free(dp->gathered[u]), dev_free(dp->gathered_act[u]);
     for (int i = 0; i < dp->nopt; i++) adamw_destroy(&dp->opt[i]);
     free(dp->opt);
     free(dp->gathered);
+    free(dp->gathered_act);
     free(dp->b);
     free(dp->bucket_of_unit);
     free(dp->shard_off);
@@ -424,22 +487,6 @@ int dp_gather_params(DataParallel *dp) {
 
 void dp_release_gathered(DataParallel *dp) {
     for (int u = 0; u < dp->m->table.units; u++) release_unit(dp, u);
-}
-
-int dp_materialize_params(DataParallel *dp) {
-    Model *m = dp->m;
-    if (dp->o.zero < 3) return 0;
-    dp_release_gathered(dp);
-    m->params = dev_alloc(m->table.total);
-    for (int i = 0; i < dp->nbuckets; i++) {
-        DpBucket *b = &dp->b[i];
-        dev_to_dev(m->params + own_lo(dp, b), dp->param_shard + dp->shard_off[i], b->piece * sizeof(real));
-        must(dcomm_all_gather(dp->group, m->params + own_lo(dp, b), m->params + b->lo, b->piece, COMM_F32));
-    }
-    model_tensors_free(&m->p);
-    model_tensors_bind(&m->p, &m->table, &m->cfg, m->params);
-    m->hooks = NULL;
-    return 0;
 }
 
 void dp_memory(const DataParallel *dp, double *params, double *grads, double *optim, double *expected) {

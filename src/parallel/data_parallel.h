@@ -35,7 +35,12 @@ typedef struct {
     double bucket_mb;  /* bucket size for zero 0/1 (MiB of fp32 gradients) */
     CommDtype grad_dtype;
     int overlap;       /* 1: reduce during backward; 0: after backward */
+    int max_inflight;  /* reductions in flight at once (0: DP_MAX_INFLIGHT): MPI's nonblocking
+                          collectives hold a temporary as large as their message, so with every
+                          bucket in flight the library held about half the gradients again */
 } DpOptions;
+
+enum { DP_MAX_INFLIGHT = 2 };
 
 typedef struct {
     size_t lo, hi;        /* element range (whole units, padded: (hi - lo) % N == 0) */
@@ -49,6 +54,7 @@ typedef struct {
     int rank, size;
     uint16_t *bf16;       /* wire buffer (device) when gradients travel as bf16 */
     real *grad;           /* zero >= 2: transient gradient buffer of the bucket */
+    long launched;        /* launch order of the reduction in flight (the oldest is waited for first) */
 } DpBucket;
 
 typedef struct {
@@ -63,7 +69,9 @@ typedef struct {
     DpBucket *b;
     int *bucket_of_unit;  /* [units] */
     int last_micro;       /* the running backward ends gradient accumulation */
+    long launches;        /* reductions launched so far (their order) */
     real *param_shard;    /* zero 3: own pieces, bucket by bucket */
+    act **gathered_act;   /* zero 3 in bf16: [units] each gathered unit's working copy, or NULL */
     real *grad_shard;     /* zero >= 2: own pieces' averaged gradients */
     size_t shard_elems;
     size_t *shard_off;    /* [nbuckets]: offset of bucket b's piece in the shard arrays */
@@ -79,6 +87,9 @@ typedef struct {
 /* Set up over `group` for model m (created with model_create_aligned(..., group size)).
  * Zero >= 2 frees the model's full gradient buffer, zero 3 its full parameters. Collective. */
 int dp_create(DataParallel *dp, Comm *group, Model *m, const DpOptions *o);
+/* Bytes of the reductions that can be in flight at once for a model of table t (its max_inflight
+ * largest buckets): the communication library's temporaries are about that large. */
+double dp_inflight_bytes(const ParamTable *t, const DpOptions *o);
 /* With expert parallelism of size ep inside `group`: routed experts are reduced over expert_group
  * (the ranks holding the same experts). ZeRO 0 and 1 only. */
 int dp_create_ep(DataParallel *dp, Comm *group, Comm *expert_group, int ep, Model *m, const DpOptions *o);
@@ -111,9 +122,6 @@ int dp_gather_replicated(DataParallel *dp);
 double dp_mean(DataParallel *dp, double x);
 /* Free parameters gathered for a forward outside training (evaluation). */
 void dp_release_gathered(DataParallel *dp);
-/* Zero 3: gather the full parameters into m->params and detach the hooks (for saving and
- * sampling at the end of a run). No-op for other stages. Collective. */
-int dp_materialize_params(DataParallel *dp);
 /* Bytes this rank holds for parameters, gradients and optimizer state, and what the ZeRO
  * formulas predict for fp32 (16Ψ; (8 + 8/N)Ψ; (4 + 12/N)Ψ; 16Ψ/N + the largest gathered unit). */
 void dp_memory(const DataParallel *dp, double *params, double *grads, double *optim, double *expected);

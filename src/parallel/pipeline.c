@@ -154,6 +154,11 @@ double pipeline_forward_backward(Pipeline *pl, const int32_t *x, const int32_t *
 }
 
 double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int rows) {
+    return pipeline_forward_visit(pl, x, y, rows, NULL, NULL);
+}
+
+double pipeline_forward_visit(Pipeline *pl, const int32_t *x, const int32_t *y, int rows,
+                              void (*last)(void *ctx, Model *m), void *ctx) {
     /* virtual stages in order; each hands its output to the owner of the next one */
     int V = pl->pp * pl->vpp, T = pl->T, C = pl->chunk[0].cfg.hidden;
     size_t elems = model_local_rows(&pl->chunk[0], (size_t)rows * T) * (size_t)C;
@@ -166,8 +171,10 @@ double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int ro
         model_select_slot(m, pl->micro); /* a slot of its own, past the training ones */
         if (!m->stage.first && comm_recv(pl->pp_group, buf, elems, COMM_F32, (vs - 1) % pl->pp)) myr_die_last();
         double l = model_forward_stage(m, x, m->stage.first ? NULL : buf, m->stage.last ? y : NULL, rows, T, 0);
-        if (m->stage.last) loss += l - m->cfg.aux_loss_coef * m->moe_aux; /* cross-entropy only */
-        else {
+        if (m->stage.last) {
+            loss += l - m->cfg.aux_loss_coef * m->moe_aux; /* cross-entropy only */
+            if (last) last(ctx, m);
+        } else {
             model_stage_output_to_host(m, buf);
             if (comm_send(pl->pp_group, buf, elems, COMM_F32, (vs + 1) % pl->pp)) myr_die_last();
         }

@@ -40,6 +40,10 @@ double pipeline_forward_backward(Pipeline *pl, const int32_t *x, const int32_t *
 /* Forward only (evaluation): mean cross-entropy over rows of x/y (no load-balancing term), the same
  * on every stage. */
 double pipeline_forward(Pipeline *pl, const int32_t *x, const int32_t *y, int rows);
+/* The same, calling last(ctx, m) on the last stage's chunk right after its forward, while its
+ * activations (the logits) are still there (sampling reads them). */
+double pipeline_forward_visit(Pipeline *pl, const int32_t *x, const int32_t *y, int rows,
+                              void (*last)(void *ctx, Model *m), void *ctx);
 /* Exact sum of one double over a group (rank order). */
 double group_sum_exact(Comm *g, double x);
 

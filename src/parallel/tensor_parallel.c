@@ -48,31 +48,3 @@ void tp_attach(Model *m, Comm *group) {
     m->tp.all_gather = all_gather;
     m->tp.ctx = group;
 }
-
-int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp, Comm *ep) {
-    /* every rank writes the pieces it owns into zeros (replicated tensors only from tensor-parallel
-     * rank 0, a pipeline stage's copy of the embedding never), then one sum per group: x + 0 is
-     * exact, so the whole model is assembled without rounding. Assembled in host memory. */
-    real *image = model_params_view(whole);
-    memset(image, 0, whole->table.total * sizeof(real));
-    for (int c = 0; c < n; c++) {
-        Model *m = &chunks[c];
-        real *mine = model_params_view(m);
-        for (int i = 0; i < m->table.count; i++) {
-            const ParamInfo *p = &m->table.info[i];
-            if ((p->shard == SHARD_NONE && m->tp.rank != 0) || p->tied_copy) continue;
-            if (!p->expert && m->ep.rank != 0) continue; /* dense tensors are replicated over ep */
-            const ParamInfo *w = param_table_find(&whole->table, p->name);
-            param_shard_copy(&m->cfg, p, m->tp.size, m->tp.rank, image + w->offset, mine + p->offset, 0);
-        }
-        model_params_view_done(m, mine, 0);
-    }
-    Comm *groups[] = {tp, pp, ep};
-    int rc = 0;
-    for (int k = 0; k < 3 && !rc; k++)
-        if (groups[k] && comm_size(groups[k]) > 1 &&
-            comm_all_reduce(groups[k], image, image, whole->table.total, COMM_F32, COMM_SUM))
-            rc = -1;
-    model_params_view_done(whole, image, !rc);
-    return rc;
-}

@@ -8,10 +8,5 @@
 
 /* Point m->tp's collectives at `group` (size and rank must match the model's). */
 void tp_attach(Model *m, Comm *group);
-/* Gather the model-parallel pieces (tensor-parallel slices of every pipeline chunk, experts of
- * every expert-parallel rank) into `whole`
- * (a tp = 1 model of the same config, parameters overwritten) on every rank of the tp and pp
- * and ep groups (any may be NULL). `chunks` are this rank's n model chunks. Collective. */
-int model_parallel_gather(Model *chunks, int n, Model *whole, Comm *tp, Comm *pp, Comm *ep);
 
 #endif

@@ -8,72 +8,31 @@
 #include "kernels/kernels.h"
 #include "util/error.h"
 
-/* Local rows [local0, local0 + rows) of a tensor-parallel slice are global rows
- * [global0, global0 + rows) (all columns); COLS slices are one column block instead. */
-typedef struct {
-    int64_t local0, rows, global0;
-} RowSeg;
-
-static int row_segments(const ModelConfig *c, const ParamInfo *p, int tp, int r, RowSeg *seg) {
-    int64_t rows = p->shape[0], hd = c->hidden / c->heads;
-    switch (p->shard) {
-    case SHARD_ROWS: seg[0] = (RowSeg){0, rows, r * rows}; return 1;
-    case SHARD_VOCAB: seg[0] = (RowSeg){0, rows, p->global_shape[0] * r / tp}; return 1;
-    case SHARD_QKV: {
-        int64_t q = (int64_t)c->heads / tp * hd, kv = (int64_t)c->kv_heads / tp * hd;
-        seg[0] = (RowSeg){0, q, r * q};
-        seg[1] = (RowSeg){q, kv, (int64_t)c->heads * hd + r * kv};
-        seg[2] = (RowSeg){q + kv, kv, (int64_t)(c->heads + c->kv_heads) * hd + r * kv};
-        return 3;
-    }
-    case SHARD_GATE_UP: {
-        int64_t f = rows / 2, half = p->global_shape[0] / 2; /* gate | up of this MLP (dense or expert) */
-        seg[0] = (RowSeg){0, f, r * f};
-        seg[1] = (RowSeg){f, f, half + r * f};
-        return 2;
-    }
-    default: seg[0] = (RowSeg){0, rows, 0}; return 1;
-    }
-}
-
 typedef int (*PieceFn)(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *box, real *data);
+
+/* The model's boxes (params.h) as checkpoint slices, prefixed ("param/NAME"). */
+typedef struct {
+    const char *prefix;
+    int ndim;
+    PieceFn fn;
+    void *ctx;
+} BoxToSlice;
+
+static int box_to_slice(void *ctx, const char *name, const int64_t gshape[2], const TensorBox *b, real *data) {
+    const BoxToSlice *a = ctx;
+    char full[96];
+    snprintf(full, sizeof full, "%s/%s", a->prefix, name);
+    int64_t start[2] = {b->r0, b->c0}, ext[2] = {b->nr, b->nc};
+    CkptSlice box = ckpt_box(a->ndim, start, ext);
+    return a->fn(a->ctx, full, a->ndim, gshape, &box, data);
+}
 
 /* Elements [la, lb) of tensor p's local data (at `data`, local row-major) as boxes of the global
  * tensor, each handed to fn with its data. */
 static int for_each_box(const Model *m, const ParamInfo *p, const char *prefix, int64_t la, int64_t lb, real *data,
                         PieceFn fn, void *ctx) {
-    char name[96];
-    snprintf(name, sizeof name, "%s/%s", prefix, p->tied_copy ? "tok_emb" : p->name);
-    int ndim = p->ndim;
-    int64_t gshape[2] = {p->global_shape[0], p->global_shape[1]}, cols = p->shape[1];
-    CkptSlice boxes[8];
-    if (p->shard == SHARD_COLS) {
-        int64_t start[2] = {0, (int64_t)m->tp.rank * cols}, ext[2] = {p->shape[0], cols};
-        CkptSlice whole = ckpt_box(2, start, ext);
-        int n = ckpt_box_range(&whole, 2, la, lb - la, boxes, 8);
-        if (n < 0) return -1;
-        for (int i = 0; i < n; i++) {
-            if (fn(ctx, name, 2, gshape, &boxes[i], data)) return -1;
-            data += ckpt_slice_numel(&boxes[i], 2);
-        }
-        return 0;
-    }
-    RowSeg seg[3];
-    int nseg = row_segments(&m->cfg, p, m->tp.size, m->tp.rank, seg);
-    for (int k = 0; k < nseg; k++) {
-        int64_t s0 = seg[k].local0 * cols, s1 = (seg[k].local0 + seg[k].rows) * cols;
-        int64_t a = la > s0 ? la : s0, b = lb < s1 ? lb : s1;
-        if (a >= b) continue;
-        int64_t start[2] = {seg[k].global0, 0}, ext[2] = {seg[k].rows, cols};
-        CkptSlice box = ckpt_box(ndim, start, ext);
-        int n = ckpt_box_range(&box, ndim, a - s0, b - a, boxes, 8);
-        if (n < 0) return -1;
-        for (int i = 0; i < n; i++) {
-            if (fn(ctx, name, ndim, gshape, &boxes[i], data)) return -1;
-            data += ckpt_slice_numel(&boxes[i], ndim);
-        }
-    }
-    return 0;
+    BoxToSlice a = {prefix, p->ndim, fn, ctx};
+    return param_range_boxes(&m->cfg, p, m->tp.size, m->tp.rank, la, lb, data, box_to_slice, &a);
 }
 
 /* ---- the state as host memory ----
@@ -300,6 +259,34 @@ int train_ckpt_load(const TrainState *st, Ckpt *c, long step) {
     state_to_device(st);
     set_opt_step(st, step);
     return 0;
+}
+
+/* The parameter pieces a rank holds, handed to a TensorBoxFn (the "param/" prefix dropped). */
+typedef struct {
+    TensorBoxFn fn;
+    void *ctx;
+} SliceToBox;
+
+static int slice_to_box(void *ctx, const char *name, int ndim, const int64_t *shape, const CkptSlice *s, real *data) {
+    const SliceToBox *a = ctx;
+    TensorBox b = {s->start[0], s->extent[0], ndim == 2 ? s->start[1] : 0, ndim == 2 ? s->extent[1] : 1};
+    int64_t g[2] = {shape[0], ndim == 2 ? shape[1] : 1};
+    return a->fn(a->ctx, name + strlen("param/"), g, &b, data);
+}
+
+int train_state_fill_params(const TrainState *st, TensorBoxFn fn, void *ctx) {
+    SliceToBox a = {fn, ctx};
+    state_to_host(st, 0);
+    int rc = for_each_piece(st, 0, HOLDS, slice_to_box, &a);
+    if (st->mirrors) st->mirrors->step = -1; /* the parameters changed under the mirrors' step */
+    if (!rc) state_to_device(st);
+    return rc;
+}
+
+int train_state_walk_params(const TrainState *st, TensorBoxFn fn, void *ctx) {
+    SliceToBox a = {fn, ctx};
+    state_to_host(st, 0);
+    return for_each_piece(st, 0, WRITES, slice_to_box, &a);
 }
 
 typedef struct {

@@ -38,6 +38,14 @@ int train_ckpt_load(const TrainState *st, Ckpt *c, long step);
 /* Bytes of parameters and optimizer state this rank holds (what a load should read). */
 double train_ckpt_own_bytes(const TrainState *st);
 
+/* Every parameter piece this rank holds (its pipeline chunks' tensor-parallel slices, or its
+ * ZeRO-3 shard), filled box by box from fn: the seeded initialization (model/weight_init.h) or a
+ * Hugging Face checkpoint (model/hf_weights.h). Nothing larger than the rank's own state exists. */
+int train_state_fill_params(const TrainState *st, TensorBoxFn fn, void *ctx);
+/* The parameter pieces this rank writes (replicas once over the job, tied copies skipped),
+ * handed to fn for reading: what an export writes from this rank. */
+int train_state_walk_params(const TrainState *st, TensorBoxFn fn, void *ctx);
+
 /* Resume from disk (collective): load the newest valid checkpoint of path (`first`: already
  * opened, or NULL); a checksum failure on any rank makes every rank fall back to the next older
  * one, saying so. --resume auto with no checkpoint at all starts from step 0. Prints (rank0)

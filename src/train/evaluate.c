@@ -43,6 +43,18 @@ int evaluate_loss(Model *m, const TokenData *d, int B, int T, int K, int row0, i
     return 0;
 }
 
+int sample_draw(const float *z, int V, Rng *rng, double *p) {
+    double maxv = z[0], sum = 0;
+    for (int v = 1; v < V; v++) maxv = fmax(maxv, z[v]);
+    for (int v = 0; v < V; v++) sum += p[v] = exp((z[v] - maxv) / 0.8);
+    double u = rng_uniform(rng) * sum, acc = 0;
+    for (int v = 0; v < V; v++) {
+        acc += p[v];
+        if (u <= acc) return v;
+    }
+    return V - 1;
+}
+
 void sample_tokens(Model *m, const int32_t *prompt, int prompt_len, int n, uint64_t seed, int32_t *out) {
     /* One fixed window of T positions: causal attention makes the logits at position p depend
      * only on tokens 0..p, so the unused tail can hold anything and no buffers are resized. */
@@ -60,15 +72,7 @@ void sample_tokens(Model *m, const int32_t *prompt, int prompt_len, int n, uint6
         }
         model_forward(m, ctx, NULL, 1, T, 0);
         act_to_host_f32(z, act_at(m->a.logits, (size_t)(len - 1) * V), (size_t)V);
-        double maxv = z[0], sum = 0;
-        for (int v = 1; v < V; v++) maxv = fmax(maxv, z[v]);
-        for (int v = 0; v < V; v++) sum += p[v] = exp((z[v] - maxv) / 0.8);
-        double u = rng_uniform(&rng) * sum, acc = 0;
-        int tok = V - 1;
-        for (int v = 0; v < V; v++) {
-            acc += p[v];
-            if (u <= acc) { tok = v; break; }
-        }
+        int tok = sample_draw(z, V, &rng, p);
         ctx[len++] = tok;
         out[i] = tok;
     }

@@ -56,10 +56,20 @@ static void print_bytes(const int32_t *prompt, int plen, const int32_t *out, int
     printf("%s\n---\n", bold ? "\033[0m" : "");
 }
 
+static void sample_one_model(void *ctx, const int32_t *prompt, int plen, int n, uint64_t seed, int32_t *out) {
+    sample_tokens(ctx, prompt, plen, n, seed, out);
+}
+
 void samples_print(Model *m, const TokenData *source, int n, uint64_t seed, const Tokenizer *tok) {
-    if (!tok && m->cfg.vocab != 256) {
-        fprintf(stderr, "(--sample prints text with a tokenizer: give --tokenizer T.json, or keep tokenizer.json beside "
-                        "--init or --data)\n");
+    samples_print_with(sample_one_model, m, 1, m->cfg.vocab, source, n, seed, tok);
+}
+
+void samples_print_with(SampleFn fn, void *ctx, int print, int vocab, const TokenData *source, int n, uint64_t seed,
+                        const Tokenizer *tok) {
+    if (!tok && vocab != 256) {
+        if (print)
+            fprintf(stderr, "(--sample prints text with a tokenizer: give --tokenizer T.json, or keep tokenizer.json "
+                            "beside --init or --data)\n");
         return;
     }
     int32_t prompt[64];
@@ -68,7 +78,11 @@ void samples_print(Model *m, const TokenData *source, int n, uint64_t seed, cons
     int32_t *all = malloc((size_t)(plen + n) * sizeof(int32_t));
     if (!all) return;
     memcpy(all, prompt, (size_t)plen * sizeof(int32_t));
-    sample_tokens(m, prompt, plen, n, seed, all + plen);
+    fn(ctx, prompt, plen, n, seed, all + plen);
+    if (!print) {
+        free(all);
+        return;
+    }
     printf("--- sample (prompt: the first %d tokens of the validation data) ---\n", plen);
     if (!tok) print_bytes(prompt, plen, all + plen, n);
     else {

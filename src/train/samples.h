@@ -20,6 +20,11 @@ int samples_load_tokenizer(const char *path, int model_vocab, Tokenizer **out);
 /* Print n sampled tokens after a prompt taken from the start of `source`, decoded by `tok`
  * (NULL: the byte-level vocabulary, or a note that no tokenizer is known). */
 void samples_print(Model *m, const TokenData *source, int n, uint64_t seed, const Tokenizer *tok);
+/* The same with any sampler (the distributed one: train_sample.c): every rank calls it, those
+ * with print = 0 sample along and print nothing. */
+typedef void (*SampleFn)(void *ctx, const int32_t *prompt, int prompt_len, int n, uint64_t seed, int32_t *out);
+void samples_print_with(SampleFn fn, void *ctx, int print, int vocab, const TokenData *source, int n, uint64_t seed,
+                        const Tokenizer *tok);
 
 /* Copy the tokenizer.json into a saved model directory (atomically). */
 int samples_save_tokenizer(const char *path, const char *dir);

@@ -1,7 +1,7 @@
 /* train_finish.c: the end of a `myriad train` run: outstanding checkpoints finished, the final
  * validation loss, measured memory beside the analytic figure, exposed communication, the
- * pipeline bubble per stage; then the whole model gathered from its pieces for the sample and
- * the Hugging Face export; and everything freed. */
+ * pipeline bubble per stage; then the sample and the Hugging Face export from the distributed
+ * model (train_sample.c, train_export.c); and everything freed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,40 +30,44 @@ static double peak_rss_bytes(void) {
     return kb * 1024;
 }
 
-/* Measured peak memory beside the analytic sum: parameters, gradients, AdamW m and v, and the
- * activations the forward stores for backward (model_activation_bytes). */
-static void print_memory(const Model *m, int B, int T) {
-    double MiB = 1048576.0, psize = (double)model_num_params(m) * sizeof(real);
-    double acts = (double)model_activation_bytes(m, B, T);
-    double analytic = 4 * psize + acts;
-    double rss = peak_rss_bytes();
-    printf("memory: peak RSS %.1f MiB = %.3f x analytic %.1f MiB (parameters %.1f + gradients %.1f + AdamW "
-           "state %.1f + stored activations %.1f)\n",
-           rss / MiB, rss / analytic, analytic / MiB, psize / MiB, psize / MiB, 2 * psize / MiB, acts / MiB);
+/* Measured peak memory beside the planned figure of this rank (train_memory.c): on the CPU the
+ * peak RSS (every kind of memory is host memory), on a GPU the device allocator's peak. */
+static void print_memory(const TrainJob *j) {
+    double MiB = 1048576.0, planned = j->memory_need.total;
+    printf("memory: peak RSS %.1f MiB = %.3f x planned %.1f MiB (measured VmHWM; planned: parameters %.1f + gradients "
+           "%.1f + AdamW %.1f + activations %.1f + checkpoints %.1f + runtime %.1f)\n",
+           peak_rss_bytes() / MiB, peak_rss_bytes() / planned, planned / MiB, j->memory_need.params / MiB,
+           j->memory_need.grads / MiB, j->memory_need.optim / MiB, j->memory_need.acts / MiB,
+           j->memory_need.ckpt / MiB, j->memory_need.runtime / MiB);
 }
 
-/* Every rank's parameter/gradient/optimizer bytes, gathered and printed by rank 0. */
-static void print_dp_memory(DataParallel *dp, int rank0) {
-    double mine[6];
+/* Every rank's parameter/gradient/optimizer bytes, planned total and peak RSS, gathered and
+ * printed by rank 0. */
+static void print_dp_memory(const TrainJob *j, DataParallel *dp, int rank0) {
+    double mine[7];
     dp_memory(dp, &mine[0], &mine[1], &mine[2], &mine[3]);
     mine[4] = peak_rss_bytes();
     mine[5] = (double)dp->peak_transient_bytes;
-    int n = dp->size;
-    double *all = malloc((size_t)n * 6 * sizeof(double));
-    if (comm_all_gather(dp->group, mine, all, 12, COMM_F32)) myr_die_last();
+    mine[6] = j->memory_need.total;
+    int n = j->world;
+    double *all = malloc((size_t)n * 7 * sizeof(double));
+    if (comm_all_gather(comm_world(), mine, all, 14, COMM_F32)) myr_die_last();
     if (rank0) {
         double MiB = 1048576.0;
-        printf("memory per rank (zero %d, %d ranks, %.2fM parameters; formula: %s):\n", dp->o.zero, n,
+        printf("memory per rank (tp %d x pp %d x dp %d x ep %d, zero %d, %.2fM parameters on rank 0; ZeRO formula of "
+               "the data-parallel state: %s):\n", j->tp, j->pp, j->dp_size, j->ep, dp->o.zero,
                model_num_params(dp->m) / 1e6,
                dp->o.zero == 0   ? "16 psi"
                : dp->o.zero == 1 ? "(8 + 8/N) psi"
                : dp->o.zero == 2 ? "(4 + 12/N) psi"
                                  : "16 psi / N + largest gathered unit");
-        printf("  rank  params MiB  grads MiB  optim MiB  total MiB  formula MiB  ratio  transient MiB  peak RSS MiB\n");
+        printf("  rank  params MiB  grads MiB  optim MiB  total MiB  formula MiB  ratio  transient MiB  planned MiB  "
+               "peak RSS MiB  RSS/planned\n");
         for (int r = 0; r < n; r++) {
-            double *v = all + 6 * r, tot = v[0] + v[1] + v[2];
-            printf("  %4d  %10.2f %10.2f %10.2f %10.2f %12.2f %6.3f %14.2f %13.1f\n", r, v[0] / MiB, v[1] / MiB,
-                   v[2] / MiB, tot / MiB, v[3] / MiB, tot / v[3], v[5] / MiB, v[4] / MiB);
+            double *v = all + 7 * r, tot = v[0] + v[1] + v[2];
+            printf("  %4d  %10.2f %10.2f %10.2f %10.2f %12.2f %6.3f %14.2f %12.1f %13.1f %12.3f\n", r, v[0] / MiB,
+                   v[1] / MiB, v[2] / MiB, tot / MiB, v[3] / MiB, tot / v[3], v[5] / MiB, v[6] / MiB, v[4] / MiB,
+                   v[4] / v[6]);
         }
     }
     free(all);
@@ -110,15 +114,15 @@ static void report_run(TrainJob *j) {
     if (j->last_step < o->steps) return; /* --stop-after: the run continues later */
     if (j->val && o->eval_every == 0) j->last_val = train_validation_loss(j);
     long timed = o->steps - j->first_step > 1 ? o->steps - j->first_step - 1 : o->steps - j->first_step;
-    if (o->steps > 0 && j->rank0 && !j->pl && j->tp == 1) print_memory(&j->chunks[0], j->rows, o->seq);
+    if (o->steps > 0 && j->rank0 && !j->distributed && dev_host_accessible()) print_memory(j);
     if (o->steps > 0 && j->rank0 && !dev_host_accessible()) { /* device memory is not in the RSS */
         size_t now, peak;
         kernels_memory_usage(&now, &peak);
         printf("device memory: peak %.1f MiB = %.3f x planned %.1f MiB (rank 0)\n", peak / 1048576.0,
-               peak / j->memory_need.total, j->memory_need.total / 1048576.0);
+               peak / j->memory_need.device, j->memory_need.device / 1048576.0);
     }
     if (j->dp) {
-        print_dp_memory(&j->dp[0], j->rank0);
+        print_dp_memory(j, &j->dp[0], j->rank0);
         if (j->rank0 && timed > 0)
             printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps %ld..%ld\n",
                    1e3 * j->comm_total_s / timed, 1e3 * j->step_total_s / timed,
@@ -127,65 +131,14 @@ static void report_run(TrainJob *j) {
     if (j->pl && timed > 0) print_pipeline(j, timed);
 }
 
-/* The model files, with the run's tokenizer.json beside them (so the directory loads in Hugging
- * Face as a complete model). */
-static int save_files(const char *dir, const Model *m, const char *tok_path) {
-    if (hf_save(dir, m)) return -1;
-    return tok_path ? samples_save_tokenizer(tok_path, dir) : 0;
-}
-
-/* The export, or when --save cannot take it (full disk, a directory removed or made read-only
- * during the run), the same files in a fallback directory: the trained model is never lost. */
-static void save_model(const char *dir, const Model *m, const char *tok_path) {
-    char saved[8192];
-    if (save_files(dir, m, tok_path) == 0) {
-        printf("saved %s and %s%s\n", path_join(saved, sizeof saved, dir, "config.json"),
-               path_join(saved + 4096, sizeof saved - 4096, dir, "model.safetensors"),
-               tok_path ? " (and tokenizer.json)" : "");
-        return;
-    }
-    char why[1024];
-    snprintf(why, sizeof why, "%s", myr_last_error());
-    char fallback[4096], cwd[4096];
-    const char *tmp = getenv("TMPDIR");
-    const char *bases[2] = {getcwd(cwd, sizeof cwd) ? cwd : ".", tmp && *tmp ? tmp : "/tmp"};
-    for (int k = 0; k < 2; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "myriad-rescue-%ld-%d", (long)time(NULL), (int)getpid());
-        path_join(fallback, sizeof fallback, bases[k], name);
-        if (save_files(fallback, m, tok_path) == 0) {
-            fprintf(stderr, "myriad: train: cannot save the model to %s (%s); saved it to %s instead: move it where "
-                    "it belongs\n", dir, why, fallback);
-            remember_error("the model was saved to a fallback directory (see above)");
-            return;
-        }
-    }
-    fprintf(stderr, "myriad: train: cannot save the model to %s (%s), nor to a fallback directory in %s or %s\n", dir,
-            why, bases[0], bases[1]);
-    remember_error("the model could not be saved anywhere");
-}
-
-/* Sampling and saving need the whole model: gather the pieces. */
+/* The sample and the export, on the distributed model as it trained (no rank gathers it). */
 static void sample_and_save(TrainJob *j) {
     const TrainOptions *o = &j->o;
-    for (int c = 0; j->dp && c < j->vpp; c++) {
-        dp_materialize_params(&j->dp[c]);
-        j->chunks[c].hooks = NULL; /* everything resident from here */
-    }
     if (j->val && j->rank0)
         printf("final validation loss %.4f (%.3f bits per token)\n", j->last_val, j->last_val / 0.6931471805599453);
-    Model whole, *final = &j->chunks[0];
-    if (j->tp > 1 || j->pp > 1 || j->ep > 1) {
-        if (model_create(&whole, &j->cfg)) myr_die_last();
-        if (model_parallel_gather(j->chunks, j->vpp, &whole, j->groups.tp, j->groups.pp,
-                                  j->ep > 1 ? j->groups.ep : NULL))
-            myr_die_last();
-        final = &whole;
-    }
-    int sample = o->sample_tokens >= 0 ? o->sample_tokens : 0;
-    if (sample > 0 && j->rank0) samples_print(final, j->val ? j->val : j->train, sample, o->seed, j->tok);
-    if (o->save_dir && j->rank0) save_model(o->save_dir, final, j->tok_path);
-    if (final != &j->chunks[0]) model_destroy(&whole);
+    if (o->sample_tokens > 0) train_sample(j, o->sample_tokens);
+    char late[256] = "";
+    if (o->save_dir && train_export_model(j, late, sizeof late)) remember_error(late);
 }
 
 /* Stopped on a signal: the checkpoint of last_step made durable, in-memory copies kept, said so. */

@@ -27,8 +27,9 @@
 #include "tokenizer/tokenizer.h"
 
 /* Device bytes a run needs on one rank (train_memory.c). */
+/* Bytes a run needs on one rank (train_memory.c): device = the first five; total = all. */
 typedef struct {
-    double params, grads, optim, working, acts, total;
+    double params, grads, optim, working, acts, comm, ckpt, runtime, device, total;
 } TrainMemory;
 
 typedef struct {
@@ -69,6 +70,7 @@ typedef struct {
     char meta[2048]; /* the checkpoint manifest's caller metadata */
     TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
+    struct HfSource *hf;  /* --init's files, open until the weights are filled (train_fill_weights) */
     const char *tok_path; /* the run's tokenizer.json (--tokenizer or found beside --init/--data), or NULL */
     Tokenizer *tok;       /* it, loaded and checked against the vocabulary; decodes the sample */
 
@@ -95,6 +97,9 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv);
  * data, attaches data parallelism and the pipeline, creates the trainer and the checkpoint
  * state, prints the run's banner. */
 void train_job_setup(TrainJob *j);
+/* train_setup.c: this rank's weights from --init or the seed (collective); setup calls it unless a
+ * resume will fill them, and the resume does when it starts from scratch. */
+void train_fill_weights(TrainJob *j);
 /* train_resume.c: restores --resume (memory first when at least as new as disk); sets first_step. */
 void train_job_resume(TrainJob *j);
 /* train_preflight.c: what can be checked before the first step (output paths, validation data,
@@ -106,6 +111,12 @@ void train_job_run(TrainJob *j);
 /* train_finish.c: the end-of-run figures, final validation, sample, export; then frees it all. */
 void train_job_finish(TrainJob *j);
 void train_job_destroy(TrainJob *j);
+/* train_sample.c: --sample N on the distributed model (collective; rank 0 prints). */
+void train_sample(TrainJob *j, int n);
+/* train_export.c: --save's Hugging Face export, every rank writing its own slices (collective);
+ * on failure a fallback directory, the reason for the run's exit status in late. 0 when saved
+ * where asked. */
+int train_export_model(TrainJob *j, char *late, size_t late_n);
 /* train_loop.c: validation loss over --eval-batches of the validation data (collective). */
 double train_validation_loss(TrainJob *j);
 
@@ -127,5 +138,7 @@ int train_params_finite(TrainJob *j);
  * the check against the device's free memory (a one-line error naming both, and what to change). */
 void train_memory_need(const TrainJob *j, TrainMemory *need);
 void train_memory_check(TrainJob *j);
+/* The banner's line: the planned bytes per rank by kind (host and device apart on a GPU). */
+void train_memory_print(const TrainJob *j);
 
 #endif

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "io/hf_config.h"
 #include "kernels/kernels.h"
 #include "io/path_check.h"
+#include "model/hf_weights.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
 #include "train/mem_checkpoint.h"
@@ -39,6 +41,8 @@ static void defaults(TrainOptions *o) {
     o->dtype = -1;
     o->tf32 = 0;
     o->dpo.zero = 0;
+    o->save_dtype = HF_SAVE_F32;
+    o->save_shard_bytes = HF_DEFAULT_SHARD_BYTES;
     o->dpo.bucket_mb = 25;
     o->dpo.grad_dtype = COMM_F32;
     o->dpo.overlap = 1;
@@ -132,7 +136,29 @@ static int parse_dtype(void *dst, const char *v) {
     return 0;
 }
 
+/* --save-shard-size SIZE: bytes, or with a unit as Hugging Face's max_shard_size takes it (KB, MB,
+ * GB: powers of 1000; KiB, MiB, GiB: of 1024) */
+static int parse_shard_size(void *dst, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                 {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    double scale = 0;
+    for (size_t i = 0; end != v && i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(end, units[i].unit)) scale = units[i].scale;
+    if (end == v || errno || !(x > 0) || scale == 0 || x * scale < 1 || x * scale > 1e18)
+        return myr_error("--save-shard-size expects a size such as 5GB, 500MB, 2GiB or a byte count, got '%s'", v);
+    ((TrainOptions *)dst)->save_shard_bytes = (uint64_t)(x * scale);
+    return 0;
+}
+
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const save_dtype_names[] = {"fp32", "bf16", NULL};
+static const int save_dtype_values[] = {HF_SAVE_F32, HF_SAVE_BF16};
 static const char *const grad_dtype_names[] = {"fp32", "bf16", NULL};
 static const int grad_dtype_values[] = {COMM_F32, COMM_BF16};
 static const char *const on_nan_names[] = {"stop", "skip", NULL};
@@ -202,7 +228,13 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_STR("--log", "FILE.jsonl", &(o)->log_path,                                                                   \
             "one JSON object per step: step (from 1), loss, lr, grad_norm, tokens_per_s,\n"                          \
             "mfu, ms (non-finite numbers are written as null)"),                                                    \
-    OPT_STR("--save", "DIR", &(o)->save_dir, "write the final model as DIR/config.json + DIR/model.safetensors"),   \
+    OPT_STR("--save", "DIR", &(o)->save_dir,                                                                        \
+            "write the final model as DIR/config.json + DIR/model.safetensors (or shards\n"                         \
+            "with model.safetensors.index.json above --save-shard-size), every rank its own slices"), \
+    OPT_CHOICE_V("--save-dtype", "fp32|bf16", &(o)->save_dtype, save_dtype_names, save_dtype_values,              \
+                 "dtype of the exported weights (default fp32)"),                                                  \
+    OPT_CALL("--save-shard-size", "SIZE", (o), parse_shard_size,                                                      \
+             "largest export file before it is cut into shards (default 5GB, as Hugging Face)"),                   \
     OPT_INT("--save-every", "N", &(o)->save_every, 0, BIG,                                                           \
             "also a sharded checkpoint DIR/step-NNNNNNNN every N steps (async; 0 = none)"),                        \
     OPT_INT("--keep", "K", &(o)->keep, 0, BIG, "keep the newest K step checkpoints (default 0 = all)"),             \

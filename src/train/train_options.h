@@ -42,6 +42,8 @@ typedef struct {
     const char *log_path, *save_dir, *trace_path;
     const char *tokenizer; /* --tokenizer T.json (else tokenizer.json beside --init or --data) */
     int save_every, keep, sync_save; /* sharded checkpoints into --save DIR every N steps */
+    int save_dtype;                  /* the export's weights: HF_SAVE_F32 or HF_SAVE_BF16 (--save-dtype) */
+    uint64_t save_shard_bytes;       /* --save-shard-size: one model.safetensors up to this, else shards */
     int mem_ckpt_every;              /* in-memory checkpoints every N steps; -1 = default, 0 = off */
     const char *resume;              /* DIR, a step directory, or "auto" (= --save DIR) */
     long stop_after;                 /* stop (saving a checkpoint) once this many steps are done; 0 = run to --steps */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/hf_weights.h"
 #include "train/train_job.h"
 #include "util/error.h"
 
@@ -152,6 +153,9 @@ void train_job_resume(TrainJob *j) {
         (j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents)) < 0)
         myr_die_last();
     if (restored && ck) ckpt_close(ck);
+    /* --resume auto and no checkpoint yet: the weights come from --init or the seed after all */
+    if (!restored && j->nevents && !strcmp(j->events[j->nevents - 1], "started-from-scratch")) train_fill_weights(j);
+    if (j->hf) hf_source_close(j->hf), j->hf = NULL;
     if (j->rank0) fprintf(stderr, "restore took %.3f s (%s)\n", train_now_s() - tr, restored ? "memory" : "disk");
     int reused = j->mem ? mem_ckpt_adopt(j->mem, j->first_step) : 0;
     if (j->rank0 && reused)

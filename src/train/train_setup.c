@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_gemm.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"
+#include "model/weight_init.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
@@ -20,38 +21,40 @@
 #include "train/train_job.h"
 #include "util/error.h"
 
-/* The whole model is built on the host (from the seed or --init); this rank plans the layers of
- * its pipeline chunks and its tensor-parallel slices (units padded to split over dp), checks that
- * they fit in device memory, then allocates them and copies its pieces in. */
+/* No rank ever holds the whole model: the config comes from the options or --init's
+ * config.json (only headers of its weight files are read here); this rank plans the layers of its
+ * pipeline chunks and its tensor-parallel slices (units padded to split over dp), checks that
+ * they fit in memory, and allocates only what it keeps (no whole local parameters at ZeRO-3, no
+ * whole gradients at ZeRO 2 and 3). The weights are filled later, box by box, into exactly those
+ * pieces (fill_weights). */
 static void build_model(TrainJob *j) {
     const TrainOptions *o = &j->o;
-    Model whole;
+    ModelConfig cfg;
+    j->hf = NULL;
     if (o->init_dir) {
-        if (train_agree_failure(j, hf_load_host(o->init_dir, &whole) != 0)) train_exit_all(1);
+        if (train_agree_failure(j, hf_source_open(o->init_dir, &j->hf) != 0)) train_exit_all(1);
+        cfg = *hf_source_config(j->hf);
     } else {
-        ModelConfig c;
-        train_options_model_config(o, &c);
-        if (model_create_host(&whole, &c)) myr_die_last();
-        model_init_weights(&whole, o->seed);
+        train_options_model_config(o, &cfg);
     }
     int pp = j->pp, vpp = j->vpp, V = pp * vpp;
     int *start = calloc((size_t)V, sizeof(int)), *count = calloc((size_t)V, sizeof(int));
-    if (schedule_stage_layers(whole.cfg.layers, pp, vpp, o->n_stage_layers ? o->stage_layers : NULL,
-                              o->n_stage_layers, start, count))
+    if (schedule_stage_layers(cfg.layers, pp, vpp, o->n_stage_layers ? o->stage_layers : NULL, o->n_stage_layers,
+                              start, count))
         train_layout_error(j->rank, "%s", myr_last_error());
     j->chunks = calloc((size_t)vpp, sizeof(Model));
     for (int c = 0; c < vpp; c++) {
         int vs = c * pp + j->pp_rank;
         StageSpec spec = {start[vs], start[vs] + count[vs], vs == 0, vs == V - 1};
         Model *m = &j->chunks[c];
-        if (model_plan_ep(m, &whole.cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
+        if (model_plan_ep(m, &cfg, j->dense_dp, j->tp, j->tp_rank, j->ep, j->ep_rank, &spec))
             train_layout_error(j->rank, "%s", myr_last_error());
         m->tp.sp = o->sp;
         m->recompute = (Recompute)o->recompute;
     }
     free(start);
     free(count);
-    j->cfg = whole.cfg;
+    j->cfg = cfg;
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
@@ -61,14 +64,42 @@ static void build_model(TrainJob *j) {
     j->tok_path = samples_find_tokenizer(o->tokenizer, o->init_dir, o->data);
     if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
     train_memory_check(j);
+    int zero = j->distributed ? o->dpo.zero : 0;
     for (int c = 0; c < vpp; c++) {
         Model *m = &j->chunks[c];
-        model_alloc(m);
-        model_copy_shards(m, &whole, 1);
+        model_alloc_parts(m, zero < 3, zero < 2);
         if (j->tp > 1) tp_attach(m, j->groups.tp);
         if (j->ep > 1) ep_attach(m, j->groups.ep, o->a2a_barrier);
     }
-    model_destroy(&whole);
+}
+
+/* The weights of this rank's pieces: read from --init's files (each rank only the bytes of its
+ * slices), else the seeded initialization (every element's value a function of the seed and its
+ * global index: the same model for every layout). Collective (every rank agrees it worked). */
+void train_fill_weights(TrainJob *j) {
+    double t0 = train_now_s();
+    int rc;
+    if (j->hf) {
+        rc = train_state_fill_params(&j->state, hf_source_box, j->hf);
+    } else {
+        WeightInit *w;
+        rc = weight_init_create(&w, &j->cfg, j->o.seed);
+        if (!rc) rc = train_state_fill_params(&j->state, weight_init_box, w);
+        weight_init_free(w);
+    }
+    if (train_agree_failure(j, rc != 0)) train_exit_all(1);
+    if (j->hf) { /* each rank read its own slices: the most any rank read, as a share of the checkpoint */
+        float share = (float)((double)hf_source_bytes_read(j->hf) / (double)hf_source_total_bytes(j->hf));
+        if (j->distributed && comm_all_reduce(comm_world(), &share, &share, 1, COMM_F32, COMM_MAX)) myr_die_last();
+        if (j->rank0)
+            fprintf(stderr, "myriad train: loaded %s in %.2f s; each rank read at most %.1f%% of its %.1f MiB (its own "
+                    "slices)\n", hf_source_describe(j->hf), train_now_s() - t0, 100 * share,
+                    hf_source_total_bytes(j->hf) / 1048576.0);
+    }
+    if (j->hf) {
+        hf_source_close(j->hf);
+        j->hf = NULL;
+    }
 }
 
 static int glob_matches(const char *pattern) {
@@ -145,10 +176,7 @@ static void print_banner(const TrainJob *j) {
             model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
             (unsigned long long)tokens_count(j->train), o->batch, o->seq, kernels_threads(), j->peak_flops / 1e9,
             j->peak_source);
-    const TrainMemory *n = &j->memory_need;
-    fprintf(stderr, "device memory planned per rank: %.1f MiB (parameters %.1f, gradients %.1f, AdamW %.1f, working "
-            "weights %.1f, activations %.1f)\n", n->total / 1048576.0, n->params / 1048576.0, n->grads / 1048576.0,
-            n->optim / 1048576.0, n->working / 1048576.0, n->acts / 1048576.0);
+    train_memory_print(j);
     if (j->dp)
         fprintf(stderr,
                 "layout: tp %d%s x dp %d x ep %d x pp %d%s; %d sequences per dp rank (micro-batch %d), zero %d, "
@@ -210,6 +238,7 @@ void train_job_setup(TrainJob *j) {
     j->state = (TrainState){j->chunks, j->dp, j->dp ? NULL : &j->t.opt, j->vpp,
                             j->distributed ? comm_world() : NULL, train_state_mirrors()};
     write_meta(j);
+    if (!o->resume) train_fill_weights(j); /* a resume fills them from its checkpoint (or here when none) */
     if (o->save_every > 0 && !o->sync_save) train_ckpt_reserve_async(&j->state);
     open_mem_checkpoints(j);
 }

@@ -44,7 +44,7 @@ void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, in
 void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
                           const double *sum, double scale);
 double cpu_vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N);
-void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta);
+void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq);
 void cpu_rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                     int stride, int inverse);
 size_t cpu_attention_saved_count(int B, int T, int H); /* B*H*T*T: the probabilities */

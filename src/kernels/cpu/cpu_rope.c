@@ -1,16 +1,16 @@
 /* cpu_rope.c: rotary position embeddings in the rotate-half convention (as Hugging Face
- * Llama): dimension i pairs with i + hd/2, frequency theta^(-2i/hd). The tables are built the
- * way transformers builds them (inverse frequencies and angles in fp32) so logits match. */
+ * Llama): dimension i pairs with i + hd/2 and turns at inv_freq[i] per position (theta^(-2i/hd),
+ * or its rope_scaling variant: model/rope_scaling.c). The tables are built the way transformers
+ * builds them (angles in fp32) so logits match. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
-void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, float theta) {
+void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq) {
     int half = hd / 2;
     for (int i = 0; i < half; i++) {
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
         for (int p = 0; p < max_seq; p++) {
-            float angle = (float)p * inv_freq;
+            float angle = (float)p * inv_freq[i];
             cos_t[(size_t)p * half + i] = (real)cosf(angle);
             sin_t[(size_t)p * half + i] = (real)sinf(angle);
         }

@@ -55,7 +55,8 @@ __device__ __forceinline__ void stage_rows(float *tile, const T *src, size_t str
 template <typename T>
 __global__ void __launch_bounds__(THREADS) attn_fwd_simple(int tpr, T *out, float *lse, const T *qkv, int T_, int H, int KV,
                                                            int hd, float scale) {
-    __shared__ float sk[KT * HD_MAX], sv[KT * HD_MAX];
+    MYR_SHARED(float[KT * HD_MAX], sk);
+    MYR_SHARED(float[KT * HD_MAX], sv);
     const int rows_per_block = THREADS / tpr; /* tpr: threads per row, 1, 2 or 4 */
     int bh = blockIdx.y, b = bh / H, h = bh % H, g = h / (H / KV);
     int stride = (H + 2 * KV) * hd, C = H * hd;
@@ -138,7 +139,8 @@ template <typename T>
 __global__ void __launch_bounds__(THREADS) attn_bwd_dq_simple(int tpr, T *dqkv, const T *dout, const T *qkv, const float *lse,
                                                               const float *Dg, int T_, int H, int KV, int hd,
                                                               float scale) {
-    __shared__ float sk[KT * HD_MAX], sv[KT * HD_MAX];
+    MYR_SHARED(float[KT * HD_MAX], sk);
+    MYR_SHARED(float[KT * HD_MAX], sv);
     const int rows_per_block = THREADS / tpr; /* tpr: threads per row, 1, 2 or 4 */
     int bh = blockIdx.y, b = bh / H, h = bh % H, g = h / (H / KV);
     int stride = (H + 2 * KV) * hd, C = H * hd;
@@ -184,7 +186,10 @@ template <typename T>
 __global__ void __launch_bounds__(THREADS) attn_bwd_dkv_simple(int tpr, T *dqkv, const T *dout, const T *qkv, const float *lse,
                                                                const float *Dg, int T_, int H, int KV, int hd,
                                                                float scale) {
-    __shared__ float sq[KT * HD_MAX], sdy[KT * HD_MAX], slse[KT], sD[KT];
+    MYR_SHARED(float[KT * HD_MAX], sq);
+    MYR_SHARED(float[KT * HD_MAX], sdy);
+    MYR_SHARED(float[KT], slse);
+    MYR_SHARED(float[KT], sD);
     const int rows_per_block = THREADS / tpr; /* tpr: threads per row, 1, 2 or 4 */
     int bg = blockIdx.y, b = bg / KV, g = bg % KV, group = H / KV;
     int stride = (H + 2 * KV) * hd, C = H * hd;

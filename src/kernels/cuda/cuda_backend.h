@@ -139,7 +139,7 @@ void cuda_vocab_shard_grad(void *logits, int dt, const int32_t *targets, int voc
 double cuda_vocab_shard_losses(float *losses, const double *max, const double *sum, const double *target, int N);
 
 /* ---- rotary embeddings: tables fp32, built on the host exactly as the CPU backend builds them ---- */
-void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta);
+void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, const float *inv_freq);
 void cuda_rope_apply(void *qkv, int dt, const float *cos_t, const float *sin_t, int N, int T, int heads,
                      int kv_heads, int hd, int stride, int inverse);
 

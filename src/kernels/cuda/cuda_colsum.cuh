@@ -13,7 +13,7 @@ enum { COLSUM_ROWS = 256, COLSUM_LANES = 8 };
 
 /* value(n, c) gives the term of row n, column c; partial is [chunks, C]. */
 template <int NV, typename F> __global__ void colsum_partial_kernel(float *partial, int N, int C, F value) {
-    __shared__ float sh[NV][COLSUM_LANES][33];
+    MYR_SHARED(float[NV][COLSUM_LANES][33], sh);
     int c = blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y, lane = threadIdx.y;
     int r0 = chunk * COLSUM_ROWS, r1 = r0 + COLSUM_ROWS < N ? r0 + COLSUM_ROWS : N;
     float s[NV];

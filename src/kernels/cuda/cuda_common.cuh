@@ -42,6 +42,11 @@ void cuda_fail(cudaError_t e, const char *what, const char *file, int line) __at
 #define MYR_DYNAMIC_SMEM(type, name)                                  \
     extern __shared__ __align__(16) unsigned char myr_dynamic_smem_[]; \
     type *name = reinterpret_cast<type *>(myr_dynamic_smem_)
+/* A kernel's static shared memory: MYR_SHARED(float[32], sh) is `__shared__ float sh[32]`. A
+ * macro rather than the keyword so that the emulation can see every such variable and hand
+ * each block fresh, poisoned memory (tests/cuda_emu.h), as the device does. */
+template <typename T> using myr_shared_type = T;
+#define MYR_SHARED(type, name) __shared__ myr_shared_type<type> name
 #endif
 
 /* ---- the context (cuda_context.cu) ---- */

@@ -25,7 +25,8 @@ __device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float 
 template <typename T>
 __global__ void cross_entropy_kernel(T *logits, float *losses, const int32_t *targets, int V, int want_grad,
                                      float dscale) {
-    __shared__ float shm[CE_THREADS / 32], shs[CE_THREADS / 32];
+    MYR_SHARED(float[CE_THREADS / 32], shm);
+    MYR_SHARED(float[CE_THREADS / 32], shs);
     int n = blockIdx.x;
     T *z = logits + (size_t)n * V;
     float m = -INFINITY, s = 0;
@@ -69,7 +70,7 @@ __global__ void cross_entropy_kernel(T *logits, float *losses, const int32_t *ta
 
 /* *mean = sum of losses[0, N) / N, in double, fixed order */
 __global__ void mean_kernel(double *mean, const float *losses, int N) {
-    __shared__ double sh[32];
+    MYR_SHARED(double[32], sh);
     int per = (N + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * per, hi = lo + per < N ? lo + per : N;
     double s = 0;
     for (int i = lo; i < hi; i++) s += losses[i];
@@ -114,7 +115,7 @@ extern "C" double cuda_vocab_shard_losses(float *losses, const double *max, cons
 }
 
 template <typename T> __global__ void row_max_kernel(const T *logits, int V, double *max) {
-    __shared__ float sh[32];
+    MYR_SHARED(float[32], sh);
     const T *z = logits + (size_t)blockIdx.x * V;
     float m = -INFINITY;
     for (int v = threadIdx.x; v < V; v += blockDim.x) m = fmaxf(m, to_f32(z[v]));
@@ -123,7 +124,7 @@ template <typename T> __global__ void row_max_kernel(const T *logits, int V, dou
 }
 
 template <typename T> __global__ void row_sumexp_kernel(const T *logits, int V, const double *max, double *sum) {
-    __shared__ double sh[32];
+    MYR_SHARED(double[32], sh);
     const T *z = logits + (size_t)blockIdx.x * V;
     float m = (float)max[blockIdx.x];
     double s = 0;

@@ -56,13 +56,14 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const bf16 *row) {
 }
 
 /* 16 bytes global -> shared without a trip through registers (cp.async, sm_80+); zeros when
- * !valid (src is then not read). Completion: cp_async_commit() closes a group of copies,
- * cp_async_wait<N>() waits until at most N groups are in flight; a __syncthreads() after it makes
- * the data visible to the block. The emulation copies at once. */
+ * !valid (src is then not read, but must still be a valid 16-byte-aligned address). Completion:
+ * cp_async_commit() closes this thread's group of copies, cp_async_wait<N>() waits until at most
+ * the N most recent of its groups are in flight; a __syncthreads() after it makes the data
+ * visible to the block. The emulation lands each copy only at the wait that covers it (the
+ * destination reads as NaN until then) and checks both addresses' alignment. */
 __device__ __forceinline__ void cp_async_16(void *dst, const void *src, bool valid) {
 #ifdef MYRIAD_CUDA_EMU
-    if (valid) memcpy(dst, src, 16);
-    else memset(dst, 0, 16);
+    emu::cp_async(dst, src, 16, valid ? 16 : 0);
 #else
     unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
     int bytes = valid ? 16 : 0;
@@ -70,12 +71,16 @@ __device__ __forceinline__ void cp_async_16(void *dst, const void *src, bool val
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {
-#ifndef MYRIAD_CUDA_EMU
+#ifdef MYRIAD_CUDA_EMU
+    emu::cp_async_commit();
+#else
     asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
-#ifndef MYRIAD_CUDA_EMU
+#ifdef MYRIAD_CUDA_EMU
+    emu::cp_async_wait(N);
+#else
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }

@@ -10,7 +10,7 @@
 enum { SQ_CHUNK = 1 << 14, SQ_THREADS = 256 };
 
 __global__ void sum_squares_chunk_kernel(double *partial, const float *x, size_t n) {
-    __shared__ double sh[32];
+    MYR_SHARED(double[32], sh);
     size_t lo = (size_t)blockIdx.x * SQ_CHUNK, hi = lo + SQ_CHUNK < n ? lo + SQ_CHUNK : n;
     double s = 0;
     for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * x[i];
@@ -20,7 +20,7 @@ __global__ void sum_squares_chunk_kernel(double *partial, const float *x, size_t
 
 /* *acc (= or += when accumulate) weight * sum of partial[0, chunks) */
 __global__ void sum_partials_kernel(double *acc, const double *partial, size_t chunks, double weight, int accumulate) {
-    __shared__ double sh[32];
+    MYR_SHARED(double[32], sh);
     size_t per = (chunks + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * per;
     size_t hi = lo + per < chunks ? lo + per : chunks;
     double s = 0;
@@ -83,7 +83,7 @@ enum { ADAMW_THREADS = 256, ADAMW_CHUNK = ADAMW_THREADS * 8 };
 template <int WITH_COPY>
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, const CudaAdamWSegment *segs,
                              int nsegs, CudaAdamWScalars s, bf16 *copy) {
-    __shared__ int first;
+    MYR_SHARED(int, first);
     size_t c0 = (size_t)blockIdx.x * ADAMW_CHUNK;
     if (threadIdx.x == 0) {
         int lo = 0, hi = nsegs; /* the first segment with hi > c0 */

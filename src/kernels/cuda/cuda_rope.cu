@@ -5,13 +5,13 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-extern "C" void cpu_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta); /* cpu_rope.c */
+extern "C" void cpu_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, const float *inv_freq); /* cpu_rope.c */
 
-extern "C" void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, float theta) {
+extern "C" void cuda_rope_tables(float *cos_t, float *sin_t, int max_seq, int hd, const float *inv_freq) {
     size_t n = (size_t)max_seq * (hd / 2);
     float *hc = (float *)malloc(n * sizeof(float)), *hs = (float *)malloc(n * sizeof(float));
     if (!hc || !hs) myr_die("out of host memory for the rotary tables");
-    cpu_rope_tables(hc, hs, max_seq, hd, theta);
+    cpu_rope_tables(hc, hs, max_seq, hd, inv_freq);
     cuda_copy_to_device(cos_t, hc, n * sizeof(float)); /* pageable source: returns once copied */
     cuda_copy_to_device(sin_t, hs, n * sizeof(float));
     cuda_synchronize();

@@ -15,7 +15,7 @@ __device__ __forceinline__ unsigned digit_of(uint32_t key, int shift) { return (
 
 /* counts[d * tiles + tile] = rows of the tile whose digit is d */
 __global__ void sort_count_kernel(int *counts, const uint32_t *keys, int n, int shift, int tiles) {
-    __shared__ int hist[DIGITS];
+    MYR_SHARED(int[DIGITS], hist);
     for (int d = threadIdx.x; d < DIGITS; d += blockDim.x) hist[d] = 0;
     __syncthreads();
     int i = blockIdx.x * TILE + threadIdx.x;
@@ -27,7 +27,7 @@ __global__ void sort_count_kernel(int *counts, const uint32_t *keys, int n, int 
 /* In-place exclusive scan of counts[0, total) by one block of 1024 threads: each thread scans a
  * contiguous chunk, the chunk totals are scanned in order by thread 0. */
 __global__ void sort_scan_kernel(int *counts, int total) {
-    __shared__ int chunk_base[1024];
+    MYR_SHARED(int[1024], chunk_base);
     int per = (total + blockDim.x - 1) / blockDim.x, lo = threadIdx.x * per;
     int hi = lo + per < total ? lo + per : total, s = 0;
     for (int i = lo; i < hi; i++) s += counts[i];
@@ -52,7 +52,7 @@ __global__ void sort_scan_kernel(int *counts, int total) {
 
 __global__ void sort_scatter_kernel(uint32_t *keys_out, int32_t *rows_out, const uint32_t *keys_in,
                                     const int32_t *rows_in, const int *offsets, int n, int shift, int tiles) {
-    __shared__ int warp_count[WARPS][DIGITS];
+    MYR_SHARED(int[WARPS][DIGITS], warp_count);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int d = lane; d < DIGITS; d += 32) warp_count[warp][d] = 0;
     int i = blockIdx.x * TILE + threadIdx.x;
