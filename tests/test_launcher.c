@@ -130,30 +130,31 @@ static void test_heartbeat_parse(void) {
 
 static void test_heartbeat_step_info(void) {
     HbMsg m;
-    CHECK(hb_parse("STEP 5 100 3.25 123 data=12,fwd=3400,bwd=6800,comm=50,opt=900,ckpt=7,tps=1234.5,mfu=0.25,mem=99", &m) == 0 &&
+    CHECK(hb_parse("STEP 5 100 3.25 123 data=12,fwd=3400,bwd=6800,comm=50,opt=900,ckpt=7,tps=1234.5,mfu=0.25,mem=99,role=3", &m) == 0 &&
               m.has_info, "step with info");
     CHECK(m.info.section_s[HB_SEC_DATA] == 12e-6 && m.info.section_s[HB_SEC_FORWARD] == 3400e-6 &&
               m.info.section_s[HB_SEC_BACKWARD] == 6800e-6 && m.info.section_s[HB_SEC_COMM] == 50e-6 &&
               m.info.section_s[HB_SEC_OPTIMIZER] == 900e-6 && m.info.section_s[HB_SEC_CHECKPOINT] == 7e-6,
           "sections in microseconds on the wire, seconds parsed");
-    CHECK(m.info.tokens_per_s == 1234.5 && m.info.mfu == 0.25 && m.info.mem_step == 99, "throughput and copy step");
+    CHECK(m.info.tokens_per_s == 1234.5 && m.info.mfu == 0.25 && m.info.mem_step == 99 && m.info.role == 3,
+          "throughput, copy step and role (the straggler detector's cohort)");
     CHECK(hb_parse("STEP 5 100 - 123 fwd=10,future=3", &m) == 0 && m.info.section_s[HB_SEC_FORWARD] == 10e-6 &&
-              m.info.section_s[HB_SEC_DATA] < 0 && isnan(m.info.mfu) && m.info.mem_step == -1,
+              m.info.section_s[HB_SEC_DATA] < 0 && isnan(m.info.mfu) && m.info.mem_step == -1 && m.info.role == -1,
           "unknown keys skipped, absent ones unmeasured");
     CHECK(hb_parse("STEP 5 100 - 123", &m) == 0 && !m.has_info, "no info field");
     const char *bad[] = {"STEP 1 2 - 5 fwd=", "STEP 1 2 - 5 fwd=-1", "STEP 1 2 - 5 fwd=abc", "STEP 1 2 - 5 =5",
-                         "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
+                         "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 role=0.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
     HbStepInfo in;
     hb_step_info_init(&in);
     in.section_s[HB_SEC_FORWARD] = 0.0123456, in.section_s[HB_SEC_COMM] = 0.5, in.tokens_per_s = 98765.4321,
-    in.mfu = 0.4375, in.mem_step = 41;
+    in.mfu = 0.4375, in.mem_step = 41, in.role = 2;
     char line[HB_LINE_MAX];
     hb_format_step(line, sizeof line, 7, 42, 3.14159265, 1700000000000001, &in);
     CHECK(hb_parse(line, &m) == 0 && m.has_info && m.step == 42 && m.seq == 7 && m.loss == 3.14159265 &&
               m.info.section_s[HB_SEC_FORWARD] == 12346e-6 && m.info.section_s[HB_SEC_COMM] == 0.5 &&
               m.info.section_s[HB_SEC_DATA] < 0 && fabs(m.info.tokens_per_s - 98765.4321) < 0.1 && m.info.mfu == 0.4375 &&
-              m.info.mem_step == 41,
+              m.info.mem_step == 41 && m.info.role == 2,
           "format -> parse round trip (microseconds on the wire): %s", line);
     CHECK(!strcmp(hb_section_name(HB_SEC_COMM), "comm") && !strcmp(hb_section_name(HB_SEC_CHECKPOINT), "checkpoint"),
           "section names");

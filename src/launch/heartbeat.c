@@ -84,7 +84,7 @@ static int field_ll(const char *tok, long long *out) {
 
 static const char *const section_names[HB_NSECTIONS] = {"data", "forward", "backward", "comm", "optimizer", "checkpoint"};
 /* the wire keys of the STEP line's info field, sections first (in HbSection order) */
-static const char *const info_keys[HB_NSECTIONS + 3] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem"};
+static const char *const info_keys[HB_NSECTIONS + 4] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem", "role"};
 
 const char *hb_section_name(int section) { return section >= 0 && section < HB_NSECTIONS ? section_names[section] : "?"; }
 
@@ -92,6 +92,7 @@ void hb_step_info_init(HbStepInfo *info) {
     for (int i = 0; i < HB_NSECTIONS; i++) info->section_s[i] = -1;
     info->tokens_per_s = info->mfu = NAN;
     info->mem_step = -1;
+    info->role = -1;
 }
 
 /* "data=12,fwd=3400,...": sections in integer microseconds, tps and mfu as numbers, mem a step.
@@ -107,13 +108,16 @@ static int parse_info(char *tok, HbStepInfo *info) {
         double v = strtod(eq + 1, &end);
         if (*end || errno || !isfinite(v) || v < 0) return -1;
         int k = 0;
-        while (k < HB_NSECTIONS + 3 && strcmp(kv, info_keys[k])) k++;
+        while (k < HB_NSECTIONS + 4 && strcmp(kv, info_keys[k])) k++;
         if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
         else if (k == HB_NSECTIONS) info->tokens_per_s = v;
         else if (k == HB_NSECTIONS + 1) info->mfu = v;
         else if (k == HB_NSECTIONS + 2) {
             if (v != floor(v) || v > 1e15) return -1;
             info->mem_step = (long long)v;
+        } else if (k == HB_NSECTIONS + 3) {
+            if (v != floor(v) || v > 1e6) return -1;
+            info->role = (int)v;
         }
     }
     return 0;
@@ -123,12 +127,13 @@ static int parse_info(char *tok, HbStepInfo *info) {
 static void format_info(char *line, size_t cap, const HbStepInfo *info) {
     size_t len = strlen(line);
     char sep = ' ';
-    for (int k = 0; k < HB_NSECTIONS + 3 && len < cap; k++) {
+    for (int k = 0; k < HB_NSECTIONS + 4 && len < cap; k++) {
         char val[40] = "";
         if (k < HB_NSECTIONS && info->section_s[k] >= 0) snprintf(val, sizeof val, "%.0f", info->section_s[k] * 1e6);
         else if (k == HB_NSECTIONS && isfinite(info->tokens_per_s)) snprintf(val, sizeof val, "%.6g", info->tokens_per_s);
         else if (k == HB_NSECTIONS + 1 && isfinite(info->mfu)) snprintf(val, sizeof val, "%.6g", info->mfu);
         else if (k == HB_NSECTIONS + 2 && info->mem_step >= 0) snprintf(val, sizeof val, "%lld", info->mem_step);
+        else if (k == HB_NSECTIONS + 3 && info->role >= 0) snprintf(val, sizeof val, "%d", info->role);
         if (!val[0]) continue;
         len += (size_t)snprintf(line + len, cap - len, "%c%s=%s", sep, info_keys[k], val);
         sep = ',';

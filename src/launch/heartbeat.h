@@ -41,6 +41,7 @@ typedef struct {
     double section_s[HB_NSECTIONS]; /* seconds; < 0: not measured */
     double tokens_per_s, mfu;       /* NAN: unknown */
     long long mem_step;             /* newest in-memory copy complete on every rank; -1: none */
+    int role;                       /* the rank's cohort for straggler detection (its pipeline stage); -1: unknown */
 } HbStepInfo;
 void hb_step_info_init(HbStepInfo *info); /* nothing measured */
 /* hb_step with what the step measured (info may be NULL). */

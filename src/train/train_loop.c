@@ -311,6 +311,7 @@ void train_job_run(TrainJob *j) {
         info.tokens_per_s = rep.tokens_per_s;
         info.mfu = rep.mfu;
         info.mem_step = mem_ckpt_complete_step(j->mem);
+        info.role = j->pp_rank; /* ranks of one pipeline stage do the same work: the straggler detector's peers */
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
             j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
             j->step_total_s += dt;
