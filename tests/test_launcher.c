@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "launch/heartbeat.h"
+#include "launch/mpi_noise.h"
 #include "launch/inject.h"
 #include "test.h"
 #include "util/sha256.h"
@@ -160,6 +161,33 @@ static void test_heartbeat_step_info(void) {
           "section names");
 }
 
+/* mpirun's own messages are told from the ranks' lines (mpi_noise.c) */
+static void test_mpi_noise_lines(void) {
+    const char *lines[] = {
+        "myriad: no valid checkpoint in ck: skipped ck/step-00000002 (rank-00001.bin is missing)",
+        "--------------------------------------------------------------------------",
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "--------------------------------------------------------------------------",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "",
+        "[vm:23494] *** Process received signal ***",
+        "mpirun: Forwarding signal 10 to job",
+        "srun: error: node3: task 1: Exited with exit code 1",
+        "step 3/10 | loss 4.1 | --- not a box ---",
+        "[rank 0] a line of the program's own",
+        "",
+        "myriad train: stopped by signal 10"};
+    int want[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    int in_box = 0, prev = 0;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        int got = mpi_noise_line(lines[i], &in_box, prev);
+        CHECK(got == want[i], "line %zu '%s': %s", i, lines[i], got ? "noise" : "passed");
+        prev = got;
+    }
+    CHECK(in_box == 0, "boxes close");
+}
+
 static void test_inject_parse(void) {
     FaultPlan p = {0};
     CHECK(inject_parse(&p, "kill@3:1,hang@5:0", 4) == 0 && p.n == 2, "two specs");
@@ -220,6 +248,7 @@ int main(void) {
     RUN(test_heartbeat_mac);
     RUN(test_heartbeat_parse);
     RUN(test_heartbeat_step_info);
+    RUN(test_mpi_noise_lines);
     RUN(test_inject_parse);
     RUN(test_inject_slow_parse);
     RUN(test_inject_random_is_deterministic);

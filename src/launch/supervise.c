@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch/mpi_noise.h"
 #include "launch/slurm.h"
 #include "util/error.h"
 #include "util/hostlist.h"
@@ -614,9 +615,12 @@ int supervise(SuperviseOpts *o) {
         fflush(stdout);
         fflush(stderr);
         s->launch_time = sup_now();
+        /* mpirun's / srun's boilerplate to a log, the ranks' lines through (mpi_noise.h) */
+        int errfd = direct ? -1 : mpi_noise_start(o->mpi_log);
         pid_t child = fork();
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
         if (child == 0) {
+            if (errfd >= 0) dup2(errfd, STDERR_FILENO);
             setpgid(0, 0); /* its own group: teardown kills mpirun and everything it started */
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL), signal(SIGUSR1, SIG_DFL);
             if (use_srun && s->nactive) setenv("SLURM_HOSTFILE", hostfile, 1);
@@ -783,6 +787,7 @@ done:;
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
             productive, wall, steps);
     if (hostfile[0]) unlink(hostfile);
+    mpi_noise_finish();
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
     free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);

@@ -90,6 +90,19 @@ typedef struct {
     double comm_total_s, step_total_s, bubble_total; /* sums over the timed steps */
 } TrainJob;
 
+/* The layout of a world: what check_layout derives, or why the options do not fit it (train_layout.c;
+ * -1 + myr_error). Also the launcher's check before it starts any rank (train_precheck.c). */
+typedef struct {
+    int dp_size, dense_dp, rows, micro, n_micro;
+} TrainLayoutPlan;
+int train_layout_plan(const TrainOptions *o, int tp, int pp, int ep, int vpp, int world, TrainLayoutPlan *out);
+/* train_precheck.c: with MYRIAD_PRECHECK_WORLD=N in the environment (set by `myriad run -n N`),
+ * checks what can be checked of a train command line without starting any rank: the options, the
+ * model's shape, the layout against N processes, the pipeline split, the tensor- and expert-
+ * parallel divisibility, --seq against the positions; then exits (0, or 1 with the one-line
+ * error). Returns when the variable is not set. */
+void train_precheck_if_asked(const TrainOptions *o);
+
 /* train_layout.c: starts MPI when launched by mpirun/srun, checks the layout against the world
  * (every rank finds the same error; rank 0 says it) and builds the mesh and its groups. */
 void train_job_layout(TrainJob *j, int *argc, char ***argv);

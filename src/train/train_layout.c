@@ -81,41 +81,43 @@ static void start_processes(TrainJob *j, int *argc, char ***argv) {
     j->rank = comm_rank(comm_world());
 }
 
-/* World size, batch and micro-batch divisibility, the pipeline schedule: every rank alike. */
-static void check_layout(TrainJob *j) {
-    const TrainOptions *o = &j->o;
-    int tp = j->tp, pp = j->pp, ep = j->ep, world = j->world, rank = j->rank;
-    if (world % tp) train_layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
+int train_layout_plan(const TrainOptions *o, int tp, int pp, int ep, int vpp, int world, TrainLayoutPlan *out) {
+    if (world % tp) return myr_error("--tp %d does not divide the world size %d", tp, world);
     if (world % (tp * pp))
-        train_layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
+        return myr_error("--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
     if (world % (tp * pp * ep))
-        train_layout_error(rank, "--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep,
-                           tp * pp * ep, world);
-    int dp_size = j->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep);
+        return myr_error("--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep, tp * pp * ep,
+                         world);
+    int dp_size = out->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep);
     if (world % dp_size)
-        train_layout_error(rank,
-                           "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
-                           dp_size, world, dp_size * tp * pp * ep, world);
+        return myr_error("--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
+                         dp_size, world, dp_size * tp * pp * ep, world);
     if (tp * pp * dp_size * ep != world)
-        train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d = %d does not equal the world size %d", tp, pp,
-                           dp_size, ep, tp * pp * dp_size * ep, world);
+        return myr_error("--tp %d x --pp %d x --dp %d x --ep %d = %d does not equal the world size %d", tp, pp, dp_size,
+                         ep, tp * pp * dp_size * ep, world);
     /* expert parallelism lives inside data parallelism: dense parameters are replicated over
      * dp x ep ranks, each taking its own slice of the batch */
-    j->dense_dp = dp_size * ep;
-    if (o->batch % j->dense_dp)
-        train_layout_error(rank, "--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an "
-                           "equal slice", o->batch, dp_size, ep);
-    j->rows = o->batch / j->dense_dp;
-    j->micro = o->micro_batch > 0 ? o->micro_batch : (pp > 1 ? 1 : j->rows);
-    if (j->rows % j->micro)
-        train_layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences "
-                           "split into micro-batches of %d)", o->batch, dp_size, j->micro, j->rows, j->micro);
-    j->n_micro = j->rows / j->micro;
-    if ((pp > 1 || j->vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, j->vpp, j->n_micro))
-        train_layout_error(rank, "%s", myr_last_error());
-    if (o->sp && (j->micro * o->seq) % tp)
-        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch divisible by --tp %d", j->micro * o->seq,
-                           tp);
+    out->dense_dp = dp_size * ep;
+    if (o->batch % out->dense_dp)
+        return myr_error("--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an equal slice",
+                         o->batch, dp_size, ep);
+    out->rows = o->batch / out->dense_dp;
+    out->micro = o->micro_batch > 0 ? o->micro_batch : (pp > 1 ? 1 : out->rows);
+    if (out->rows % out->micro)
+        return myr_error("--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
+                         "micro-batches of %d)", o->batch, dp_size, out->micro, out->rows, out->micro);
+    out->n_micro = out->rows / out->micro;
+    if ((pp > 1 || vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, vpp, out->n_micro)) return -1;
+    if (o->sp && (out->micro * o->seq) % tp)
+        return myr_error("--sp needs the %d tokens of a micro-batch divisible by --tp %d", out->micro * o->seq, tp);
+    return 0;
+}
+
+/* World size, batch and micro-batch divisibility, the pipeline schedule: every rank alike. */
+static void check_layout(TrainJob *j) {
+    TrainLayoutPlan p;
+    if (train_layout_plan(&j->o, j->tp, j->pp, j->ep, j->vpp, j->world, &p)) train_layout_error(j->rank, "%s", myr_last_error());
+    j->dp_size = p.dp_size, j->dense_dp = p.dense_dp, j->rows = p.rows, j->micro = p.micro, j->n_micro = p.n_micro;
 }
 
 static void build_mesh(TrainJob *j) {

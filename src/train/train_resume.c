@@ -149,9 +149,10 @@ void train_job_resume(TrainJob *j) {
     long disk_step = ckpt_open(path, &ck) ? -1 : (long)ckpt_step(ck);
     if (ck) check_settings(j, ckpt_meta(ck), ckpt_path(ck));
     int restored = j->mem && is_auto && restore_from_memory(j, disk_step);
-    if (!restored &&
-        (j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents)) < 0)
-        myr_die_last();
+    if (!restored) { /* every rank finds a bad checkpoint alike: the lowest failing rank says it, once */
+        j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents);
+        if (train_agree_failure(j, j->first_step < 0)) train_exit_all(1);
+    }
     if (restored && ck) ckpt_close(ck);
     /* --resume auto and no checkpoint yet: the weights come from --init or the seed after all */
     if (!restored && j->nevents && !strcmp(j->events[j->nevents - 1], "started-from-scratch")) train_fill_weights(j);
