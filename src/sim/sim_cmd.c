@@ -64,8 +64,12 @@ static void print_text(const SimOpts *o, const SimResult *r) {
     double vals[] = {r->forward, r->backward, r->recompute, r->tp_comm, r->cp_comm, r->pp_comm, r->dp_comm,
                      r->ep_comm, r->bubble, r->optimizer};
     for (int i = 0; i < 10; i++) printf("  %-19s %10.4f s %6.1f%%\n", names[i], vals[i], 100 * vals[i] / st);
-    printf("MFU %.1f%%  HFU %.1f%%  %.1f TFLOP/s per GPU (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu,
-           100 * r->hfu, r->tflops_per_gpu, r->tokens_per_s);
+    /* a calibrated CPU does well under a TFLOP/s: GFLOP/s then, not "0.0 TFLOP/s" */
+    char rate[48];
+    if (r->tflops_per_gpu >= 1) snprintf(rate, sizeof rate, "%.1f TFLOP/s", r->tflops_per_gpu);
+    else snprintf(rate, sizeof rate, "%.3g GFLOP/s", 1e3 * r->tflops_per_gpu);
+    printf("MFU %.1f%%  HFU %.1f%%  %s per device (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu, 100 * r->hfu, rate,
+           r->tokens_per_s);
     const SimMemory *mm = &r->mem;
     printf("\nmemory per GPU (stage %d, the fullest): weights %.1f, grads %.1f, optimizer %.1f, fp8 copies %.1f,\n"
            "        activations %.1f, buffers/workspace %.1f, allocator reserve %.1f; total %.1f GiB of %g GiB\n",

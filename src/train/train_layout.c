@@ -177,5 +177,8 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv) {
     kernels_set_threads(j->o.threads ? j->o.threads : kernels_threads());
     mfu_peak_choose(j);
     if (j->rank0) print_device(j);
+    if (j->rank0 && j->o.tf32 && strcmp(kernels_device(), "cuda"))
+        fprintf(stderr, "myriad train: warning: --tf32 does nothing on the %s (it lets fp32 GEMMs use a GPU's TF32 "
+                "tensor cores): its fp32 GEMMs stay fp32\n", kernels_device());
     build_mesh(j);
 }

@@ -20,6 +20,7 @@
 #include "trace/trace.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/rss.h"
 
 /* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
 double train_validation_loss(TrainJob *j) {
@@ -273,16 +274,19 @@ void train_job_run(TrainJob *j) {
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
                           .mfu = mfu_of_step(j, dt, s), .peak_flops = j->peak_flops * j->peak_devices,
                           .peak_source = j->peak_source,
-                          .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+                          .comm_ms = j->distributed ? t->sections.comm * 1e3 : -1, .skipped = r.nonfinite};
         size_t mem_now, mem_peak;
         kernels_memory_usage(&mem_now, &mem_peak);
         rep.mem_bytes = (double)mem_now, rep.mem_peak_bytes = (double)mem_peak;
+        rep.host_memory = dev_host_accessible(); /* then the line shows the measured resident set */
+        rss_bytes(&rep.rss_bytes, &rep.rss_peak_bytes);
         if (r.nonfinite) {
             skips_in_a_row++;
             j->skipped_steps++;
             if (o->on_nan == TRAIN_ON_NAN_STOP || skips_in_a_row > o->max_nan_skips) {
                 char what[160];
                 describe_nonfinite(&r, what, sizeof what);
+                rep.skipped = 0, rep.stopped = 1; /* not skipped: this step ends the run */
                 progress_step(&progress, &rep); /* the log shows the step that stopped the run */
                 stop_nonfinite(j, &progress, s, what, skips_in_a_row);
             }
@@ -294,6 +298,7 @@ void train_job_run(TrainJob *j) {
         rep.ckpt_ms = save_checkpoints(j, s) * 1e3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
+            rep.stopped = 1;
             progress_step(&progress, &rep);
             stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
         }
@@ -313,7 +318,9 @@ void train_job_run(TrainJob *j) {
         info.mem_step = mem_ckpt_complete_step(j->mem);
         info.role = j->pp_rank; /* ranks of one pipeline stage do the same work: the straggler detector's peers */
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
-            j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
+            /* exposed: the step's time blocked in communication of every group (dp, tp, pp, ep),
+             * not only the data-parallel reduction's tail */
+            j->comm_total_s += t->sections.comm;
             j->step_total_s += dt;
             if (j->pl) j->bubble_total += 1 - j->pl->compute_s / j->pl->run_s;
         }

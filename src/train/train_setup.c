@@ -62,7 +62,7 @@ static void build_model(TrainJob *j) {
                            "larger --max-seq", o->seq, j->cfg.max_seq);
     /* the tokenizer: its ids must fit the embedding (every rank checks; rank 0 says so) */
     j->tok_path = samples_find_tokenizer(o->tokenizer, o->init_dir, o->data);
-    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
+    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, 0, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
     train_memory_check(j);
     int zero = j->distributed ? o->dpo.zero : 0;
     for (int c = 0; c < vpp; c++) {
