@@ -94,6 +94,10 @@ static int restore_from_memory(TrainJob *j, long disk_step) {
     if (disk_step >= 0) snprintf(disk, sizeof disk, "the disk checkpoint of step %ld", disk_step);
     else snprintf(disk, sizeof disk, "no disk checkpoint");
     const char *pre = "myriad train: --resume auto: in-memory copies";
+    /* the staleness rule, in one place: a copy older than the disk checkpoint is never restored
+     * (it would roll back steps the disk already holds: they are recomputed bit-identically, so
+     * only the resumed step and source show it; tests/test_resume_stale.sh) */
+    long min_step = disk_step < 0 ? 0 : disk_step;
     if (sv.copies == 0) {
         if (j->rank0 && sv.foreign)
             fprintf(stderr, "%s: %d in %s are of another layout or world size (%d ranks; now %d): not usable (a copy "
@@ -111,7 +115,7 @@ static int restore_from_memory(TrainJob *j, long disk_step) {
                     pre, found, sv.missing_rank, sv.newest, disk);
         return 0;
     }
-    if (sv.complete < disk_step) {
+    if (sv.complete < min_step) {
         if (j->rank0)
             fprintf(stderr, "%s: %s, complete up to step %ld: not used, %s is newer\n", pre, found, sv.complete, disk);
         return 0;
@@ -124,7 +128,7 @@ static int restore_from_memory(TrainJob *j, long disk_step) {
     long s;
     int replica = 0, rejected = 0;
     char desc[256];
-    int r = mem_ckpt_restore(j->mem, disk_step < 0 ? 0 : disk_step, &s, &replica, &rejected, desc, sizeof desc);
+    int r = mem_ckpt_restore(j->mem, min_step, &s, &replica, &rejected, desc, sizeof desc);
     if (r < 0) myr_die_last();
     if (r != 1) {
         if (j->rank0) fprintf(stderr, "%s: none of them verified (see above); %s\n", pre, disk);
