@@ -44,6 +44,7 @@ void progress_step(Progress *p, const StepReport *r) {
     p->timed++;
     if (p->log) {
         fprintf(p->log, "{\"step\": %ld", done);
+        if (p->config && !p->config_logged) fprintf(p->log, ", \"config\": %s", p->config), p->config_logged = 1;
         json_num(p->log, "loss", "%.9g", r->loss);
         json_num(p->log, "lr", "%.9g", r->lr);
         json_num(p->log, "grad_norm", "%.9g", r->grad_norm);

@@ -43,6 +43,8 @@ typedef struct {
     double elapsed_s; /* sum of this run's step times, for the ETA */
     long timed;       /* steps this run has reported (fewer than the step number after a resume) */
     double logged_peak; /* the MFU denominator last written to the log (written again when it changes) */
+    const char *config; /* JSON object: the run's whole configuration, on the log's first line; NULL: none */
+    int config_logged;
 } Progress;
 
 /* Opens the log, truncating it, or appending to it when `append` (a supervised job's relaunch:

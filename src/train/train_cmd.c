@@ -29,6 +29,7 @@ int cmd_train(int argc, char **argv) {
         train_options_model_config(&j->o, &c);
     }
     myr_die_quietly(0);
+    train_job_keep_command(j, argc, argv);
     train_precheck_if_asked(&j->o); /* `myriad run` asks before it starts any rank */
     train_job_layout(j, &argc, &argv);
     train_job_setup(j);

@@ -68,6 +68,7 @@ typedef struct {
     Trainer t;
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */
+    char command[8192]; /* the command line as given ("myriad train --preset ..."), for the log */
     TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
     struct HfSource *hf;  /* --init's files, open until the weights are filled (train_fill_weights) */
@@ -106,6 +107,10 @@ void train_precheck_if_asked(const TrainOptions *o);
 /* train_layout.c: starts MPI when launched by mpirun/srun, checks the layout against the world
  * (every rank finds the same error; rank 0 says it) and builds the mesh and its groups. */
 void train_job_layout(TrainJob *j, int *argc, char ***argv);
+/* train_log_config.c: the command line, kept (before the layout consumes it), and the run's whole
+ * configuration as one JSON object for the log's first line (malloc'd). */
+void train_job_keep_command(TrainJob *j, int argc, char **argv);
+char *train_job_config_json(const TrainJob *j);
 /* train_setup.c: builds the model (seed or --init) and keeps this rank's chunks, opens the
  * data, attaches data parallelism and the pipeline, creates the trainer and the checkpoint
  * state, prints the run's banner. */

@@ -225,6 +225,8 @@ void train_job_run(TrainJob *j) {
     const char *attempt = getenv("MYRIAD_HB_ATTEMPT");
     progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every, attempt && atoi(attempt) > 0);
     if (!j->rank0) progress.quiet = 1;
+    char *config = j->rank0 && o->log_path ? train_job_config_json(j) : NULL;
+    progress.config = config;
     size_t n = (size_t)rows * o->seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
     j->last_val = NAN;
@@ -337,6 +339,7 @@ void train_job_run(TrainJob *j) {
         }
     }
     progress_close(&progress);
+    free(config);
     free(x);
     free(y);
     if (!j->stop_signal && o->save_dir) {
