@@ -14,7 +14,8 @@
 # time. OUT is rewritten after every mutation, so an interrupted run keeps what it measured.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$repo/bench/mutate_results.md}
+# absolute: the script works in a scratch clone, where a relative OUT would be written and lost
+out=$(realpath -m -- "${1:-$repo/bench/mutate_results.md}")
 shift $(( $# > 0 ? 1 : 0 ))
 only=" $* "
 scratch=$(mktemp -d /tmp/myriad-mutate-XXXXXX)
