@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mutate.sh: mutation testing of the test suite. Each mutation below is a small, plausible bug
 # (one replaced piece of code, at least one per subsystem: kernels, optimizer, DP/ZeRO, TP, PP
-# schedule, checkpoint CRC, launcher, simulator, scheduler, non-finite handling). They are applied
+# schedule, checkpoint CRC and resume, launcher, simulator, scheduler, non-finite handling). They are applied
 # one at a time to a scratch clone of the committed HEAD, which is rebuilt, and the tests that
 # cover that subsystem are run (`bash tests/run.sh FILTER` for each filter listed: a subset, to keep
 # the run practical). A mutation is killed when some test fails; one that survives is a hole in
@@ -14,7 +14,8 @@
 # time. OUT is rewritten after every mutation, so an interrupted run keeps what it measured.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-$repo/bench/mutate_results.md}
+# absolute: the script works in a scratch clone, where a relative OUT would be written and lost
+out=$(realpath -m -- "${1:-$repo/bench/mutate_results.md}")
 shift $(( $# > 0 ? 1 : 0 ))
 only=" $* "
 scratch=$(mktemp -d /tmp/myriad-mutate-XXXXXX)
@@ -50,6 +51,9 @@ adam_bias_correction|optimizer|src/optim/adamw.c|test_optim,test_torch_fixture|A
 clip_scales_up|optimizer|src/optim/clip.c|test_optim,test_torch_fixture|gradient clipping also scales small gradients up to the limit
 -    return coef < 1.0 ? coef : 1.0;
 +    return coef;
+clip_clamped_at_max_norm|optimizer|src/optim/clip.c|test_optim|gradient clipping clamps the coefficient at max_norm instead of 1 (a norm below --clip 0.5 is scaled by 0.5; the same at --clip 1)
+-    return coef < 1.0 ? coef : 1.0;
++    return coef < 1.0 ? coef : max_norm;
 cosine_full_period|optimizer|src/optim/lr_schedule.c|test_optim|the cosine schedule runs a full period (back up to lr) instead of a half
 -    return s->min_lr + (s->lr - s->min_lr) * 0.5 * (1 + cos(M_PI * progress));
 +    return s->min_lr + (s->lr - s->min_lr) * 0.5 * (1 + cos(2 * M_PI * progress));
@@ -80,6 +84,9 @@ sim_optimizer_bytes|simulator|src/sim/memory.c|test_sim|mixed-precision optimize
 sim_inflight_1f1b|simulator|src/sim/memory.c|test_sim|1F1B holds one more micro-batch's activations than it does
 -    else if (v == 1) chunks = fmin(p - stage, mb);
 +    else if (v == 1) chunks = fmin(p - stage + 1, mb);
+resume_prefers_stale_memory|checkpoint resume|src/train/train_resume.c|test_resume_stale|--resume auto restores an in-memory copy older than the newest disk checkpoint (the staleness check removed)
+-    long min_step = disk_step < 0 ? 0 : disk_step;
++    long min_step = 0;
 nan_norm_ignored|non-finite|src/train/trainer.c|test_nonfinite|a non-finite gradient norm goes unnoticed when the loss is finite
 -    float bad = !isfinite(loss) || !isfinite(norm);
 +    float bad = !isfinite(loss);

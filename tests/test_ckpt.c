@@ -678,7 +678,7 @@ static void test_full_disk(void) {
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {6000, 6000}; /* each shard is 8 KiB */
         setrlimit(RLIMIT_FSIZE, &rl);
-        char msg[2200];
+        char msg[4400];
         int rc1 = save_sim(dir, 20, 2, L_ROWS, neu, 1, 1024, 1);
         int n = snprintf(msg, sizeof msg, "%d|%s\n", rc1, myr_last_error());
         /* the async path reports the same failure from ckpt_async_wait */
@@ -689,11 +689,16 @@ static void test_full_disk(void) {
         if (!rc2) rc2 = ckpt_writer_commit_async(w, NULL, "{}");
         if (!rc2) rc2 = ckpt_async_wait();
         n += snprintf(msg + n, sizeof msg - n, "%d|%s\n", rc2, myr_last_error());
+        /* and the blocking commit of the trainer's path (ckpt_writer_commit) */
+        int rc3 = ckpt_writer_begin(dir, 25, 0, 1, &(CkptWriteOptions){1024, 1}, &w);
+        if (!rc3) rc3 = ckpt_add_piece(w, "w", CKPT_F32, 2, neu[0].shape, &s, neu[0].full);
+        if (!rc3) rc3 = ckpt_writer_commit(w, NULL, "{}");
+        n += snprintf(msg + n, sizeof msg - n, "%d|%s\n", rc3, myr_last_error());
         if (write(fds[1], msg, (size_t)n) < 0) _exit(3);
         _exit(0);
     }
     close(fds[1]);
-    char buf[4400] = "";
+    char buf[6600] = "";
     ssize_t got = 0, r;
     while ((r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0) got += r;
     buf[got > 0 ? got : 0] = 0;
@@ -708,6 +713,16 @@ static void test_full_disk(void) {
     CHECK(ckpt_open_ex(dir, &o, &c) == 0 && ckpt_step(c) == 10 && matches(c, old, 1), "previous stays valid: %s",
           myr_last_error());
     ckpt_close(c);
+    /* no debris: the failed saves' step directories are gone (a full disk keeps nothing it cannot use) */
+    char path[700];
+    struct stat st;
+    char *third = second ? strchr(second + 1, '\n') : NULL;
+    CHECK(third && strncmp(third + 1, "-1|", 3) == 0, "blocking commit must fail: %s", buf);
+    snprintf(path, sizeof path, "%s/step-00000025", dir);
+    CHECK(stat(path, &st) != 0, "the failed blocking commit left %s", path);
+    snprintf(path, sizeof path, "%s/step-00000030", dir);
+    CHECK(stat(path, &st) != 0, "the failed async save left %s", path);
+    CHECK(strstr(buf, "was not committed (and is removed)") != NULL, "the message says it is removed: %s", buf);
     free_tensors(old, 1);
     free_tensors(neu, 1);
 }

@@ -37,8 +37,9 @@ PY
 
 mkdir -p "$T/in/d/sub"
 printf 'Hello, myriad!\n' >"$T/in/a.txt"
-printf 'second file \xc3\xa9\xff\x00 bytes\n' >"$T/in/d/b.txt"
-head -c 3000 /dev/urandom >"$T/in/d/sub/c.txt"
+printf 'second file \xc3\xa9\xff\x01 bytes\n' >"$T/in/d/b.txt"
+# 3000 pseudo-random bytes, none NUL (a NUL makes a file binary: skipped, tested below)
+/usr/bin/python3 -c 'import random, sys; r = random.Random(7); sys.stdout.buffer.write(b"x" + bytes(r.randrange(1, 256) for _ in range(2999)))' >"$T/in/d/sub/c.txt"
 printf 'hidden' >"$T/in/d/.hidden"
 total=$(( $(stat -c %s "$T/in/a.txt") + $(stat -c %s "$T/in/d/b.txt") + 3000 ))
 val=$(( total / 10 ))
@@ -86,3 +87,66 @@ expect_error info_truncated_shard "trunc.bin is truncated" $M data info "$T/trun
 expect_error info_wrong_magic "wrong magic" $M data info "$T/in/a.txt"
 expect_error info_missing_file "No such file" $M data info "$T/missing.bin"
 expect_error info_empty_glob "no shard files match" $M data info "$T/*.nothing"
+
+# ---- binary inputs: skipped with one line each and counted, refused with --strict (src/data/input_kind.c)
+mkdir -p "$T/bin/model" "$T/bin/shards"
+printf 'plain text\n' >"$T/bin/keep.txt"
+cp "$T/out/train_000000.bin" "$T/bin/shards/"                       # an llm.c token shard
+printf 'PAR1\x15\x04\x15\x00PAR1' >"$T/bin/table.parquet"             # parquet magic at both ends
+printf 'text then\x00 a NUL\n' >"$T/bin/nul.dat"
+gzip -c "$T/bin/keep.txt" >"$T/bin/keep.txt.gz"
+/usr/bin/python3 - "$T/bin" <<'PY'
+import json, struct, sys, zipfile
+d = sys.argv[1]
+h = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+open(d + "/model/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + struct.pack("<2f", 1, 2))
+json.dump({"model_type": "gpt2"}, open(d + "/model/config.json", "w"))
+with zipfile.ZipFile(d + "/archive.zip", "w") as z: z.writestr("a.txt", "inside a zip")
+PY
+$M data prepare "$T/bin" --out "$T/obin" >"$T/summary" 2>"$T/err"; rc=$?
+skips=$(grep -c '^data prepare: skipping ' "$T/err")
+if [ $rc -eq 0 ] && [ "$skips" -eq 6 ] &&
+    grep -q "^data prepare: skipping $T/bin/model/model.safetensors: a safetensors file, not text$" "$T/err" &&
+    grep -q "^data prepare: skipping $T/bin/shards/train_000000.bin: an llm.c token shard, not text$" "$T/err" &&
+    grep -q "^data prepare: skipping $T/bin/table.parquet: a Parquet file, not text$" "$T/err" &&
+    grep -q "^data prepare: skipping $T/bin/archive.zip: a zip archive" "$T/err" &&
+    grep -q "^data prepare: skipping $T/bin/keep.txt.gz: gzip-compressed (read directly only with --tokenizer" "$T/err" &&
+    grep -q "^data prepare: skipping $T/bin/nul.dat: a NUL byte at offset 9" "$T/err" &&
+    grep -q "^data prepare: 2 input files (6 binary skipped), " "$T/summary" &&
+    check_tokens x 1 "$T/obin/train_000000.bin $T/obin/val_000000.bin" "$T/bin/keep.txt $T/bin/model/config.json" 2>>"$T/err"
+then pass prepare_skips_binary_inputs_one_line_each
+else fail prepare_skips_binary_inputs_one_line_each "rc=$rc skips=$skips $(cat "$T/summary") $(tail -3 "$T/err")"; fi
+expect_error prepare_strict_refuses_binary "myriad: data prepare: $T/bin/archive.zip is binary (a zip archive" \
+    $M data prepare "$T/bin" --out "$T/ostrict" --strict
+if [ -z "$(ls "$T/ostrict" 2>/dev/null)" ]; then pass prepare_strict_writes_nothing; else fail prepare_strict_writes_nothing "$(ls "$T/ostrict")"; fi
+# --include-binary reads a text with a stray NUL as it is
+if $M data prepare "$T/bin/nul.dat" "$T/bin/keep.txt" --include-binary --out "$T/oinc" >"$T/summary" 2>"$T/err" &&
+    ! grep -q skipping "$T/err" && check_tokens x 1 "$T/oinc/train_000000.bin $T/oinc/val_000000.bin" "$T/bin/nul.dat $T/bin/keep.txt" 2>>"$T/err"
+then pass prepare_include_binary_reads_them; else fail prepare_include_binary_reads_them "$(cat "$T/summary" "$T/err" | tail -2)"; fi
+$M data prepare "$T/bin/table.parquet" --out "$T/o3" >"$T/stdout" 2>"$T/err"; rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l <"$T/err")" -eq 2 ] && grep -q "^myriad: data prepare: the inputs hold no text files (1 binary skipped, listed above)" "$T/err"
+then pass prepare_only_binary; else fail prepare_only_binary "rc=$rc $(cat "$T/err")"; fi
+# with --tokenizer gzip is read directly: a gzip text is a document, a gzip safetensors file is not
+/usr/bin/python3 - "$T/tok.json" <<'PY'
+import json, sys
+keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))  # GPT-2's byte alphabet
+alphabet, extra = {}, 0
+for b in range(256):
+    if b in keep: alphabet[b] = chr(b)
+    else: alphabet[b] = chr(256 + extra); extra += 1
+vocab = {alphabet[b]: b for b in range(256)}
+vocab["<|endoftext|>"] = 256
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+json.dump({"version": "1.0", "added_tokens": [{"id": 256, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+           "rstrip": False, "normalized": False, "special": True}], "normalizer": None, "pre_tokenizer": bl,
+           "post_processor": None, "decoder": bl, "model": {"type": "BPE", "dropout": None, "unk_token": None,
+           "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+           "vocab": vocab, "merges": []}}, open(sys.argv[1], "w"))
+PY
+gzip -c "$T/bin/model/model.safetensors" >"$T/bin/model.safetensors.gz"
+$M data prepare --tokenizer "$T/tok.json" "$T/bin/keep.txt.gz" "$T/bin/model.safetensors.gz" "$T/bin/keep.txt" --out "$T/otok" >"$T/summary" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '^data prepare: skipping ' "$T/err")" -eq 1 ] &&
+    grep -q "^data prepare: skipping $T/bin/model.safetensors.gz: a safetensors file, gzip-compressed, not text$" "$T/err" &&
+    grep -q "^data prepare: 2 input files (1 binary skipped), 2 documents" "$T/summary"
+then pass prepare_tokenizer_reads_gzip_text_skips_gzip_binary
+else fail prepare_tokenizer_reads_gzip_text_skips_gzip_binary "rc=$rc $(cat "$T/summary") $(tail -3 "$T/err")"; fi

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "launch/heartbeat.h"
+#include "launch/mpi_noise.h"
 #include "launch/inject.h"
 #include "launch/ledger.h"
 #include "test.h"
@@ -132,30 +133,31 @@ static void test_heartbeat_parse(void) {
 
 static void test_heartbeat_step_info(void) {
     HbMsg m;
-    CHECK(hb_parse("STEP 5 100 3.25 123 data=12,fwd=3400,bwd=6800,comm=50,opt=900,ckpt=7,tps=1234.5,mfu=0.25,mem=99", &m) == 0 &&
+    CHECK(hb_parse("STEP 5 100 3.25 123 data=12,fwd=3400,bwd=6800,comm=50,opt=900,ckpt=7,tps=1234.5,mfu=0.25,mem=99,role=3", &m) == 0 &&
               m.has_info, "step with info");
     CHECK(m.info.section_s[HB_SEC_DATA] == 12e-6 && m.info.section_s[HB_SEC_FORWARD] == 3400e-6 &&
               m.info.section_s[HB_SEC_BACKWARD] == 6800e-6 && m.info.section_s[HB_SEC_COMM] == 50e-6 &&
               m.info.section_s[HB_SEC_OPTIMIZER] == 900e-6 && m.info.section_s[HB_SEC_CHECKPOINT] == 7e-6,
           "sections in microseconds on the wire, seconds parsed");
-    CHECK(m.info.tokens_per_s == 1234.5 && m.info.mfu == 0.25 && m.info.mem_step == 99, "throughput and copy step");
+    CHECK(m.info.tokens_per_s == 1234.5 && m.info.mfu == 0.25 && m.info.mem_step == 99 && m.info.role == 3,
+          "throughput, copy step and role (the straggler detector's cohort)");
     CHECK(hb_parse("STEP 5 100 - 123 fwd=10,future=3", &m) == 0 && m.info.section_s[HB_SEC_FORWARD] == 10e-6 &&
-              m.info.section_s[HB_SEC_DATA] < 0 && isnan(m.info.mfu) && m.info.mem_step == -1,
+              m.info.section_s[HB_SEC_DATA] < 0 && isnan(m.info.mfu) && m.info.mem_step == -1 && m.info.role == -1,
           "unknown keys skipped, absent ones unmeasured");
     CHECK(hb_parse("STEP 5 100 - 123", &m) == 0 && !m.has_info, "no info field");
     const char *bad[] = {"STEP 1 2 - 5 fwd=", "STEP 1 2 - 5 fwd=-1", "STEP 1 2 - 5 fwd=abc", "STEP 1 2 - 5 =5",
-                         "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
+                         "STEP 1 2 - 5 mem=1.5", "STEP 1 2 - 5 role=0.5", "STEP 1 2 - 5 fwd=nan", "STEP 1 2 - 5 fwd=inf", "STEP 1 2 - 5 fwd"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(hb_parse(bad[i], &m) != 0, "accepted '%s'", bad[i]);
     HbStepInfo in;
     hb_step_info_init(&in);
     in.section_s[HB_SEC_FORWARD] = 0.0123456, in.section_s[HB_SEC_COMM] = 0.5, in.tokens_per_s = 98765.4321,
-    in.mfu = 0.4375, in.mem_step = 41;
+    in.mfu = 0.4375, in.mem_step = 41, in.role = 2;
     char line[HB_LINE_MAX];
     hb_format_step(line, sizeof line, 7, 42, 3.14159265, 1700000000000001, &in);
     CHECK(hb_parse(line, &m) == 0 && m.has_info && m.step == 42 && m.seq == 7 && m.loss == 3.14159265 &&
               m.info.section_s[HB_SEC_FORWARD] == 12346e-6 && m.info.section_s[HB_SEC_COMM] == 0.5 &&
               m.info.section_s[HB_SEC_DATA] < 0 && fabs(m.info.tokens_per_s - 98765.4321) < 0.1 && m.info.mfu == 0.4375 &&
-              m.info.mem_step == 41,
+              m.info.mem_step == 41 && m.info.role == 2,
           "format -> parse round trip (microseconds on the wire): %s", line);
     CHECK(!strcmp(hb_section_name(HB_SEC_COMM), "comm") && !strcmp(hb_section_name(HB_SEC_CHECKPOINT), "checkpoint"),
           "section names");
@@ -228,6 +230,33 @@ static void test_ledger_bookkeeping(void) {
     ledger_free(&l);
 }
 
+/* mpirun's own messages are told from the ranks' lines (mpi_noise.c) */
+static void test_mpi_noise_lines(void) {
+    const char *lines[] = {
+        "myriad: no valid checkpoint in ck: skipped ck/step-00000002 (rank-00001.bin is missing)",
+        "--------------------------------------------------------------------------",
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "--------------------------------------------------------------------------",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "",
+        "[vm:23494] *** Process received signal ***",
+        "mpirun: Forwarding signal 10 to job",
+        "srun: error: node3: task 1: Exited with exit code 1",
+        "step 3/10 | loss 4.1 | --- not a box ---",
+        "[rank 0] a line of the program's own",
+        "",
+        "myriad train: stopped by signal 10"};
+    int want[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    int in_box = 0, prev = 0;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        int got = mpi_noise_line(lines[i], &in_box, prev);
+        CHECK(got == want[i], "line %zu '%s': %s", i, lines[i], got ? "noise" : "passed");
+        prev = got;
+    }
+    CHECK(in_box == 0, "boxes close");
+}
+
 static void test_inject_parse(void) {
     FaultPlan p = {0};
     CHECK(inject_parse(&p, "kill@3:1,hang@5:0", 4) == 0 && p.n == 2, "two specs");
@@ -290,6 +319,7 @@ int main(void) {
     RUN(test_heartbeat_step_info);
     RUN(test_heartbeat_ledger_fields);
     RUN(test_ledger_bookkeeping);
+    RUN(test_mpi_noise_lines);
     RUN(test_inject_parse);
     RUN(test_inject_slow_parse);
     RUN(test_inject_random_is_deterministic);

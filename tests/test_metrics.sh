@@ -79,7 +79,7 @@ for _ in $(seq 600); do
     [ -n "$api" ] && break
     sleep 0.1
 done
-step="" ts="" loss="" health=""
+step="" ts="" loss="" mfu="" health=""
 for _ in $(seq 120); do
     [ -n "$api" ] || break
     q=$(curl -s --max-time 5 "http://$api/api/v1/query?query=myriad_step")
@@ -93,6 +93,7 @@ if [ -n "$step" ]; then
     t=$(curl -s --max-time 5 "http://$api/api/v1/query?query=timestamp(myriad_step)" | jq -r '.data.result[0].value[1]')
     step=$(curl -s --max-time 5 "http://$api/api/v1/query?query=myriad_step&time=$t" | jq -r '.data.result[0].value[1]')
     loss=$(curl -s --max-time 5 "http://$api/api/v1/query?query=myriad_loss&time=$t" | jq -r '.data.result[0].value[1]')
+    mfu=$(curl -s --max-time 5 "http://$api/api/v1/query?query=myriad_model_flops_utilization_ratio&time=$t" | jq -r '.data.result[0].value[1]')
     health=$(curl -s --max-time 5 "http://$api/api/v1/targets" | jq -r '.data.activeTargets[0].health')
 fi
 kill "$prom" 2>/dev/null && wait "$prom" 2>/dev/null
@@ -107,4 +108,11 @@ if [ -n "$step" ] && [ "$health" = "up" ] && [ -n "$logged" ] &&
 else
     fail metrics_prometheus_scrape_equals_log "api '$api', health '$health', scraped step '$step' loss '$loss', log '$logged'"
     tail -3 "$T/prom/log" >&2
+fi
+# MFU: the same figure in Prometheus as in the log (one computation per step, mfu_peak.c)
+logged_mfu=$(jq -r --argjson s "${step:-0}" 'select(.step == $s) | .mfu' "$T/train.jsonl" 2>/dev/null | tail -1)
+if [ -n "$logged_mfu" ] && /usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (b > 0 and abs(a - b) <= 1e-5 * b))" "$mfu" "$logged_mfu"; then
+    pass "metrics_mfu_equals_log (step $step: $mfu)"
+else
+    fail metrics_mfu_equals_log "scraped step '$step' mfu '$mfu', log '$logged_mfu'"
 fi

@@ -3,7 +3,8 @@
  * learning-rate schedules (linear warm-up, cosine to min_lr, constant), and two AdamW steps on one
  * tensor (decoupled weight decay, both bias corrections). The PyTorch fixtures cover the same
  * code in whole runs, but there every step's norm is above the limit: a coefficient above 1 went
- * unnoticed (scripts/mutate.sh, clip_scales_up). */
+ * unnoticed (scripts/mutate.sh, clip_scales_up), and they clip at 1 only: a coefficient clamped
+ * at max_norm instead of 1 did too (clip_clamped_at_max_norm; limits 0.1 to 2.5 here). */
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +18,28 @@ static void test_clip_coefficient(void) {
     CHECK(clip_coefficient(0.5, 1.0) == 1.0, "a norm below the limit is left alone: %g", clip_coefficient(0.5, 1.0));
     CHECK(clip_coefficient(1e-9, 1.0) == 1.0, "a tiny norm is not blown up: %g", clip_coefficient(1e-9, 1.0));
     CHECK(clip_coefficient(100.0, 0.0) == 1.0, "max_norm 0: clipping off");
+}
+
+/* Limits other than 1 (--clip 0.5, 0.1, 2.5): with max_norm 1 a coefficient clamped at max_norm
+ * instead of 1 is the same number, so only another limit shows it (scripts/mutate.sh,
+ * clip_clamped_at_max_norm: below the limit every gradient would be scaled by max_norm, down for
+ * --clip < 1, up for --clip > 1). Above the limit the norm after clipping is the limit. */
+static void test_clip_other_limits(void) {
+    const double limits[] = {0.5, 0.25, 0.1, 2.5};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        double m = limits[i];
+        double below[] = {0.0, 1e-9, 0.3 * m, 0.9 * m, m - 1e-3};
+        for (size_t k = 0; k < sizeof below / sizeof below[0]; k++) {
+            double c = clip_coefficient(below[k], m);
+            CHECK(c == 1.0, "--clip %g, norm %g below it: coefficient %g, want 1 (left alone)", m, below[k], c);
+        }
+        double above[] = {1.5 * m, 4 * m, 100.0};
+        for (size_t k = 0; k < sizeof above / sizeof above[0]; k++) {
+            double c = clip_coefficient(above[k], m);
+            CHECK_CLOSE(c, m / (above[k] + 1e-6), 1e-15, 0, "--clip above the limit: scaled to it");
+            CHECK_CLOSE(c * above[k], m, 1e-5, 0, "the clipped norm is the limit");
+        }
+    }
 }
 
 static void test_lr_schedules(void) {
@@ -59,6 +82,7 @@ static void test_adamw_two_steps(void) {
 
 int main(void) {
     RUN(test_clip_coefficient);
+    RUN(test_clip_other_limits);
     RUN(test_lr_schedules);
     RUN(test_adamw_two_steps);
     return TEST_SUMMARY();

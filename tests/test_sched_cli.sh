@@ -22,6 +22,28 @@ assert sum(c["jobs"] for c in m["classes"].values()) == 400
 PY
 then pass sched_cli_json; else fail sched_cli_json; cat "$tmp/err"; fi
 
+# "load" is one measure for traces and synthetic workloads (--load, docs/SCHEDULER.md): the synthetic
+# sample offers exactly what it is asked; allocation stays below what the window would hold had no
+# job waited, and reaches it when nothing waits (gangs of at most 8 GPUs on 1,024)
+for g in 1024 8; do
+    $M sched simulate --synthetic --gpus 1024 --jobs 500 --policy fifo --max-gang $g --json >"$tmp/l$g.json" 2>"$tmp/err"
+    $M sched simulate --synthetic --gpus 1024 --jobs 500 --policy fifo --max-gang $g >"$tmp/l$g.txt" 2>>"$tmp/err"
+done
+if /usr/bin/python3 - "$tmp/l1024.json" "$tmp/l8.json" <<'PY'
+import json, sys
+big, small = (json.load(open(p)) for p in sys.argv[1:3])
+for m in (big, small):
+    assert abs(m["offered_load"] - 0.8) < 1e-6, m["offered_load"]
+    assert m["window_demand"] <= m["offered_load"] + 1e-9 and m["gpu_alloc_rate"] <= m["window_demand"] + 1e-6, m
+assert abs(small["gpu_alloc_rate"] - small["window_demand"]) < 0.01, small   # nothing waits: all of it
+assert big["gpu_alloc_rate"] < big["window_demand"] - 0.1, big              # whole-cluster gangs block FIFO
+PY
+then
+    grep -q "^policy fifo on synthetic 500 jobs on 1024 GPUs, offered load 0.80, seed 1" "$tmp/l1024.txt" &&
+        grep -q "offered load 80.0 %, [0-9.]* % in the window had no job waited; GPU allocation" "$tmp/l1024.txt" &&
+        pass sched_cli_load_means_offered || fail sched_cli_load_means_offered
+else fail sched_cli_load_means_offered; cat "$tmp/err"; fi
+
 if ! $M sched simulate --synthetic --gpus 256 --policy nosuch 2>"$tmp/err" >/dev/null && grep -q "built-ins" "$tmp/err"; then
     pass sched_cli_bad_policy; else fail sched_cli_bad_policy; fi
 if ! $M sched simulate --synthetic --gpus 256 --policy fifo --bogus 2>/dev/null >/dev/null; then pass sched_cli_bad_flag; else fail sched_cli_bad_flag; fi

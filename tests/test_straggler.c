@@ -1,8 +1,10 @@
 /* test_straggler.c: the straggler detector (src/launch/straggler.c) on synthetic section times
  * whose answers are known by construction: a rank slowed 1.5x is flagged within the windows the
- * rule allows (and its scores are 1/1.5), while noise, a whole-job slowdown, a rank slower by
- * role from the start, a one-window spike and a slow but negligible section are not; the scores
- * are checked against medians computed here by hand, and a slow section is named as the culprit. */
+ * rule allows (and its scores are 1/1.5), whether slow from its first step or later, in 2-rank and
+ * 4-rank jobs and without peers (one rank per pipeline stage); noise, a whole-job slowdown, a rank
+ * slower by role (another pipeline stage), a faster rank, a one-window spike and a slow but
+ * negligible section are not; the scores are checked against medians computed here by hand, and
+ * a slow section is named as the culprit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,9 @@
 #include "launch/straggler.h"
 #include "test.h"
 
-enum { RANKS = 4 };
+enum { MAX_RANKS = 8 };
+static int RANKS = 4;                     /* ranks of the run() below */
+static int (*cohort_of)(int rank) = NULL; /* its cohorts (NULL: all one) */
 
 /* deterministic noise in [1 - a, 1 + a] */
 static double jitter(unsigned *state, double a) {
@@ -37,6 +41,7 @@ static long long run(const StragglerOptions *o, int steps, double noise, ScaleFn
                      StragglerDetector **keep) {
     StragglerDetector *d = straggler_create(RANKS, o);
     straggler_begin(d, 0);
+    for (int r = 0; cohort_of && r < RANKS; r++) straggler_set_cohort(d, r, cohort_of(r));
     unsigned st = 12345;
     long long first = -1;
     *flags = 0;
@@ -63,6 +68,11 @@ static double healthy(int r, long long s) { return 1; }
 static double rank2_slow_from_20(int r, long long s) { return r == 2 && s >= 20 ? 1.5 : 1; }
 static double all_slow_from_30(int r, long long s) { return s >= 30 ? 2 : 1; }
 static double rank1_heavier(int r, long long s) { return r == 1 ? 1.5 : 1; }
+static double rank0_faster(int r, long long s) { return r == 0 ? 0.7 : 1; }
+static double stage1_heavier(int r, long long s) { return r >= 2 ? 1.5 : 1; }
+static double stage1_heavier_rank3_slow_from_30(int r, long long s) { return (r >= 2 ? 1.5 : 1) * (r == 3 && s >= 30 ? 1.5 : 1); }
+static int two_stages(int r) { return r < 2 ? 0 : 1; } /* pp 2 x dp 2: ranks 0, 1 stage 0; 2, 3 stage 1 */
+static int own_stage(int r) { return r; }              /* pp 4: one rank per stage, no peers */
 static double rank3_spike(int r, long long s) { return r == 3 && s >= 21 && s <= 25 ? 3 : 1; }
 
 static void test_slowed_rank_flagged_within_20_steps(void) {
@@ -113,15 +123,17 @@ static void test_scores_equal_hand_computed_medians(void) {
         while ((w = straggler_advance(d, s))) last = w;
     }
     CHECK(last && last->first_step == 11 && last->last_step == 20, "the last median is over steps 11..20");
-    /* the first median (at 15) was over 6..15, half slow: (1 + 1.5) / 2, so rank 2's best is 1.25x */
+    /* the first median (at 10) was over 1..10, all fast, so rank 2's best is 1x */
     CHECK_CLOSE(last->relative[2], 1 / 1.5, 1e-6, 0, "relative score of the slowed rank");
-    CHECK_CLOSE(last->individual[2], 1.25 / 1.5, 1e-6, 0, "individual score of the slowed rank");
+    CHECK_CLOSE(last->individual[2], 1 / 1.5, 1e-6, 0, "individual score of the slowed rank");
     CHECK_CLOSE(last->relative[0], 1, 1e-6, 0, "a healthy rank's relative score");
     CHECK_CLOSE(last->section_s[2 * STRAGGLER_SECTIONS + HB_SEC_BACKWARD], 0.090, 1e-6, 0, "median backward");
     CHECK_CLOSE(last->section_s[2 * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE], 1.5 * (1e-4 + 0.030 + 0.060 + 0.008), 1e-6, 0,
                 "compute = data + forward + backward + optimizer");
     CHECK_CLOSE(last->step_s[1], 0.2, 1e-6, 0, "step_s: the median wall time, as reported");
-    CHECK(last->below[2] == 0, "rank 2 not below: its individual score is 0.83 (%d)", last->below[2]);
+    CHECK(last->below[2] == 1, "rank 2 below in its first wholly slow median (relative 0.67 < 0.75) (%d)", last->below[2]);
+    CHECK(last->below[0] == 0 && last->below[1] == 0 && last->below[3] == 0, "the others not");
+    CHECK_CLOSE(last->fastest_s[2], 1e-4 + 0.030 + 0.060 + 0.008, 1e-6, 0, "its reference: the peers' median compute");
     CHECK(last->section[2] == HB_SEC_FORWARD || last->section[2] == HB_SEC_BACKWARD || last->section[2] == HB_SEC_OPTIMIZER,
           "the culprit is a big compute section (%s)", straggler_section_name(last->section[2]));
     CHECK_CLOSE(last->sec_relative[2], 1 / 1.5, 1e-6, 0, "the culprit's relative score");
@@ -144,12 +156,58 @@ static void test_whole_job_slowdown_not_a_straggler(void) {
     CHECK(flags == 0, "every rank 2x slower is not a straggler (%d flags)", flags);
 }
 
+static void test_slow_from_the_start_flagged(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    /* windows end at 10 (over 1..10), 15, 20: K = 3 below -> step 20, 19 steps after step 1 */
+    long long at = run(&o, 100, 0.05, rank1_heavier, 1, &flags, NULL);
+    CHECK(at == 20 && flags == 1, "a rank 1.5x slower from step 1 (individual score 1) flagged at %lld (%d flags)", at, flags);
+    RANKS = 2; /* with one peer, the other rank is its reference */
+    at = run(&o, 100, 0.05, rank1_heavier, 1, &flags, NULL);
+    CHECK(at == 20 && flags == 1, "2 ranks: flagged at %lld (%d flags)", at, flags);
+    at = run(&o, 100, 0.05, rank2_slow_from_20, 2, &flags, NULL);
+    CHECK(at == -1 && flags == 0, "2 ranks: no rank 2 (%d flags)", flags);
+    run(&o, 400, 0.2, healthy, -1, &flags, NULL);
+    CHECK(flags == 0, "2 ranks: noise alone flags nothing (%d)", flags);
+    RANKS = 4;
+}
+
 static void test_slower_by_role_not_a_straggler(void) {
     StragglerOptions o;
     straggler_options_default(&o);
     int flags;
+    cohort_of = two_stages; /* stage 1 holds the LM head: 1.5x the work of stage 0 */
+    run(&o, 100, 0.05, stage1_heavier, -1, &flags, NULL);
+    CHECK(flags == 0, "ranks of a heavier pipeline stage are not stragglers (%d flags)", flags);
+    long long at = run(&o, 100, 0.05, stage1_heavier_rank3_slow_from_30, 3, &flags, NULL);
+    CHECK(at == 45 && flags == 1, "a stage-1 rank slowed 1.5x against its stage peer: flagged at %lld (%d)", at, flags);
+    cohort_of = NULL; /* the same heavier ranks as peers of the others are stragglers */
+    run(&o, 100, 0.05, stage1_heavier, -1, &flags, NULL);
+    CHECK(flags == 2, "without cohorts the two heavier ranks are flagged (%d)", flags);
+}
+
+static void test_faster_rank_does_not_flag_the_others(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    /* against the fastest rank the others would score 0.7; against their peers' median, 1 */
+    run(&o, 100, 0.05, rank0_faster, -1, &flags, NULL);
+    CHECK(flags == 0, "a rank 1/0.7 x faster does not make the others stragglers (%d flags)", flags);
+}
+
+static void test_without_peers(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    cohort_of = own_stage; /* pp 4, dp 1: nobody does the same work */
+    long long at = run(&o, 100, 0.05, rank2_slow_from_20, 2, &flags, NULL);
+    CHECK(at == 35 && flags == 1, "slowed from its own best while the others did not: flagged at %lld (%d)", at, flags);
+    run(&o, 100, 0.05, all_slow_from_30, -1, &flags, NULL);
+    CHECK(flags == 0, "every rank 2x slower: none (%d)", flags);
     run(&o, 100, 0.05, rank1_heavier, -1, &flags, NULL);
-    CHECK(flags == 0, "a rank 1.5x slower from the start (its individual score stays 1) is not flagged (%d)", flags);
+    CHECK(flags == 0, "heavier from the start, alone in its stage: not told from its role (%d)", flags);
+    cohort_of = NULL;
 }
 
 static void test_one_window_spike_not_a_straggler(void) {
@@ -198,16 +256,16 @@ static void test_missing_samples_and_restart(void) {
             sections(sec, 1, 0, &st);
             straggler_sample(d, r, s, sec, 0.1 * (r + 1));
         }
-    w = straggler_advance(d, 15);
+    w = straggler_advance(d, 10);
     CHECK(w && isnan(w->relative[3]) && isnan(w->step_s[3]) && !w->flagged[3], "a rank without samples is not scored");
     CHECK(w && fabs(w->relative[0] - 1) < 1e-9, "the others are");
-    CHECK(straggler_advance(d, 15) == NULL, "each window once");
+    CHECK(straggler_advance(d, 10) == NULL, "each window once");
     straggler_restart(d);
     CHECK(straggler_advance(d, 100) == NULL, "nothing evaluated after a restart until straggler_begin");
-    straggler_begin(d, 42); /* resumed at 42: 43..45 partial, 46..50 warm-up, then the median over 51..60 */
-    CHECK(straggler_advance(d, 59) == NULL, "warm-up and the window in progress");
-    w = straggler_advance(d, 60);
-    CHECK(w && w->first_step == 51 && w->last_step == 60, "first median after a resume at 42: 51..60 (%lld..%lld)",
+    straggler_begin(d, 42); /* resumed at 42: 43..45 partial (never in a median), then the median over 46..55 */
+    CHECK(straggler_advance(d, 54) == NULL, "the partial window and the window in progress");
+    w = straggler_advance(d, 55);
+    CHECK(w && w->first_step == 46 && w->last_step == 55, "first median after a resume at 42: 46..55 (%lld..%lld)",
           w ? w->first_step : -1, w ? w->last_step : -1);
     straggler_free(d);
 }
@@ -241,7 +299,10 @@ int main(void) {
     RUN(test_scores_equal_hand_computed_medians);
     RUN(test_quiet_on_noise);
     RUN(test_whole_job_slowdown_not_a_straggler);
+    RUN(test_slow_from_the_start_flagged);
     RUN(test_slower_by_role_not_a_straggler);
+    RUN(test_faster_rank_does_not_flag_the_others);
+    RUN(test_without_peers);
     RUN(test_one_window_spike_not_a_straggler);
     RUN(test_negligible_section_not_scored);
     RUN(test_missing_samples_and_restart);

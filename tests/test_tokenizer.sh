@@ -59,12 +59,13 @@ for name in gpt2 llama2 llama2-metaspace llama3 gpt2-added; do
 done
 
 # ---------- data prepare ----------
+# (the stress files hold control characters, NUL among them: read as text with --include-binary)
 mkdir -p "$T/docs"
 cp docs/*.md "$T/docs/" && cp "$T/corpus/stress.txt" "$T/corpus/invalid.txt" "$T/docs/"
 doc_files=($(ls "$T/docs"/* | LC_ALL=C sort))
 declare -A sep=([gpt2]=50256 [llama2]=1 [llama3]=128000)
 for name in gpt2 llama2 llama3; do
-    if $M data prepare --tokenizer "$TOK/$name.json" "$T/docs" --out "$T/p-$name" --val-fraction 0 >"$T/out" 2>"$T/err" &&
+    if $M data prepare --tokenizer "$TOK/$name.json" "$T/docs" --include-binary --out "$T/p-$name" --val-fraction 0 >"$T/out" 2>"$T/err" &&
        oracle shards "$TOK/$name.json" "$T/p-$name" "${sep[$name]}" - "${doc_files[@]}" >"$T/cmp" 2>&1; then
         pass "prepare_equals_oracle_$name"
     else fail "prepare_equals_oracle_$name" "$(cat "$T/err" "$T/cmp" | tail -2)"; fi
@@ -78,7 +79,7 @@ v=$(od -An -tu4 -j4 -N4 "$T/p-llama3/train_000000.bin" | tr -d ' ')
 
 # the same bytes for any thread count, and for documents cut into 300-byte pieces
 for name in gpt2 llama2 llama3; do
-    args=(data prepare --tokenizer "$TOK/$name.json" "$T/docs" --val-fraction 0.3 --shard-tokens 7000)
+    args=(data prepare --tokenizer "$TOK/$name.json" "$T/docs" --include-binary --val-fraction 0.3 --shard-tokens 7000)
     $M "${args[@]}" --out "$T/t1" --threads 1 >/dev/null 2>"$T/err" &&
         $M "${args[@]}" --out "$T/t2" --threads 2 >/dev/null 2>>"$T/err" &&
         MYRIAD_PREPARE_PIECE_BYTES=300 $M "${args[@]}" --out "$T/tp" --threads 2 >/dev/null 2>>"$T/err"
@@ -144,7 +145,7 @@ echo "15496 x12" >"$T/ids"
 one_line error_detokenize_not_an_id '"x12"' $M detokenize --tokenizer "$TOK/gpt2.json" "$T/ids"
 one_line error_vocab_too_small "has 50257 ids but the model's vocabulary is 256" \
     $M train --data "$T/p-gpt2" --preset tiny --batch 2 --seq 16 --steps 1
-one_line error_version1_too_narrow "--version 7" $M data prepare --tokenizer "$TOK/llama3.json" "$T/docs" --out "$T/x" --version 1
+one_line error_version1_too_narrow "--version 7" $M data prepare --tokenizer "$TOK/llama3.json" "$T/docs" --include-binary --out "$T/x" --version 1
 cp "$T/docs.jsonl.gz" "$T/plain.jsonl"
 one_line error_jsonl_needs_field "--jsonl-field" $M data prepare --tokenizer "$TOK/gpt2.json" "$T/plain.jsonl" --out "$T/x"
 one_line error_jsonl_missing_field 'docs.jsonl.gz line 1: no field "body"' \

@@ -4,8 +4,10 @@
  * environment (e.g. OPENBLAS_CORETYPE), at the shapes of a GPT-2 training step (forward,
  * input-gradient and weight-gradient products of every linear layer) and at square sizes.
  * Each row is the best of --reps timed runs after one warm-up run, so a briefly busy core
- * lowers a row only if it is busy for every run. The last line, "peak X GFLOP/s", is the
- * best rate of any row and either library: the most this machine was seen to do. */
+ * lowers a row only if it is busy for every run. The line "peak X GFLOP/s" is the best rate of
+ * any row and either library: the most this machine was seen to do; it is kept in the per-machine
+ * cache (kernels/cpu/cpu_peak.h) as the MFU denominator of `myriad train` at that thread count,
+ * unless the cache holds a higher figure. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "bench/bench.h"
 #include "kernels/cpu/cpu_gemm.h"
+#include "kernels/cpu/cpu_peak.h"
 #include "kernels/kernels.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -109,6 +112,17 @@ int bench_sgemm(int argc, char **argv) {
         fflush(stdout);
     }
     printf("peak %.1f GFLOP/s\n", peak);
+    /* the best figure seen is the MFU denominator of `myriad train` at this thread count (cpu_peak.h) */
+    char key[512], path[4096], held[256];
+    double cached = 0;
+    cpu_peak_key(threads, key, sizeof key);
+    cpu_peak_cache_path(path, sizeof path);
+    int put = cpu_peak_cache_put(key, peak * 1e9, "bench sgemm");
+    if (put < 0) printf("not cached as the MFU denominator: %s\n", myr_last_error());
+    else if (put == 1) printf("cached in %s as the MFU denominator of myriad train at %d threads\n", path, threads);
+    else if (!cpu_peak_cache_get(key, &cached, held, sizeof held))
+        printf("the MFU denominator of myriad train at %d threads stays %.1f GFLOP/s (%s; %s)\n", threads, cached / 1e9,
+               held, path);
     dev_free(a);
     dev_free(b);
     dev_free(c);

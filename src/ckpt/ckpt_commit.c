@@ -112,6 +112,27 @@ static int gather_tables(Comm *world, char *mine, char ***out) {
     return rc;
 }
 
+/* A save that failed leaves nothing behind: once every rank has removed its own shard (a barrier),
+ * rank 0 removes what is left in the step directory (temporary files; nothing there is valid: a
+ * re-save of a step invalidated its old manifest first), then every rank removes the directory
+ * (each node's, where the directory is not shared). */
+static void remove_failed_step_dir(CkptWriter *w, Comm *world) {
+    int many = world && comm_size(world) > 1;
+    if (many) comm_barrier(world);
+    DIR *d = w->rank == 0 ? opendir(w->step_dir) : NULL;
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char f[4400];
+            snprintf(f, sizeof f, "%s/%s", w->step_dir, e->d_name);
+            unlink(f);
+        }
+        closedir(d);
+    }
+    if (many) comm_barrier(world);
+    rmdir(w->step_dir);
+}
+
 int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc, char *table) {
     char err[1024] = "";
     if (rc) snprintf(err, sizeof err, "%s", myr_last_error());
@@ -123,10 +144,12 @@ int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc
         ckpt_rank_file(w, file, sizeof file);
         snprintf(path, sizeof path, "%s/%s", w->step_dir, file);
         if (rc == 0) unlink(path); /* our shard is useless without the others */
+        remove_failed_step_dir(w, world);
         if (!err[0])
             snprintf(err, sizeof err, "another rank failed to write its shard of checkpoint step %" PRId64
                                       " (see its error)", w->step);
-        myr_error("%s; %s was not committed, the previous checkpoint stays the newest valid one", err, w->step_dir);
+        myr_error("%s; %s was not committed (and is removed), the previous checkpoint stays the newest valid one", err,
+                  w->step_dir);
         free(table);
         ckpt_writer_abort(w);
         return -1;
@@ -148,13 +171,32 @@ int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc
     free(tables);
     free(table);
     int64_t step = w->step;
-    ckpt_writer_abort(w);
     int fail_any = rc != 0;
-    if (agree_failed(world, rc != 0, &fail_any)) return -1;
+    if (agree_failed(world, rc != 0, &fail_any)) {
+        ckpt_writer_abort(w);
+        return -1;
+    }
     if (fail_any) {
+        /* a manifest that did not commit leaves shards no reader will take: removed, unless the
+         * manifest is in place (only `latest` failed: the checkpoint is valid) */
+        char manifest[4200];
+        snprintf(manifest, sizeof manifest, "%s/manifest.json", w->step_dir);
+        int committed = access(manifest, F_OK) == 0;
+        float flag = (float)committed; /* rank 0's view decides, for all */
+        if (world && comm_size(world) > 1 && comm_broadcast(world, &flag, &flag, 1, COMM_F32, 0) == 0)
+            committed = flag > 0;
+        if (!committed) {
+            char file[64], path[4096];
+            ckpt_rank_file(w, file, sizeof file);
+            snprintf(path, sizeof path, "%s/%s", w->step_dir, file);
+            unlink(path);
+            remove_failed_step_dir(w, world);
+        }
+        ckpt_writer_abort(w);
         if (rc) return myr_error("%s", err);
         return myr_error("rank 0 failed to commit the manifest of checkpoint step %" PRId64 " (see its error)", step);
     }
+    ckpt_writer_abort(w);
     return 0;
 }
 

@@ -68,9 +68,10 @@ int ckpt_writer_begin(const char *dir, int64_t step, int rank, int nranks, const
     w->block = block;
     if (opt) w->opt = *opt;
     w->opt.block_bytes = block;
-    if (mkdir_p(w->step_dir)) {
-        ckpt_writer_abort(w);
-        return -1;
+    if (mkdir_p(w->step_dir)) { /* said by the commit, on every rank alike (ckpt_writer.h) */
+        snprintf(w->begin_err, sizeof w->begin_err, "%s", myr_last_error());
+        *out = w;
+        return 0;
     }
     /* A re-save of the same step (after a resume) first invalidates the old manifest, so the
      * directory is never a mix of old manifest and new shards that could pass as complete. */
@@ -310,6 +311,7 @@ void ckpt_rank_file(const CkptWriter *w, char *buf, size_t n) { snprintf(buf, n,
 /* Write and fsync this rank's shard (pieces at their offsets, zero padding between). */
 int ckpt_write_shard_keep(CkptWriter *w, char **table_json) {
     *table_json = NULL;
+    if (w->begin_err[0]) return myr_error("saving checkpoint step %" PRId64 ", rank %d: %s", w->step, w->rank, w->begin_err);
     char file[64], path[4096];
     ckpt_rank_file(w, file, sizeof file);
     snprintf(path, sizeof path, "%s/%s", w->step_dir, file);

@@ -41,6 +41,10 @@ struct CkptWriter {
     int thread_rc;
     _Atomic int thread_done; /* the shard is durable (or failed): the commit can proceed */
     char thread_err[1024];
+    /* the step directory could not be made (a full disk, a read-only one): kept, not returned by
+     * ckpt_writer_begin, so that this rank still takes part in the commit's agreement and every
+     * rank fails the save together instead of some waiting for the others forever */
+    char begin_err[1024];
 };
 
 int ckpt_write_shard_keep(CkptWriter *w, char **table_json);

@@ -38,6 +38,12 @@ static int mkdir_p(const char *path) {
     return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
+void memckpt_job_dir(char *out, size_t n, uint64_t job) {
+    const char *root = getenv("MYRIAD_SHM_DIR");
+    if (!root || !*root) root = "/dev/shm";
+    snprintf(out, n, "%s/myriad-%016llx", root, (unsigned long long)job);
+}
+
 int memckpt_dir(char *out, size_t n, uint64_t job, const char *host) {
     const char *root = getenv("MYRIAD_SHM_DIR");
     if (!root || !*root) root = "/dev/shm";
@@ -224,6 +230,29 @@ int memckpt_scan(const char *dir, int world, uint64_t layout, MemEntry *out, int
             MemEntry t = out[j];
             out[j] = out[j - 1], out[j - 1] = t;
         }
+    return n;
+}
+
+int memckpt_count_foreign(const char *dir, int world, uint64_t layout, int *their_world) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    *their_world = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int rank;
+        int64_t step;
+        if (parse_name(e->d_name, &rank, &step)) continue;
+        char path[4352];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDONLY);
+        unsigned char hdr[MEMCKPT_HEADER];
+        MemHeader h = {0};
+        if (fd >= 0 && pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && !memckpt_read_header(hdr, &h) &&
+            (h.world != world || h.layout != layout))
+            n++, *their_world = h.world;
+        if (fd >= 0) close(fd);
+    }
+    closedir(d);
     return n;
 }
 

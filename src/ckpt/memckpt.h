@@ -30,6 +30,8 @@ typedef struct {
     char tmp[4096], path[4096];
 } MemFile;
 
+/* "<root>/myriad-<job hex>" (root: $MYRIAD_SHM_DIR or /dev/shm): the job's directory (not created). */
+void memckpt_job_dir(char *out, size_t n, uint64_t job);
 /* "<root>/myriad-<job hex>/<host>" into out (root: $MYRIAD_SHM_DIR or /dev/shm), created. */
 int memckpt_dir(char *out, size_t n, uint64_t job, const char *host);
 /* Create the hidden temporary file of (rank, step) in dir, sized for `payload` bytes, mapped
@@ -62,6 +64,9 @@ typedef struct {
 } MemEntry;
 /* Committed copies in dir whose header matches (world, layout), newest first; at most max. */
 int memckpt_scan(const char *dir, int world, uint64_t layout, MemEntry *out, int max);
+/* Committed copies in dir of another (world, layout): what a same-layout restore cannot use.
+ * *their_world: the world size of one of them (0 when none). */
+int memckpt_count_foreign(const char *dir, int world, uint64_t layout, int *their_world);
 /* Delete rank's copies older than its `keep` newest. */
 void memckpt_prune(const char *dir, int rank, int keep);
 /* Map a temporary file rank left behind (a copy a killed process was writing) of exactly `bytes`,

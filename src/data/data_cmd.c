@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "data/input_kind.h"
 #include "data/prepare_tok.h"
 #include "data/shard_stream.h"
 #include "data/shards.h"
@@ -182,6 +183,7 @@ static int prepare(int argc, char **argv) {
     long long shard_tokens = 100000000;
     PrepareTokOptions to = {0};
     long long seed = 1337;
+    int strict = 0, include_binary = 0;
     static const char *const versions[] = {"1", "7", NULL};
     static const int version_values[] = {1, 7};
     Inputs in = {calloc(argc, sizeof(char *)), 0};
@@ -203,6 +205,9 @@ static int prepare(int argc, char **argv) {
         OPT_CHOICE_V("--version", "1|7", &version, versions, version_values,
                      "1: uint16 tokens, 7: uint32 tokens (default: 1 when the vocabulary fits)"),
         OPT_I64("--shard-tokens", "N", &shard_tokens, 1, 2147483647, "at most N tokens per shard (default 100000000)"),
+        OPT_SWITCH("--strict", &strict, "refuse binary inputs instead of skipping them (one line each)"),
+        OPT_SWITCH("--include-binary", &include_binary,
+                   "read every input as text, binary-looking ones too (a text with stray NUL bytes)"),
         OPT_END};
     OptCommand cmd = {
         .name = "data prepare",
@@ -216,7 +221,10 @@ static int prepare(int argc, char **argv) {
                  "  tokenizer.json is copied to DIR. Shards appear only when all input is encoded (an error\n"
                  "  leaves none).\n"
                  "  Without --tokenizer: a byte-level tokenizer (vocab 256: token = byte value); inputs are\n"
-                 "  concatenated in order.",
+                 "  concatenated in order.\n"
+                 "  Binary files (a NUL byte or a known magic number in their first 64 KiB: safetensors, token\n"
+                 "  shards, parquet, zip, gzip without --tokenizer, images, executables, ...) are skipped with one\n"
+                 "  line each and counted in the summary; --strict refuses them, --include-binary reads them.",
         .rows = rows,
         .footer = "  Train on the result with `myriad train --data DIR`: a directory made here trains on\n"
                   "  DIR/train_*.bin and validates on DIR/val_*.bin (`--data 'DIR/train_*.bin'` trains on the same\n"
@@ -240,6 +248,29 @@ static int prepare(int argc, char **argv) {
     for (int i = 0; i < n_inputs; i++)
         if (add_input(&files, inputs[i], skip)) myr_die_last();
     if (files.n == 0) myr_die("data prepare: the inputs contain no files");
+    /* binary files would become tokens of noise: left out (said), or refused with --strict */
+    if (strict && include_binary) myr_die("data prepare: --strict refuses binary inputs, --include-binary reads them: give one");
+    int kept = 0, skipped = 0;
+    for (int i = 0; i < files.n && !include_binary; i++) {
+        char why[256];
+        int bin = input_is_binary(files.paths[i], to.tokenizer != NULL, why, sizeof why);
+        if (bin < 0) myr_die_last();
+        if (bin && strict)
+            myr_die("data prepare: %s is binary (%s), not text; leave it out of the inputs, or drop --strict to skip "
+                    "binary files", files.paths[i], why);
+        if (bin) {
+            fprintf(stderr, "data prepare: skipping %s: %s, not text\n", files.paths[i], why);
+            free(files.paths[i]);
+            skipped++;
+            continue;
+        }
+        files.paths[kept] = files.paths[i], files.sizes[kept] = files.sizes[i], kept++;
+    }
+    if (!include_binary) files.n = kept;
+    if (files.n == 0)
+        myr_die("data prepare: the inputs hold no text files (%d binary skipped, listed above): give text files "
+                "or directories of them", skipped);
+    to.skipped_binary = skipped;
     for (int i = 0; i < files.n && !to.jsonl_field; i++) {
         const char *p = files.paths[i];
         size_t len = strlen(p);
@@ -301,9 +332,11 @@ static int prepare(int argc, char **argv) {
         myr_die_last();
     }
     int stale = shards_remove_stale(out, "train", train.shard) + shards_remove_stale(out, "val", val.shard);
-    printf("data prepare: %d input file%s, %" PRIu64 " bytes -> train %" PRIu64 " tokens in %d shard%s (%s/train_*.bin), "
+    char skipped_note[64] = "";
+    if (skipped) snprintf(skipped_note, sizeof skipped_note, " (%d binary skipped)", skipped);
+    printf("data prepare: %d input file%s%s, %" PRIu64 " bytes -> train %" PRIu64 " tokens in %d shard%s (%s/train_*.bin), "
            "val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); byte-level vocab 256, version %d",
-           files.n, files.n == 1 ? "" : "s", total, train.total, train.shard, train.shard == 1 ? "" : "s", out,
+           files.n, files.n == 1 ? "" : "s", skipped_note, total, train.total, train.shard, train.shard == 1 ? "" : "s", out,
            val.total, val.shard, val.shard == 1 ? "" : "s", out, version);
     if (stale) printf("; removed %d stale shard%s", stale, stale == 1 ? "" : "s");
     printf("\n");

@@ -429,10 +429,12 @@ int prepare_tokenized(const PrepareTokOptions *o, char *const *paths, const uint
     }
     int stale = shards_remove_stale(o->out, "train", train.committed) + shards_remove_stale(o->out, "val", val.committed);
     double dt = now_s() - t0;
-    printf("data prepare: %d input file%s, %" PRIu64 " document%s (%" PRIu64 " val), %.1f MB -> train %" PRIu64
+    char skipped[64] = "";
+    if (o->skipped_binary) snprintf(skipped, sizeof skipped, " (%d binary skipped)", o->skipped_binary);
+    printf("data prepare: %d input file%s%s, %" PRIu64 " document%s (%" PRIu64 " val), %.1f MB -> train %" PRIu64
            " tokens in %d shard%s (%s/train_*.bin), val %" PRIu64 " tokens in %d shard%s (%s/val_*.bin); %s (%s), "
            "version %d; %.1f MB/s on %d thread%s",
-           n, n == 1 ? "" : "s", docs, docs == 1 ? "" : "s", val_docs, bytes / 1e6, train.total, train.committed,
+           n, n == 1 ? "" : "s", skipped, docs, docs == 1 ? "" : "s", val_docs, bytes / 1e6, train.total, train.committed,
            train.committed == 1 ? "" : "s", o->out, val.total, val.committed, val.committed == 1 ? "" : "s", o->out,
            o->tokenizer, tokenizer_describe(tok), version, dt > 0 ? bytes / 1e6 / dt : 0.0, threads,
            threads == 1 ? "" : "s");

@@ -15,6 +15,7 @@ typedef struct {
     long long shard_tokens;
     int threads;             /* 0: all cores */
     int version;             /* 0: uint16 if the vocabulary fits, else 7 */
+    int skipped_binary;      /* binary inputs left out before (data_cmd.c), counted in the summary */
 } PrepareTokOptions;
 
 /* paths[0..n) with their sizes (progress): returns the process exit code; errors die. */

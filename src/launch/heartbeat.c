@@ -84,9 +84,9 @@ static int field_ll(const char *tok, long long *out) {
 
 static const char *const section_names[HB_NSECTIONS] = {"data", "forward", "backward", "comm", "optimizer", "checkpoint"};
 /* the wire keys of the STEP line's info field, sections first (in HbSection order) */
-static const char *const info_keys[HB_NSECTIONS + 6] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem",
-                                                        "wck", "wdat", "wev"};
-enum { INFO_KEYS = HB_NSECTIONS + 6 };
+static const char *const info_keys[HB_NSECTIONS + 7] = {"data", "fwd", "bwd", "comm", "opt", "ckpt", "tps", "mfu", "mem",
+                                                        "wck", "wdat", "wev", "role"};
+enum { INFO_KEYS = HB_NSECTIONS + 7, INFO_ROLE = HB_NSECTIONS + 6 };
 /* the FROM line's start field: microseconds */
 static const char *const start_keys[5] = {"age", "mpi", "setup", "restore", "post"};
 
@@ -97,6 +97,7 @@ void hb_step_info_init(HbStepInfo *info) {
     info->tokens_per_s = info->mfu = NAN;
     info->mem_step = -1;
     info->wall_ckpt_s = info->wall_data_s = info->wall_eval_s = -1;
+    info->role = -1;
 }
 
 void hb_start_info_init(HbStartInfo *info) {
@@ -132,6 +133,9 @@ static int parse_info(char *tok, HbStepInfo *info) {
         else if (k == HB_NSECTIONS + 2) {
             if (v != floor(v) || v > 1e15) return -1;
             info->mem_step = (long long)v;
+        } else if (k == INFO_ROLE) {
+            if (v != floor(v) || v > 1e6) return -1;
+            info->role = (int)v;
         } else if (k < INFO_KEYS) *wall_field(info, k - HB_NSECTIONS - 3) = v / 1e6;
     }
     return 0;
@@ -163,7 +167,9 @@ static void format_info(char *line, size_t cap, const HbStepInfo *info) {
         else if (k == HB_NSECTIONS && isfinite(info->tokens_per_s)) snprintf(val, sizeof val, "%.6g", info->tokens_per_s);
         else if (k == HB_NSECTIONS + 1 && isfinite(info->mfu)) snprintf(val, sizeof val, "%.6g", info->mfu);
         else if (k == HB_NSECTIONS + 2 && info->mem_step >= 0) snprintf(val, sizeof val, "%lld", info->mem_step);
-        else if (k > HB_NSECTIONS + 2) {
+        else if (k == INFO_ROLE) {
+            if (info->role >= 0) snprintf(val, sizeof val, "%d", info->role);
+        } else if (k > HB_NSECTIONS + 2) {
             double w = *wall_field((HbStepInfo *)info, k - HB_NSECTIONS - 3);
             if (w >= 0 && isfinite(w)) snprintf(val, sizeof val, "%.0f", w * 1e6);
         }

@@ -44,6 +44,7 @@ typedef struct {
     /* wall seconds of the step that went to the run's time ledger's rank-side causes (< 0: not
      * measured): the part of checkpoint saves the step waited for, reading the batch, evaluation */
     double wall_ckpt_s, wall_data_s, wall_eval_s;
+    int role;                       /* the rank's cohort for straggler detection (its pipeline stage); -1: unknown */
 } HbStepInfo;
 void hb_step_info_init(HbStepInfo *info); /* nothing measured */
 /* hb_step with what the step measured (info may be NULL). */

@@ -131,7 +131,7 @@ char *metrics_render(Sup *s, size_t *len) {
     static const struct {
         const char *name, *help;
     } per_rank[3] = {{"myriad_rank_step_seconds", "Duration of the rank's last step, by its own clock."},
-                     {"myriad_rank_straggler_relative_score", "Fastest rank's median section time over this rank's, last window (1: fastest)."},
+                     {"myriad_rank_straggler_relative_score", "Median compute time of this rank's peers (same pipeline stage) over its own, last window (1: no slower)."},
                      {"myriad_rank_straggler_individual_score", "This rank's best window median over its last one (1: as fast as ever)."}};
     for (int k = 0; k < 3; k++) {
         header(&b, per_rank[k].name, "gauge", per_rank[k].help);

@@ -1,13 +1,14 @@
 /* run_cmd.c: `myriad run -n N -- <subcommand> [args...]`: starts this binary on N ranks through
  * mpirun with the flags a workstation needs (--oversubscribe, no core binding, root allowed,
- * OpenMP threads split between the ranks), forwards SIGINT/SIGTERM to mpirun, and exits with its
- * exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
+ * OpenMP threads split between the ranks), turns the first SIGINT/SIGTERM into a checkpoint and
+ * stop of every rank (a second SIGINT ends the job at once), and exits with mpirun's exit code. Any fault-tolerance option (--hosts, --max-restarts, --hang-timeout, --inject, ...)
  * hands the job to the supervisor (supervise.c): heartbeats, restarts, spares, fault injection,
  * event log and goodput; through srun inside a Slurm allocation (always supervised there).
  * --slurm-script prints an sbatch script that runs the same command with requeue and recovery
  * (slurm_script.c, docs/SLURM.md). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "launch/mpi_noise.h"
 #include "launch/preflight.h"
 #include "launch/slurm_script.h"
 #include "launch/supervise.h"
@@ -26,13 +28,37 @@
 #include "util/error.h"
 #include "util/path.h"
 
-static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t child_pid, graceful, hard;
 
-/* Forward a signal to mpirun, unless the terminal sent it: then mpirun, in the same foreground
- * process group, already has it (a second SIGINT would make mpirun skip its clean shutdown). */
+static void say(const char *s) {
+    for (size_t n = strlen(s); n > 0;) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+/* mpirun runs in its own process group, so a terminal's Ctrl-C reaches only this process (mpirun
+ * would abort the job on it, killing the ranks before they can save anything). A first SIGINT, or
+ * SIGTERM, becomes SIGUSR1 to mpirun, which forwards it to every rank: `myriad train` then
+ * checkpoints after the step all ranks agree on and exits (src/train/stop_signal.c). A second
+ * SIGINT, or SIGHUP, is passed on to mpirun: the job ends at once. */
 static void forward(int sig, siginfo_t *info, void *ctx) {
-    (void)ctx;
-    if (child_pid > 0 && !(info && info->si_code == SI_KERNEL)) kill(child_pid, sig);
+    (void)ctx, (void)info;
+    if ((sig == SIGINT || sig == SIGTERM) && !graceful) {
+        graceful = sig;
+        if (sig == SIGINT)
+            say("\nmyriad run: interrupt: every rank checkpoints after the step they agree on and stops; press "
+                "Ctrl-C again to stop at once (losing the steps since the last checkpoint)\n");
+        if (child_pid > 0) kill(child_pid, SIGUSR1);
+        return;
+    }
+    if (sig == SIGTERM) return; /* already stopping */
+    if (!hard) {
+        hard = sig;
+        say("\nmyriad run: stopping at once: the steps since the last checkpoint are lost\n");
+    }
+    if (child_pid > 0) kill(child_pid, sig == SIGHUP ? SIGHUP : SIGINT);
 }
 
 /* Environment every launch needs: root allowed for Open MPI, OpenMP threads split between ranks. */
@@ -47,6 +73,52 @@ static void launch_env(int n) {
         snprintf(t, sizeof t, "%ld", cores / n > 1 ? cores / n : 1);
         setenv("OMP_NUM_THREADS", t, 1);
     }
+}
+
+/* `myriad train` checks its command line against n ranks in one process (MYRIAD_PRECHECK_WORLD,
+ * src/train/train_precheck.c) before mpirun starts any: a bad layout or shape is one line from
+ * here, not one per rank followed by mpirun's abort messages. */
+static void precheck_train(int n, int argc, char **argv, int first) {
+    char self[PATH_MAX];
+    if (path_self(self, sizeof self) != 0) return;
+    int fds[2];
+    if (pipe(fds)) return;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        char w[16];
+        snprintf(w, sizeof w, "%d", n);
+        setenv("MYRIAD_PRECHECK_WORLD", w, 1);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]), close(fds[1]);
+        char **args = calloc((size_t)(argc - first + 2), sizeof *args);
+        args[0] = self;
+        for (int i = first; i < argc; i++) args[i - first + 1] = argv[i];
+        execv(self, args);
+        _exit(127);
+    }
+    close(fds[1]);
+    char out[8192];
+    size_t len = 0;
+    for (ssize_t got; (got = read(fds[0], out + len, sizeof out - 1 - len)) != 0;) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) break;
+        len += (size_t)got;
+        if (len == sizeof out - 1) break;
+    }
+    out[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !len) return; /* could not run the check: the run will say */
+    fputs(out, stderr);
+    exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
 static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int dry, int exec_mode, int argc,
@@ -160,6 +232,9 @@ int cmd_run(int argc, char **argv) {
         OPT_ALIAS(OPT_INT("-np", "N", &so.nranks, 1, 1 << 24, "number of ranks (required)"), "-n"),
         OPT_CALL("--mpirun-arg", "ARG", &extra, add_extra, "pass ARG to mpirun (or srun) (repeatable), e.g. --mpirun-arg --tag-output"),
         OPT_SWITCH("--dry-run", &dry, "print the launch command line and exit"),
+        OPT_STR("--mpi-log", "FILE", &so.mpi_log,
+                "where mpirun's own messages go (default: $TMPDIR or /tmp, myriad-run-PID.log,\n"
+                "made only when there are some; named at the end)"),
         OPT_SECTION("fault tolerance (any of these turns on the supervisor, see docs/LAUNCHER.md):"),
         OPT_GIVEN(OPT_STR("--hosts", "FILE", &so.hosts_file, "hosts, one per line 'HOST [slots=N]'; the last --spares K are spares"), S),
         OPT_GIVEN(OPT_INT("--spares", "K", &so.spares, 0, 1 << 20, "hot spare hosts at the end of --hosts (default 0)"), S),
@@ -198,7 +273,7 @@ int cmd_run(int argc, char **argv) {
         OPT_GIVEN(OPT_CHOICE("--straggler-action", "A", &so.straggler_evict, straggler_actions,
                              "warn (default) or evict: a straggler's host is replaced by a spare"), S),
         OPT_GIVEN(OPT_BELOW(OPT_POSITIVE("--straggler-threshold", "X", &so.straggler.threshold, 1,
-                                         "relative and individual score below which a window counts (0.75)")), S),
+                                         "compute score against the peers' median below which a window counts (0.75)")), S),
         OPT_GIVEN(OPT_INT("--straggler-window", "W", &so.straggler.window, 1, 32, "steps per window (5)"), S),
         OPT_GIVEN(OPT_INT("--straggler-windows", "K", &so.straggler.consecutive, 1, 1000,
                           "windows below the threshold in a row that make a straggler (3)"), S),
@@ -233,7 +308,8 @@ int cmd_run(int argc, char **argv) {
         .rows = rows,
         .footer = "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
                   "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
-                  "unless already set; forwards SIGINT/SIGTERM and exits with mpirun's exit code.\n",
+                  "unless already set; exits with mpirun's exit code. The first Ctrl-C (or SIGTERM) makes every\n"
+                  "rank checkpoint and stop (exit 130, 143); a second Ctrl-C stops at once.\n",
         .stop_at_positional = 1};
     first = opts_parse(&cmd, argc, argv);
     n = so.nranks;
@@ -269,6 +345,8 @@ int cmd_run(int argc, char **argv) {
     if ((pf.ndoctor_args || pf.timeout_s) && !pf.enabled) myr_die("run: --doctor-arg and --preflight-timeout need --preflight");
     /* inside a Slurm allocation the job goes through srun, supervised (heartbeats, lost nodes, restarts) */
     if (getenv("SLURM_JOB_ID") && !(so.launcher && !strcmp(so.launcher, "mpirun"))) supervised = 1;
+    /* a train command line that cannot work is said once, here, before any rank starts */
+    if (!exec_mode && !dry && !strcmp(argv[first], "train")) precheck_train(n, argc, argv, first);
     if (supervised) return run_supervised(&so, &pf, n, dry, exec_mode, argc, argv, first, extra_v, nextra);
     char *mpirun = path_find_program("mpirun");
     if (!mpirun)
@@ -310,9 +388,12 @@ int cmd_run(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    int errfd = mpi_noise_start(so.mpi_log); /* mpirun's boilerplate to a log, the ranks' lines through */
     pid_t pid = fork();
     if (pid < 0) myr_die("run: fork failed: %s", strerror(errno));
     if (pid == 0) {
+        if (errfd >= 0) dup2(errfd, STDERR_FILENO);
+        setpgid(0, 0); /* its own group: the terminal's Ctrl-C comes to us, not to mpirun (above) */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
@@ -320,12 +401,16 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "myriad: run: cannot execute %s: %s\n", mpirun, strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid);
     child_pid = pid;
+    if (graceful) kill(pid, SIGUSR1); /* it came while mpirun was starting */
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) myr_die("run: waiting for mpirun failed: %s", strerror(errno));
     free(args);
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return 1;
+    mpi_noise_finish();
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (graceful && !hard && code != 0) return 128 + graceful; /* stopped as asked: 130 after Ctrl-C, 143 after SIGTERM */
+    if (hard) return 128 + hard;
+    return code;
 }

@@ -17,6 +17,7 @@ struct StragglerDetector {
     int nranks, ring;     /* ring: samples kept per rank (a median's span, 2W, and a window ahead) */
     Sample *samples;      /* [nranks * ring], by step % ring */
     double *best;         /* [nranks * STRAGGLER_SECTIONS]: best (lowest) window median so far */
+    int *cohort;          /* [nranks]: the rank's role (pipeline stage); peers share one */
     long long next_end;   /* last step of the next window to evaluate; -1 until restarted */
     StragglerWindow w;
 };
@@ -26,7 +27,7 @@ void straggler_options_default(StragglerOptions *o) {
     o->consecutive = 3;
     o->threshold = 0.75;
     o->min_share = 0.1;
-    o->warmup = 1;
+    o->warmup = 0; /* the medians and the peers' reference absorb the first steps' costs (all ranks pay them) */
 }
 
 const char *straggler_section_name(int section) {
@@ -45,6 +46,7 @@ StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
     size_t n = (size_t)nranks, ns = n * STRAGGLER_SECTIONS;
     d->samples = malloc(n * (size_t)d->ring * sizeof *d->samples);
     d->best = malloc(ns * sizeof *d->best);
+    d->cohort = calloc(n, sizeof *d->cohort);
     StragglerWindow *w = &d->w;
     w->nranks = nranks;
     w->step_s = malloc(n * sizeof(double)), w->relative = malloc(n * sizeof(double));
@@ -52,7 +54,7 @@ StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
     w->sec_individual = malloc(n * sizeof(double)), w->fastest_s = malloc(n * sizeof(double));
     w->best_s = malloc(n * sizeof(double)), w->section_s = malloc(ns * sizeof(double));
     w->section = malloc(n * sizeof(int)), w->below = calloc(n, sizeof(int)), w->flagged = malloc(n * sizeof(int));
-    if (!d->samples || !d->best || !w->step_s || !w->relative || !w->individual || !w->sec_relative ||
+    if (!d->samples || !d->best || !d->cohort || !w->step_s || !w->relative || !w->individual || !w->sec_relative ||
         !w->sec_individual || !w->fastest_s || !w->best_s || !w->section_s || !w->section || !w->below || !w->flagged) {
         straggler_free(d);
         return NULL;
@@ -66,7 +68,7 @@ void straggler_free(StragglerDetector *d) {
     StragglerWindow *w = &d->w;
     free(w->step_s), free(w->relative), free(w->individual), free(w->sec_relative), free(w->sec_individual);
     free(w->fastest_s), free(w->best_s), free(w->section_s), free(w->section), free(w->below), free(w->flagged);
-    free(d->samples), free(d->best), free(d);
+    free(d->samples), free(d->best), free(d->cohort), free(d);
 }
 
 void straggler_restart(StragglerDetector *d) {
@@ -81,6 +83,10 @@ void straggler_begin(StragglerDetector *d, long long start_step) {
     /* the first median spans the 2 windows after the first whole window past start_step and the
      * warm-up windows: start-up and first steps never enter a median */
     d->next_end = (first + W - 1) / W * W + W * (2 + d->o.warmup);
+}
+
+void straggler_set_cohort(StragglerDetector *d, int rank, int cohort) {
+    if (rank >= 0 && rank < d->nranks && cohort >= 0) d->cohort[rank] = cohort;
 }
 
 void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s) {
@@ -125,6 +131,39 @@ static int rank_medians(StragglerDetector *d, int r, long long lo, long long hi,
     return 1;
 }
 
+typedef struct {
+    int group, rank;
+    double v;
+} Item;
+
+static int cmp_item(const void *a, const void *b) {
+    const Item *x = a, *y = b;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
+
+/* For every rank r with value[r] > 0: the median of the values of the other ranks of its group
+ * (leave-one-out), NAN when it has none; O(n log n) (one sort; each median read off the sorted
+ * group), so 10,000 ranks cost nothing per window. */
+static void loo_medians(int n, const int *group, const double *value, size_t stride, Item *items, double *out) {
+    int m = 0;
+    for (int r = 0; r < n; r++) {
+        out[r] = NAN;
+        double v = value[(size_t)r * stride];
+        if (v > 0) items[m++] = (Item){group ? group[r] : 0, r, v};
+    }
+    qsort(items, (size_t)m, sizeof *items, cmp_item);
+    for (int g0 = 0, g1; g0 < m; g0 = g1) {
+        for (g1 = g0; g1 < m && items[g1].group == items[g0].group; g1++) {}
+        int rem = g1 - g0 - 1; /* the others */
+        for (int i = g0; rem > 0 && i < g1; i++) {
+            int a = (rem - 1) / 2, b = rem / 2, skip = i - g0; /* positions in the group without i */
+            double va = items[g0 + (a < skip ? a : a + 1)].v, vb = items[g0 + (b < skip ? b : b + 1)].v;
+            out[items[i].rank] = 0.5 * (va + vb);
+        }
+    }
+}
+
 const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_step) {
     if (d->next_end < 0 || job_step < d->next_end) return NULL;
     StragglerWindow *w = &d->w;
@@ -132,43 +171,64 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
     w->last_step = d->next_end, w->first_step = d->next_end - 2 * o->window + 1; /* rolling: windows overlap by half */
     d->next_end += o->window;
     int n = d->nranks, S = STRAGGLER_SECTIONS;
-    double fastest[STRAGGLER_SECTIONS];
-    for (int k = 0; k < S; k++) fastest[k] = INFINITY;
     for (int r = 0; r < n; r++) {
         double *sec = &w->section_s[(size_t)r * S];
         if (!rank_medians(d, r, w->first_step, w->last_step, sec, &w->step_s[r])) {
             w->step_s[r] = NAN;
             for (int k = 0; k < S; k++) sec[k] = NAN;
         }
-        for (int k = 0; k < S; k++)
-            if (sec[k] > 0 && sec[k] < fastest[k]) fastest[k] = sec[k];
     }
+    /* every rank's reference for every section: the leave-one-out median over its cohort */
+    Item *items = malloc((size_t)(n > 0 ? n : 1) * sizeof *items);
+    double *ref = malloc((size_t)(n > 0 ? n : 1) * S * sizeof *ref), *others = malloc((size_t)(n > 0 ? n : 1) * sizeof *others);
+    double *col = malloc((size_t)(n > 0 ? n : 1) * sizeof *col);
+    for (int k = 0; k < S; k++) {
+        loo_medians(n, d->cohort, &w->section_s[k], (size_t)S, items, col);
+        for (int r = 0; r < n; r++) ref[(size_t)r * S + k] = col[r];
+    }
+    /* individual scores first: a rank without peers is judged against the others' (below) */
     for (int r = 0; r < n; r++) {
         const double *sec = &w->section_s[(size_t)r * S];
         double *best = &d->best[(size_t)r * S];
-        w->relative[r] = w->individual[r] = w->sec_relative[r] = w->sec_individual[r] = NAN;
-        w->fastest_s[r] = w->best_s[r] = NAN;
-        w->section[r] = -1, w->flagged[r] = 0;
         for (int k = 0; k < S; k++)
             if (sec[k] > 0 && sec[k] < best[k]) best[k] = sec[k];
+        double c = sec[STRAGGLER_COMPUTE];
+        w->individual[r] = c > 0 ? best[STRAGGLER_COMPUTE] / c : NAN;
+        w->best_s[r] = c > 0 ? best[STRAGGLER_COMPUTE] : NAN;
+    }
+    loo_medians(n, NULL, w->individual, 1, items, others); /* the other ranks' individual scores */
+    for (int r = 0; r < n; r++) {
+        const double *sec = &w->section_s[(size_t)r * S];
+        const double *best = &d->best[(size_t)r * S];
+        w->relative[r] = w->sec_relative[r] = w->sec_individual[r] = w->fastest_s[r] = NAN;
+        w->section[r] = -1, w->flagged[r] = 0;
         double c = sec[STRAGGLER_COMPUTE];
         if (!(c > 0)) {
             w->below[r] = 0;
             continue;
         }
-        /* the verdict: the compute as a whole (what slows the step) */
-        w->relative[r] = fastest[STRAGGLER_COMPUTE] / c, w->individual[r] = best[STRAGGLER_COMPUTE] / c;
-        w->fastest_s[r] = fastest[STRAGGLER_COMPUTE], w->best_s[r] = best[STRAGGLER_COMPUTE];
-        int below = w->relative[r] < o->threshold && w->individual[r] < o->threshold;
-        /* the culprit: the section that slowed the most, among those big enough to matter */
+        /* the verdict: the compute as a whole (what slows the step) against the median of the
+         * rank's peers, the ranks doing the same work (leave-one-out: a slow rank does not pull
+         * its own reference; the median: one lucky or unlucky peer does not either) */
+        double rc = ref[(size_t)r * S + STRAGGLER_COMPUTE];
+        int below;
+        if (rc > 0) {
+            w->relative[r] = rc < c ? rc / c : 1.0;
+            w->fastest_s[r] = rc;
+            below = w->relative[r] < o->threshold;
+        } else /* no peer (one rank per pipeline stage): slowed from its own best while the rest did not */
+            below = w->individual[r] < o->threshold && others[r] >= o->threshold;
+        /* the culprit: the section that slowed the most against the peers, among those big enough */
         for (int k = 0; k < HB_NSECTIONS; k++) {
             if (k == HB_SEC_COMM || k == HB_SEC_CHECKPOINT || !(sec[k] > 0) || sec[k] < o->min_share * c) continue;
-            double rel = fastest[k] / sec[k];
+            double pk = ref[(size_t)r * S + k];
+            double rel = pk > 0 ? (pk < sec[k] ? pk / sec[k] : 1.0) : best[k] / sec[k];
             if (w->section[r] < 0 || rel < w->sec_relative[r])
                 w->section[r] = k, w->sec_relative[r] = rel, w->sec_individual[r] = best[k] / sec[k];
         }
         w->below[r] = below ? w->below[r] + 1 : 0;
         w->flagged[r] = w->below[r] == o->consecutive;
     }
+    free(items), free(ref), free(others), free(col);
     return w;
 }

@@ -5,21 +5,28 @@
  * Every W steps (at steps kW, once the job step, the slowest rank's, has passed them) each rank's
  * rolling median over its last 2W steps is taken for every section and for its compute (the sum
  * of data, forward, backward and optimizer): consecutive windows overlap by half, so a median has
- * 2W samples while a verdict still comes every W steps. Two scores in (0, 1] are computed, as
- * NVIDIA's straggler detection (nvidia-resiliency-ext) defines them:
- *   relative   = the fastest rank's median / this rank's median      (1: as fast as the fastest)
+ * 2W samples while a verdict still comes every W steps. Two scores in (0, 1] are computed:
+ *   relative   = the median of its peers' medians / this rank's median, at most 1 (1: no slower
+ *                than its peers), where the peers are the *other* ranks of its cohort: the ranks
+ *                doing the same work (the same pipeline stage, which each rank reports);
  *   individual = this rank's best window median so far / this one's  (1: as fast as it ever was)
- * The verdict uses the compute: a rank is *below* in a window when both its compute scores are
- * under the threshold, and after K consecutive windows below it is a straggler. The compute, not
- * each section, because a straggler matters by how much it slows the step, and because a sum
- * of sections is steadier than any one of them (measured: bench/straggler_results.md). Requiring
- * both scores keeps out a rank that is slower by role (a pipeline stage holding the LM head:
- * relative low, individual 1) and a slowdown of the whole machine (individual low, relative 1).
- * The culprit reported with a straggler is the section with the lowest relative score among
- * those that are at least min_share of the rank's compute. Not scored: comm (time waiting for
+ * The verdict uses the compute: a rank is *below* in a window when its relative compute score is
+ * under the threshold, and after K consecutive windows below it is a straggler, whether it was
+ * slow from its first step or became slow (an earlier rule also asked the individual score to be
+ * low, so a rank slow from the start, individual 1, was never flagged). The compute, not each
+ * section, because a straggler matters by how much it slows the step, and because a sum of
+ * sections is steadier than any one of them. The peers' median (not the fastest rank, and not
+ * counting the rank itself) is the reference because the fastest of several noisy ranks is the
+ * luckiest, which made healthy ranks score 0.75 under load (bench/straggler_results.md). Cohorts
+ * keep out a rank slower by role (a pipeline stage holding the LM head); a slowdown of the whole
+ * machine slows the peers too (relative stays 1). A rank without peers (one rank per pipeline
+ * stage) is below when its individual score is under the threshold while the median individual
+ * score of the other ranks is not (it slowed, the rest did not). The culprit reported with a
+ * straggler is the section with the lowest relative score (against the peers' medians of that
+ * section) among those that are at least min_share of the rank's compute. Not scored: comm (time waiting for
  * others, long on the fast ranks) and checkpoint (the in-memory copy is shared between a
  * background thread and the main thread by design, so the main thread's part varies).
- * Cost per sample: a copy into a ring; per window: O(ranks x sections x W log W). */
+ * Cost per sample: a copy into a ring; per window: O(ranks x sections x (W log W + log ranks)). */
 #ifndef MYRIAD_LAUNCH_STRAGGLER_H
 #define MYRIAD_LAUNCH_STRAGGLER_H
 
@@ -47,7 +54,7 @@ typedef struct {
     double *section_s;     /* medians of the sections and of the compute */
     double *relative;      /* the compute's relative score */
     double *individual;    /* the compute's individual score */
-    double *fastest_s, *best_s; /* the fastest rank's compute median; this rank's best so far */
+    double *fastest_s, *best_s; /* the reference: the peers' median compute (NAN: no peer); this rank's best so far */
     int *section;          /* the culprit section (-1: none big enough) */
     double *sec_relative, *sec_individual; /* the culprit's scores */
     int *below;            /* consecutive windows below the threshold, this one included */
@@ -64,6 +71,9 @@ void straggler_restart(StragglerDetector *d);
 /* The attempt computes from step start_step + 1: the first median spans the two whole windows
  * after the first whole window past start_step and `warmup` more. */
 void straggler_begin(StragglerDetector *d, long long start_step);
+/* Rank `rank` belongs to cohort `cohort` (ranks of one cohort do the same work: its pipeline stage;
+ * all ranks are in cohort 0 until told otherwise). */
+void straggler_set_cohort(StragglerDetector *d, int rank, int cohort);
 /* Rank `rank` completed `step`; section_s in seconds (< 0: not measured); step_s: the step's wall
  * time by the rank's clock (NAN: unknown), only reported (rank-times), never scored. */
 void straggler_sample(StragglerDetector *d, int rank, long long step, const double section_s[HB_NSECTIONS], double step_s);

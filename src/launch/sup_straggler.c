@@ -11,7 +11,9 @@
 #include <string.h>
 
 void sup_straggler_sample(Sup *s, int r, const HbMsg *m) {
-    if (s->straggler) straggler_sample(s->straggler, r, m->step, m->info.section_s, s->ranks[r].step_s);
+    if (!s->straggler) return;
+    if (m->info.role >= 0) straggler_set_cohort(s->straggler, r, m->info.role);
+    straggler_sample(s->straggler, r, m->step, m->info.section_s, s->ranks[r].step_s);
 }
 
 static cJSON *number_or_null(double v, double scale) {
@@ -75,7 +77,7 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     cJSON_AddItemToObject(e, "section_relative", number_or_null(k >= 0 ? w->sec_relative[r] : w->relative[r], 1e4));
     cJSON_AddItemToObject(e, "section_individual", number_or_null(k >= 0 ? w->sec_individual[r] : w->individual[r], 1e4));
     cJSON_AddItemToObject(e, "median_s", number_or_null(w->section_s[(size_t)r * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE], 1e6));
-    cJSON_AddItemToObject(e, "fastest_s", number_or_null(w->fastest_s[r], 1e6));
+    cJSON_AddItemToObject(e, "reference_s", number_or_null(w->fastest_s[r], 1e6)); /* the peers' median */
     cJSON_AddItemToObject(e, "best_s", number_or_null(w->best_s[r], 1e6));
     cJSON_AddNumberToObject(e, "windows", w->below[r]);
     long long W = (w->last_step - w->first_step + 1) / 2; /* verdicts every W steps, medians over 2W */

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch/mpi_noise.h"
 #include "launch/slurm.h"
 #include "util/error.h"
 #include "util/hostlist.h"
@@ -42,15 +43,37 @@
 static volatile sig_atomic_t stop_signal, child_pgid;
 volatile sig_atomic_t sup_graceful_signal;
 
+static void say(const char *s) {
+    for (size_t n = strlen(s); n > 0;) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+/* SIGTERM, SIGUSR1 and a first SIGINT (Ctrl-C: the job runs in its own process group, so the
+ * terminal's SIGINT reaches only this process) stop with a checkpoint: SIGUSR1 to the launcher,
+ * which forwards it to every rank. A second SIGINT, or SIGHUP, stops at once. */
 static void on_signal(int sig) {
-    if (sig == SIGTERM || sig == SIGUSR1) {
+    if (sig == SIGTERM || sig == SIGUSR1 || (sig == SIGINT && !sup_graceful_signal)) {
         if (sup_graceful_signal) return; /* already stopping (Slurm may signal both the script and us) */
         sup_graceful_signal = sig;
+        if (sig == SIGINT)
+            say("\nmyriad run: interrupt: every rank checkpoints after the step they agree on and stops; press "
+                "Ctrl-C again to stop at once (losing the steps since the last checkpoint)\n");
         if (child_pgid > 0) kill(child_pgid, SIGUSR1);
         return;
     }
-    stop_signal = sig; /* SIGINT, SIGHUP: stop now */
-    if (child_pgid > 0) kill(-child_pgid, sig);
+    /* a second SIGINT, SIGHUP: stop now. The watch loop wakes (epoll_wait is interrupted) and tears
+     * the job down as after a failure: the ranks killed first, then mpirun (a SIGINT to mpirun while
+     * it aborts can crash it) */
+    if (!stop_signal) stop_signal = sig;
+}
+
+/* The exit status after a stop with checkpoints: 130 after Ctrl-C, 143 after SIGTERM, else 75
+ * (SIGUSR1: Slurm's warning, a requeue). */
+static int graceful_exit_code(void) {
+    return sup_graceful_signal == SIGINT ? 128 + SIGINT : sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
 }
 
 /* ---------- command line of one attempt ---------- */
@@ -561,9 +584,12 @@ int supervise(SuperviseOpts *o) {
         sup_reap_parked(s, 0);
         sup_ledger_launch(s);
         s->launch_time = sup_now();
+        /* mpirun's / srun's boilerplate to a log, the ranks' lines through (mpi_noise.h) */
+        int errfd = direct ? -1 : mpi_noise_start(o->mpi_log);
         pid_t child = fork();
         if (child < 0) myr_die("run: fork failed: %s", strerror(errno));
         if (child == 0) {
+            if (errfd >= 0) dup2(errfd, STDERR_FILENO);
             setpgid(0, 0); /* its own group: teardown kills mpirun and everything it started */
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL), signal(SIGUSR1, SIG_DFL);
             if (use_srun && s->nactive) setenv("SLURM_HOSTFILE", hostfile, 1);
@@ -581,10 +607,31 @@ int supervise(SuperviseOpts *o) {
         WatchEnd end = sup_watch(s, child, &status, &stop_signal);
         int exited = end == WATCH_EXITED, stuck = end == WATCH_STUCK;
         if (stuck) finished = 1, exit_code = 0;
+        int nstopped_now = 0;
+        for (int r = 0; r < o->nranks; r++) nstopped_now += s->ranks[r].stopped;
+        if (stop_signal && sup_graceful_signal && nstopped_now == o->nranks) {
+            /* every rank had checkpointed and was exiting: the second signal cost nothing */
+            stop_signal = 0, stopped = 1, exit_code = graceful_exit_code();
+            cJSON *y = sup_event("stopped");
+            cJSON_AddNumberToObject(y, "signal", sup_graceful_signal);
+            cJSON_AddNumberToObject(y, "ranks_checkpointed", nstopped_now);
+            cJSON_AddNumberToObject(y, "step", (double)s->job_step);
+            cJSON_AddNumberToObject(y, "exit_code", exit_code);
+            sup_emit(y);
+        }
         if (stop_signal) {
             cJSON *k = sup_event("interrupted");
             cJSON_AddNumberToObject(k, "signal", stop_signal);
             sup_emit(k);
+            /* what stopping at once cost: the steps after the newest copy every rank holds */
+            if (s->m.mem_step >= 0)
+                fprintf(stderr, "myriad run: stopped at once at job step %lld: the in-memory copies of step %lld "
+                        "remain (below), so %lld step%s would be recomputed by `--resume auto`\n", s->job_step,
+                        (long long)s->m.mem_step, s->job_step - s->m.mem_step > 0 ? s->job_step - s->m.mem_step : 0,
+                        s->job_step - s->m.mem_step == 1 ? "" : "s");
+            else
+                fprintf(stderr, "myriad run: stopped at once at job step %lld: the steps after the last disk "
+                        "checkpoint are lost\n", s->job_step);
         }
         if (exited) {
             /* drain what the ranks sent just before exiting (their "done" or last steps) */
@@ -603,7 +650,7 @@ int supervise(SuperviseOpts *o) {
                 /* the ranks checkpointed and stopped on a signal (ours, forwarded, or Slurm's --signal
                  * sent to them directly): a requeued job resumes from there */
                 stopped = 1;
-                exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+                exit_code = graceful_exit_code();
                 cJSON *y = sup_event("stopped");
                 cJSON_AddNumberToObject(y, "signal", sup_graceful_signal ? sup_graceful_signal : SIGUSR1);
                 cJSON_AddNumberToObject(y, "ranks_checkpointed", nstopped);
@@ -630,7 +677,7 @@ int supervise(SuperviseOpts *o) {
         sup_ledger_account(s, s->failed ? LEDGER_TEARDOWN : LEDGER_FINISH);
         if (!exited && sup_graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
             stopped = 1;
-            exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+            exit_code = graceful_exit_code();
         }
         if (finished || stop_signal || stopped) break;
         if (nonfinite) {
@@ -677,7 +724,7 @@ int supervise(SuperviseOpts *o) {
     s->attempt++; /* number of attempts with timelines */
     if (sup_graceful_signal && !finished && !stop_signal && !stopped) { /* it came between two attempts */
         stopped = 1;
-        exit_code = sup_graceful_signal == SIGTERM ? 128 + SIGTERM : SLURM_EXIT_REQUEUE;
+        exit_code = graceful_exit_code();
     }
     if (!finished && !stop_signal && !stopped) {
         cJSON *g = sup_event("giving-up");
@@ -716,6 +763,7 @@ done:;
     sup_ledger_free(s);
     sup_reap_parked(s, 1); /* launchers of torn-down attempts still finishing their own abort */
     if (hostfile[0]) unlink(hostfile);
+    mpi_noise_finish();
     if (sup_events_file) fclose(sup_events_file);
     for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
     free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);

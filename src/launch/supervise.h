@@ -23,6 +23,7 @@ typedef struct {
     const char *cut_link_cmd;  /* run by sh with MYRIAD_LOST_HOST set when host@ fires */
     const char *fault_cmd;     /* run by sh with MYRIAD_FAULT_STEP set when cmd@ fires */
     const char *launcher;      /* "mpirun", "srun" or NULL (srun inside Slurm, else mpirun) */
+    const char *mpi_log;       /* --mpi-log: where mpirun/srun's own messages go (mpi_noise.h); NULL: default */
     char **extra;              /* extra mpirun/srun arguments */
     int nextra;
     int dry_run;

@@ -43,7 +43,7 @@ typedef struct {
 
 typedef struct {
     char key[48];
-    char value[160];
+    char *value; /* owned; whole (a launch command can be long: the page wraps it, never cuts it) */
 } ConfigItem;
 
 /* The time ledger from the launcher's `goodput` event (docs/LAUNCHER.md, Time ledger). */

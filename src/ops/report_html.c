@@ -181,7 +181,7 @@ static void stragglers_table(FILE *f, const RunData *d) {
 
 static void config_table(FILE *f, const RunData *d) {
     if (!d->nconfig) {
-        fprintf(f, "<p>No launch event or config.json was found.</p>\n");
+        fprintf(f, "<p>No launch event, training-log configuration or config.json was found.</p>\n");
         return;
     }
     fprintf(f, "<table>\n");

@@ -43,18 +43,59 @@ static void add_config(RunData *d, const char *key, const char *value) {
     d->config = realloc(d->config, (size_t)(d->nconfig + 1) * sizeof *d->config);
     ConfigItem *c = &d->config[d->nconfig++];
     snprintf(c->key, sizeof c->key, "%s", key);
-    snprintf(c->value, sizeof c->value, "%s", value);
+    c->value = strdup(value);
+}
+
+static void set_config(RunData *d, const char *key, const char *value) {
+    for (int i = 0; i < d->nconfig; i++)
+        if (!strcmp(d->config[i].key, key)) {
+            free(d->config[i].value);
+            d->config[i].value = strdup(value);
+            return;
+        }
+    add_config(d, key, value);
 }
 
 /* ---- training log */
 
+/* The run's configuration as `train --log` records it on the log's first line ("config": the
+ * resolved settings, defaults included, and the command): nested objects flattened, the layout's
+ * sizes under their flag names (tp, pp, dp, ...), the model's as model.NAME. */
+static void config_from_log(RunData *d, const cJSON *cfg, const char *prefix) {
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cfg) {
+        char key[48], val[64];
+        const char *text = val;
+        snprintf(key, sizeof key, "%s%s", prefix, v->string ? v->string : "");
+        if (cJSON_IsObject(v)) {
+            char sub[sizeof key + 1];
+            snprintf(sub, sizeof sub, "%s.", key);
+            config_from_log(d, v, !strcmp(key, "layout") ? "" : sub);
+            continue;
+        }
+        if (cJSON_IsString(v)) text = v->valuestring;
+        else if (cJSON_IsBool(v)) text = cJSON_IsTrue(v) ? "true" : "false";
+        else if (cJSON_IsNumber(v)) snprintf(val, sizeof val, "%.10g", v->valuedouble);
+        else continue;
+        add_config(d, key, text);
+    }
+}
+
 static void train_line(RunData *d, const cJSON *o) {
     double step = 0, v;
     num(o, "step", &step);
+    const cJSON *cfg = cJSON_GetObjectItem(o, "config");
+    if (cJSON_IsObject(cfg)) config_from_log(d, cfg, "");
     if (num(o, "loss", &v)) series_add(&d->loss, step, v);
     if (num(o, "val_loss", &v)) series_add(&d->val_loss, step, v);
     if (num(o, "tokens_per_s", &v)) series_add(&d->tokens_per_s, step, v);
     if (num(o, "mfu", &v)) series_add(&d->mfu, step, v);
+    const cJSON *peak = cJSON_GetObjectItem(o, "mfu_peak"); /* the denominator, when it was set or changed */
+    if (cJSON_IsObject(peak) && num(peak, "flops", &v)) {
+        char b[160];
+        snprintf(b, sizeof b, "%.4g GFLOP/s (%s)", v / 1e9, str(peak, "source"));
+        set_config(d, "MFU denominator", b); /* the last one stands: a raised denominator replaces it */
+    }
     if (num(o, "ms", &v)) series_add(&d->step_ms, step, v);
     d->train_lines++;
 }
@@ -417,6 +458,7 @@ void report_finish(RunData *d) {
 void report_free(RunData *d) {
     Series *all[] = {&d->loss, &d->val_loss, &d->tokens_per_s, &d->mfu, &d->step_ms};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]->x), free(all[i]->y);
+    for (int i = 0; i < d->nconfig; i++) free(d->config[i].value);
     free(d->events), free(d->attempts), free(d->cells), free(d->stragglers), free(d->config), free(d->segments);
     memset(d, 0, sizeof *d);
 }

@@ -87,8 +87,14 @@ void metrics_print_table(FILE *o, const Metrics *m, const char *policy, const ch
     fprintf(o, "  queueing       avg %.0f s, p50 %.0f s, p99 %.0f s, max %.0f s\n", m->avg_queue_s, m->p50_queue_s,
             m->p99_queue_s, m->max_queue_s);
     fprintf(o, "  makespan       %.0f s (%.2f days)\n", m->makespan_s, m->makespan_s / 86400);
-    fprintf(o, "  window         first to last arrival: %.0f s; GPU allocation %.1f %% (%.1f %% over the makespan)\n",
-            m->window_s, 100 * m->gpu_alloc_rate, 100 * m->gpu_alloc_makespan);
+    if (isfinite(m->offered_load) && isfinite(m->window_demand))
+        fprintf(o, "  window         first to last arrival: %.0f s; offered load %.1f %%, %.1f %% in the window had no job "
+                "waited; GPU allocation %.1f %% (%.1f %% over the makespan)\n",
+                m->window_s, 100 * m->offered_load, 100 * m->window_demand, 100 * m->gpu_alloc_rate,
+                100 * m->gpu_alloc_makespan);
+    else
+        fprintf(o, "  window         first to last arrival: %.0f s; GPU allocation %.1f %% (%.1f %% over the makespan)\n",
+                m->window_s, 100 * m->gpu_alloc_rate, 100 * m->gpu_alloc_makespan);
     fprintf(o, "  fragmentation  %.2f %% of GPUs (FGD, time-averaged over the window); head-of-queue %.2f %% while jobs wait (%.1f %% of the window)\n",
             100 * m->fragmentation, 100 * m->frag_head, 100 * m->waiting_time_frac);
     fprintf(o, "  topology       multi-node gangs: %ld in a node, %ld in a leaf, %ld in a spine, %ld across spines (mean tier %.2f)\n",
@@ -115,6 +121,8 @@ void metrics_print_json(FILE *o, const Metrics *m, const char *policy, const cha
     fprintf(o, "\"avg_jct_s\": %.3f, \"p50_jct_s\": %.3f, \"p99_jct_s\": %.3f, ", m->avg_jct_s, m->p50_jct_s, m->p99_jct_s);
     fprintf(o, "\"avg_queue_s\": %.3f, \"p50_queue_s\": %.3f, \"p99_queue_s\": %.3f, \"max_queue_s\": %.3f, ", m->avg_queue_s,
             m->p50_queue_s, m->p99_queue_s, m->max_queue_s);
+    if (isfinite(m->offered_load)) fprintf(o, "\"offered_load\": %.6f, ", m->offered_load);
+    if (isfinite(m->window_demand)) fprintf(o, "\"window_demand\": %.6f, ", m->window_demand);
     fprintf(o, "\"makespan_s\": %.3f, \"window_s\": %.3f, \"gpu_alloc_rate\": %.6f, \"gpu_alloc_makespan\": %.6f, "
                "\"fragmentation\": %.6f, \"frag_head\": %.6f, \"waiting_time_frac\": %.6f, ",
             m->makespan_s, m->window_s, m->gpu_alloc_rate, m->gpu_alloc_makespan, m->fragmentation, m->frag_head,

@@ -21,6 +21,8 @@ typedef struct {
     /* Measured over the window from the first to the last arrival (the whole run when all jobs
      * arrive at once), so the drain after the last arrival does not dilute them: */
     double window_s;
+    double offered_load;     /* --load's measure: GPU-seconds asked, each run up to the window's length, / the cluster's in the window (NAN unknown) */
+    double window_demand;    /* what the jobs would hold in the window if none waited (trace_window_demand; NAN unknown) */
     double gpu_alloc_rate;   /* time-average of allocated GPU / all GPUs */
     double fragmentation;    /* FGD's measure (Weng et al., ATC'23): expected free GPU that a task drawn from
                               * the workload cannot use, summed over nodes, / all GPUs, time-averaged */

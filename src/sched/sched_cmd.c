@@ -35,9 +35,9 @@ static int cmd_simulate(int argc, char **argv) {
                 "(default with --synthetic: gen:(GPUS/8)x8, leaves of 32 nodes, spines of 8 leaves)"),
         OPT_STR("--trace", "FILE", &trace, "openb v2023 pod CSV (../shared/traces/openb/openb_pod_list_*.csv)"),
         OPT_GIVEN(OPT_POSITIVE("--load", "X", &load, 100,
-                               "rescale arrivals to offered load X: arrival rate x mean GPU-seconds per job /\n"
-                               "GPUs, each run counted up to the arrival window (synthetic: default 0.8;\n"
-                               "traces without times: 0.9)"), &load_given),
+                               "rescale arrivals to offered load X: the GPU-seconds the jobs ask within the\n"
+                               "arrival window (each run counted up to its length) over the cluster's GPU-\n"
+                               "seconds in it (synthetic: default 0.8; traces without times: 0.9)"), &load_given),
         OPT_INT("--resample", "N", &resample, 0, 1 << 26,
                 "replay N pods drawn with replacement from the trace (Poisson arrivals; set --load)"),
         OPT_SWITCH("--skip-bad", &skip_bad, "report malformed trace rows and skip them (default: the first one is fatal)"),
@@ -100,7 +100,8 @@ static int cmd_simulate(int argc, char **argv) {
         SynthOptions so = {.jobs = njobs, .load = load > 0 ? load : 0.8, .seed = (uint64_t)seed, .max_gpus = max_gang,
                            .frac_share = frac, .nqueues = pol.nqueues};
         if (synth_generate(&js, &c, &so)) myr_die_last();
-        snprintf(workload, sizeof workload, "synthetic %d jobs on %ld GPUs, load %.2f, seed %d", njobs, c.total_gpus, so.load, seed);
+        snprintf(workload, sizeof workload, "synthetic %d jobs on %ld GPUs, offered load %.2f, seed %d", njobs, c.total_gpus,
+                 so.load, seed);
         if (mtbf_days < 0) mtbf_days = 250;
     } else {
         TraceOptions to = {.skip_bad = skip_bad, .seed = (uint64_t)seed};
@@ -140,7 +141,10 @@ static int cmd_simulate(int argc, char **argv) {
     cfg.checkpoint_s = ckpt;
     cfg.seed = (uint64_t)seed;
     Metrics m;
+    double offered = trace_offered_load(&js, &c); /* what the window is offered, as --load defines it */
+    double demand = trace_window_demand(&js, &c); /* the part of it allocation can reach in the window */
     if (sim_run(&c, &js, &pol, &cfg, &m)) myr_die_last();
+    m.offered_load = offered, m.window_demand = demand;
     if (jobs_out && job_report_write(jobs_out, &js)) myr_die_last();
     if (json) metrics_print_json(stdout, &m, pol.name, workload);
     else {

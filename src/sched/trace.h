@@ -27,6 +27,11 @@ int trace_load_openb(JobSet *js, const char *path, const Cluster *c, TraceOption
  * window (first to last arrival): arrival rate x mean GPU-seconds per job / GPUs, each run counted
  * up to the window's length (see trace_openb.c for why). */
 double trace_offered_load(const JobSet *js, const Cluster *c);
+/* The share of the cluster's GPU-seconds in the arrival window (first to last arrival) that the
+ * jobs would hold in it if none waited: each run from its arrival to its end or the window's end.
+ * GPU allocation over the window never exceeds it (a job that waits only moves its work later);
+ * below the offered load, which counts late arrivals' runs up to the window's length. */
+double trace_window_demand(const JobSet *js, const Cluster *c);
 /* Stretches or compresses arrival times so the offered load becomes `load`. Returns -1 (with the
  * reason) when no arrival rate reaches it: the jobs' GPUs all at once are not `load` of the cluster. */
 int trace_set_load(JobSet *js, const Cluster *c, double load);

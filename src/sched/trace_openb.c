@@ -157,6 +157,18 @@ static double first_submit(const JobSet *js) {
 
 double trace_offered_load(const JobSet *js, const Cluster *c) { return capped_load(js, c, first_submit(js), 1.0); }
 
+double trace_window_demand(const JobSet *js, const Cluster *c) {
+    double lo = first_submit(js), hi = -INFINITY, work = 0;
+    for (int i = 0; i < js->n; i++)
+        if (js->jobs[i].state != JOB_REJECTED) hi = fmax(hi, js->jobs[i].submit);
+    if (!(hi > lo)) return NAN;
+    for (int i = 0; i < js->n; i++) {
+        const Job *j = &js->jobs[i];
+        if (j->state != JOB_REJECTED) work += job_gpu_milli(j) / 1000.0 * fmax(0, fmin(j->submit + j->duration, hi) - j->submit);
+    }
+    return work / ((hi - lo) * (double)c->total_gpus);
+}
+
 int trace_set_load(JobSet *js, const Cluster *c, double load) {
     double lo = first_submit(js);
     if (!(load > 0) || !isfinite(capped_load(js, c, lo, 1.0))) return 0;

@@ -86,8 +86,12 @@ static void print_text(const SimOpts *o, const SimResult *r) {
                    r->ep_hidden, 100 * r->ep_hidden / r->ep_total, "", "", r->ep_sm_tax, o->layout.comm_sms);
         printf("\n");
     }
-    printf("MFU %.1f%%  HFU %.1f%%  %.1f TFLOP/s per GPU (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu,
-           100 * r->hfu, r->tflops_per_gpu, r->tokens_per_s);
+    /* a calibrated CPU does well under a TFLOP/s: GFLOP/s then, not "0.0 TFLOP/s" */
+    char rate[48];
+    if (r->tflops_per_gpu >= 1) snprintf(rate, sizeof rate, "%.1f TFLOP/s", r->tflops_per_gpu);
+    else snprintf(rate, sizeof rate, "%.3g GFLOP/s", 1e3 * r->tflops_per_gpu);
+    printf("MFU %.1f%%  HFU %.1f%%  %s per device (incl. recompute)  %.0f tokens/s\n", 100 * r->mfu, 100 * r->hfu, rate,
+           r->tokens_per_s);
     if (o->batch_note[0]) printf("note: global batch: %s\n", o->batch_note);
     int flags = sim_result_flags(o->gpu.name, o->software, l, r);
     for (int bit = 1; bit <= SIM_WARN_MFU; bit <<= 1)

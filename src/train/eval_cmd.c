@@ -68,7 +68,7 @@ int cmd_eval(int argc, char **argv) {
     if (hf_load_inference(init, &m)) myr_die_last(); /* the fp32 weights alone: no gradients */
     if (T > m.cfg.max_seq) myr_die("--seq %d exceeds the model's %d positions", T, m.cfg.max_seq);
     Tokenizer *tok = NULL;
-    if (samples_load_tokenizer(samples_find_tokenizer(tok_given, init, data), m.cfg.vocab, &tok)) myr_die_last();
+    if (samples_load_tokenizer(samples_find_tokenizer(tok_given, init, data), m.cfg.vocab, 1, &tok)) myr_die_last();
     TokenData *d;
     if (tokens_open(data, &d)) myr_die_last();
     double loss;

@@ -2,6 +2,8 @@
  * across hosts, the per-step copy and its replica exchange, and the collective restore. */
 #include "train/mem_checkpoint.h"
 
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -60,6 +62,8 @@ struct MemCkpt {
     long synced_step;       /* the copy that barrier is about */
     long complete_step;     /* newest copy known committed on every rank; -1 none */
     double seconds;
+    char *meta;             /* the run's settings (train_setup.c's meta), kept beside the copies */
+    int meta_written;
 };
 
 static double now_s(void) {
@@ -102,6 +106,37 @@ static const char *my_host(char *buf, size_t n) {
     return buf;
 }
 
+/* What a copy's bytes depend on: the model and the layout (and the world size), not the run's
+ * other settings (steps, learning rate, ...): those are checked like a disk checkpoint's, against
+ * the settings kept beside the copies (RUN_META), so that a resume with more --steps finds them. */
+static uint64_t copy_key(const char *meta, int world) {
+    uint64_t h = (uint64_t)world * 0x9E3779B97F4A7C15ull;
+    cJSON *o = cJSON_Parse(meta);
+    char *model = o ? cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "model")) : NULL;
+    char *layout = o ? cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "layout")) : NULL;
+    if (model && layout) h = memckpt_hash(layout, memckpt_hash(model, h));
+    else h = memckpt_hash(meta, h);
+    free(model), free(layout);
+    cJSON_Delete(o);
+    return h;
+}
+
+#define RUN_META "run-meta.json"
+
+/* The settings of the run writing the copies, beside them (each rank of a host writes the same
+ * text; a private temporary name, then a rename). */
+static void write_run_meta(MemCkpt *m) {
+    char tmp[4200], path[4200];
+    snprintf(path, sizeof path, "%s/%s", m->dir, RUN_META);
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d", m->dir, RUN_META, m->rank);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return; /* the copies still work; only a resume's settings check loses its reference */
+    int bad = fputs(m->meta, f) < 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) unlink(tmp);
+    m->meta_written = 1;
+}
+
 int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const char *layout_meta, int fresh,
                   char *note, size_t n) {
     MemCkpt *m = calloc(1, sizeof *m);
@@ -112,7 +147,8 @@ int mem_ckpt_init(MemCkpt **out, const TrainState *st, const char *job_id, const
     m->buddy = -1;
     m->complete_step = -1;
     for (int k = 0; k < KEEP; k++) m->own[k].f.fd = -1;
-    m->layout = memckpt_hash(layout_meta, (uint64_t)m->size * 0x9E3779B97F4A7C15ull);
+    m->layout = copy_key(layout_meta, m->size);
+    m->meta = strdup(layout_meta);
     note[0] = 0;
     char host[256];
     if (memckpt_dir(m->dir, sizeof m->dir, memckpt_hash(job_id, 0), my_host(host, sizeof host))) goto fail;
@@ -262,6 +298,7 @@ static int list_runs(MemCkpt *m) {
 
 int mem_ckpt_save(MemCkpt *m, long step) {
     double t0 = now_s();
+    if (!m->meta_written) write_run_meta(m);
     int exchanged = m->xstep >= 0; /* the same on every rank: all have buddies when there are hosts to spread over */
     if (mem_ckpt_sync(m) || finish_exchange(m)) return -1;
     /* Before this rank writes over its older copy, every rank has committed the replicas of the
@@ -322,6 +359,33 @@ int mem_ckpt_confirm(MemCkpt *m) {
     if (!rc) m->complete_step = m->synced_step;
     m->seconds += now_s() - t0;
     return rc;
+}
+
+void mem_ckpt_job_name(const char *save_dir, char *job, size_t n) {
+    char cwd[4096];
+    const char *env_job = getenv("MYRIAD_JOB_ID");
+    if (env_job && *env_job) snprintf(job, n, "%s", env_job);
+    else if (save_dir[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(job, n, "%s", save_dir);
+    else snprintf(job, n, "%s/%s", cwd, save_dir);
+}
+
+int mem_ckpt_job_has_copies(const char *save_dir) {
+    char job[8192], dir[4200];
+    mem_ckpt_job_name(save_dir, job, sizeof job);
+    memckpt_job_dir(dir, sizeof dir, memckpt_hash(job, 0));
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char host[4500];
+        snprintf(host, sizeof host, "%s/%s", dir, e->d_name);
+        DIR *h = opendir(host);
+        for (struct dirent *f; h && !found && (f = readdir(h));) found = strstr(f->d_name, ".mem") != NULL;
+        if (h) closedir(h);
+    }
+    closedir(d);
+    return found;
 }
 
 long mem_ckpt_complete_step(const MemCkpt *m) { return m ? m->complete_step : -1; }
@@ -445,6 +509,70 @@ out:
     return result;
 }
 
+int mem_ckpt_survey(MemCkpt *m, MemSurvey *sv) {
+    int size = m->size;
+    memset(sv, 0, sizeof *sv);
+    sv->newest = sv->oldest = sv->complete = sv->missing_rank = -1;
+    MemEntry ent[MAX_ENTRIES];
+    int ne = memckpt_scan(m->dir, size, m->layout, ent, MAX_ENTRIES), their_world = 0;
+    int64_t mine[MAX_ENTRIES * 2 + 2], *all = malloc((size_t)size * (MAX_ENTRIES * 2 + 2) * sizeof *all);
+    for (int e = 0; e < MAX_ENTRIES; e++) mine[2 * e] = e < ne ? ent[e].rank : -1, mine[2 * e + 1] = e < ne ? ent[e].step : -1;
+    mine[2 * MAX_ENTRIES] = memckpt_count_foreign(m->dir, size, m->layout, &their_world);
+    mine[2 * MAX_ENTRIES + 1] = their_world;
+    /* the settings kept beside the copies: this host's, as text (padded to whole floats) */
+    char meta[2048] = "";
+    FILE *f;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", m->dir, RUN_META);
+    if ((f = fopen(path, "r"))) {
+        size_t got = fread(meta, 1, sizeof meta - 1, f);
+        meta[got] = 0;
+        fclose(f);
+    }
+    const int W = MAX_ENTRIES * 2 + 2;
+    int rc = m->g ? comm_all_gather(m->g, mine, all, (size_t)W * 2, COMM_F32) : (memcpy(all, mine, sizeof mine), 0);
+    /* the lowest rank whose host has the settings file sends it to all */
+    float have = meta[0] ? -(float)m->rank : -(float)size;
+    if (!rc && m->g) rc = comm_all_reduce(m->g, &have, &have, 1, COMM_F32, COMM_MAX);
+    if (!rc && m->g && -have < size) rc = comm_broadcast(m->g, meta, meta, sizeof meta / 4, COMM_F32, (int)-have);
+    if (rc) {
+        free(all);
+        return -1;
+    }
+    snprintf(sv->meta, sizeof sv->meta, "%s", meta);
+    for (int r = 0; r < size; r++) {
+        const int64_t *a = all + (size_t)r * W;
+        for (int e = 0; e < MAX_ENTRIES; e++) {
+            if (a[2 * e] < 0) continue;
+            sv->copies++;
+            if (a[2 * e + 1] > sv->newest) sv->newest = a[2 * e + 1];
+            if (sv->oldest < 0 || a[2 * e + 1] < sv->oldest) sv->oldest = a[2 * e + 1];
+        }
+        sv->foreign += (int)a[2 * MAX_ENTRIES];
+        if (a[2 * MAX_ENTRIES + 1]) sv->foreign_world = (int)a[2 * MAX_ENTRIES + 1];
+    }
+    /* the newest step every rank's copy exists of (its own, or a replica another rank keeps) */
+    for (long step = sv->newest; step >= 0 && step >= sv->oldest && sv->complete < 0; step--) {
+        int missing = -1;
+        for (int q = 0; q < size && missing < 0; q++) {
+            int held = 0;
+            for (int r = 0; r < size && !held; r++)
+                for (int e = 0; e < MAX_ENTRIES && !held; e++) {
+                    const int64_t *a = all + (size_t)r * W;
+                    held = a[2 * e] == q && a[2 * e + 1] == step;
+                }
+            if (!held) missing = q;
+        }
+        if (missing < 0) sv->complete = step;
+        else if (step == sv->newest) sv->missing_rank = missing;
+    }
+    snprintf(sv->dir, sizeof sv->dir, "%s", m->dir);
+    char *slash = strrchr(sv->dir, '/');
+    if (slash) *slash = 0; /* the job's directory, above the hosts' */
+    free(all);
+    return 0;
+}
+
 int mem_ckpt_adopt(MemCkpt *m, long step) {
     MemEntry ent[MAX_ENTRIES];
     int ne = memckpt_scan(m->dir, m->size, m->layout, ent, MAX_ENTRIES), k = 0; /* newest first */
@@ -477,6 +605,9 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
         memckpt_remove(m->dir, m->rank);
         for (int i = 0; i < m->nfrom; i++) memckpt_remove(m->dir, m->from[i]);
         if (m->g) comm_barrier(m->g);
+        char meta[4200];
+        snprintf(meta, sizeof meta, "%s/%s", m->dir, RUN_META);
+        unlink(meta); /* every rank of the host tries; one succeeds */
         rmdir(m->dir);
         char *slash = strrchr(m->dir, '/');
         if (slash) *slash = 0, rmdir(m->dir);
@@ -487,6 +618,7 @@ int mem_ckpt_finish(MemCkpt *m, int job_done) {
             if (m->rx[i][k].used) memckpt_close(&m->rx[i][k].f);
     }
     if (m->g) comm_group_free(m->g);
+    free(m->meta);
     free(m->payload), free(m->reqs), free(m->from), free(m->rx), free(m->rxcur), free(m->host_of);
     free(m->runs), free(m->run_off), free(m->chunk_crc);
     free(m);

@@ -39,6 +39,22 @@ int mem_ckpt_confirm(MemCkpt *m);
  * desc: e.g. "memory (own copies 3, replicas 1; rejected 1 corrupt copy)". used_replica: a
  * rank's state came from another rank's replica; rejected: copies that failed verification. */
 int mem_ckpt_restore(MemCkpt *m, long min_step, long *step, int *used_replica, int *rejected, char *desc, size_t n);
+/* What in-memory copies of this job exist in this layout (collective): the steps any rank holds
+ * (oldest..newest, how many copies), the newest step complete on every rank (own copy or a
+ * replica; -1 none) and, when the newest is not, a rank without it; copies of another layout or
+ * world size (foreign, foreign_world: what a same-layout restore cannot use); the settings of the
+ * run that wrote them ("" when unknown); the job's directory. */
+typedef struct {
+    long newest, oldest, complete;
+    int copies, missing_rank, foreign, foreign_world;
+    char meta[2048];
+    char dir[4096];
+} MemSurvey;
+int mem_ckpt_survey(MemCkpt *m, MemSurvey *sv);
+/* The name of the job whose copies these are: $MYRIAD_JOB_ID, else the absolute --save DIR. */
+void mem_ckpt_job_name(const char *save_dir, char *job, size_t n);
+/* Whether this host holds in-memory copies of the job of --save DIR (a resume looks at them). */
+int mem_ckpt_job_has_copies(const char *save_dir);
 /* After a restart resumed at `step` (from memory or disk): take this rank's committed copies of
  * steps <= step back as the slots the next copies are written over (their memory is already
  * there: no new shared memory to create and touch, seconds per GB on some machines) and delete

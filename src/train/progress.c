@@ -44,15 +44,24 @@ void progress_step(Progress *p, const StepReport *r) {
     p->timed++;
     if (p->log) {
         fprintf(p->log, "{\"step\": %ld", done);
+        if (p->config && !p->config_logged) fprintf(p->log, ", \"config\": %s", p->config), p->config_logged = 1;
         json_num(p->log, "loss", "%.9g", r->loss);
         json_num(p->log, "lr", "%.9g", r->lr);
         json_num(p->log, "grad_norm", "%.9g", r->grad_norm);
         json_num(p->log, "tokens_per_s", "%.1f", r->tokens_per_s);
-        json_num(p->log, "mfu", "%.5f", r->mfu);
+        json_num(p->log, "mfu", "%.6g", r->mfu); /* as the heartbeat sends it: one figure */
+        if (r->peak_flops > 0 && r->peak_flops != p->logged_peak) {
+            fprintf(p->log, ", \"mfu_peak\": {\"flops\": %.6g, \"source\": \"%s\"}", r->peak_flops,
+                    r->peak_source ? r->peak_source : "");
+            p->logged_peak = r->peak_flops;
+        }
         json_num(p->log, "ms", "%.3f", r->ms);
         json_num(p->log, "mem_gib", "%.4f", r->mem_bytes / GIB);
         json_num(p->log, "mem_peak_gib", "%.4f", r->mem_peak_bytes / GIB);
+        if (r->rss_bytes >= 0) json_num(p->log, "rss_gib", "%.4f", r->rss_bytes / GIB);
+        if (r->rss_peak_bytes >= 0) json_num(p->log, "rss_peak_gib", "%.4f", r->rss_peak_bytes / GIB);
         if (r->skipped) fprintf(p->log, ", \"skipped\": true");
+        if (r->stopped) fprintf(p->log, ", \"stopped\": true");
         if (r->have_val) json_num(p->log, "val_loss", "%.9g", r->val_loss);
         if (r->comm_ms >= 0) json_num(p->log, "comm_exposed_ms", "%.3f", r->comm_ms);
         if (r->have_moe) {
@@ -71,15 +80,22 @@ void progress_step(Progress *p, const StepReport *r) {
     if (p->quiet) return;
     char eta[32]; /* from this run's own steps (a resumed run has done fewer than `done`) */
     format_eta(eta, sizeof eta, p->elapsed_s / p->timed * (r->steps - done));
-    char val[48] = "", mem[48];
+    char val[48] = "", mem[64];
     if (r->have_val) snprintf(val, sizeof val, " | val %.4f", r->val_loss);
-    format_mem(mem, sizeof mem, r->mem_bytes, r->mem_peak_bytes);
-    const char *skip = r->skipped ? " | skipped (non-finite)" : "";
+    /* what was measured, and which: the resident set on the CPU, the device allocator on a GPU */
+    if (r->host_memory && r->rss_peak_bytes > 0) {
+        memcpy(mem, "RSS ", 5);
+        format_mem(mem + 4, sizeof mem - 4, r->rss_bytes, r->rss_peak_bytes);
+    } else {
+        memcpy(mem, "dev ", 5);
+        format_mem(mem + 4, sizeof mem - 4, r->mem_bytes, r->mem_peak_bytes);
+    }
+    const char *skip = r->stopped ? " | non-finite: the run stops here" : r->skipped ? " | skipped (non-finite)" : "";
     if (p->tty) {
         fprintf(stderr, "\rstep %ld/%ld | loss %.4f%s | %.0f tok/s | MFU %.1f%% | mem %s | ETA %s%s   ", done, r->steps,
                 r->loss, val, r->tokens_per_s, 100 * r->mfu, mem, eta, skip);
         if (done == r->steps) fputc('\n', stderr);
-    } else if (done % p->print_every == 0 || done == r->steps || p->timed == 1 || r->have_val || r->skipped) {
+    } else if (done % p->print_every == 0 || done == r->steps || p->timed == 1 || r->have_val || r->skipped || r->stopped) {
         fprintf(stderr, "step %ld/%ld | loss %.4f%s | lr %.3g | norm %.3f | %.0f tok/s | MFU %.1f%% | mem %s | %.0f ms | "
                 "ETA %s%s\n",
                 done, r->steps, r->loss, val, r->lr, r->grad_norm, r->tokens_per_s, 100 * r->mfu, mem, r->ms, eta, skip);

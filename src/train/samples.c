@@ -34,7 +34,7 @@ const char *samples_find_tokenizer(const char *given, const char *init_dir, cons
     return NULL;
 }
 
-int samples_load_tokenizer(const char *path, int model_vocab, Tokenizer **out) {
+int samples_load_tokenizer(const char *path, int model_vocab, int for_eval, Tokenizer **out) {
     *out = NULL;
     if (!path) return 0;
     if (tokenizer_load(path, out)) return -1;
@@ -42,6 +42,10 @@ int samples_load_tokenizer(const char *path, int model_vocab, Tokenizer **out) {
     if (n > model_vocab) {
         tokenizer_free(*out);
         *out = NULL;
+        if (for_eval)
+            return myr_error("tokenizer %s has %d ids but the model's vocabulary is %d: it is not this model's "
+                             "tokenizer (give the model's own with --tokenizer, or evaluate a model trained with --vocab "
+                             "%d or more)", path, n, model_vocab, n);
         return myr_error("tokenizer %s has %d ids but the model's vocabulary is %d: its embedding cannot hold them "
                          "(give --vocab %d or more, e.g. --preset gpt2-124m for GPT-2's 50257)", path, n, model_vocab, n);
     }

@@ -15,7 +15,9 @@ const char *samples_find_tokenizer(const char *given, const char *init_dir, cons
 
 /* Load it and check it against the model: more ids than the model's vocabulary is an error
  * naming both (the embedding could not hold them). NULL path: *out = NULL, returns 0. */
-int samples_load_tokenizer(const char *path, int model_vocab, Tokenizer **out);
+/* training: the fix named is a larger --vocab; eval (a trained model, no --vocab): the model's own
+ * tokenizer, or a model trained with a larger vocabulary */
+int samples_load_tokenizer(const char *path, int model_vocab, int for_eval, Tokenizer **out);
 
 /* Print n sampled tokens after a prompt taken from the start of `source`, decoded by `tok`
  * (NULL: the byte-level vocabulary, or a note that no tokenizer is known). */

@@ -18,17 +18,13 @@
 #include "parallel/context_parallel.h"
 #include "train/train_job.h"
 #include "util/error.h"
+#include "util/rss.h"
 
 /* Peak resident set size of this process (VmHWM), in bytes; 0 if unknown. */
 static double peak_rss_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atof(line + 6);
-    fclose(f);
-    return kb * 1024;
+    double now, peak;
+    rss_bytes(&now, &peak);
+    return peak > 0 ? peak : 0;
 }
 
 /* Measured peak memory beside the planned figure of this rank (train_memory.c): on the CPU the
@@ -124,12 +120,17 @@ static void report_run(TrainJob *j) {
         printf("device memory: peak %.1f MiB = %.3f x planned %.1f MiB (rank 0)\n", peak / 1048576.0,
                peak / j->memory_need.device, j->memory_need.device / 1048576.0);
     }
-    if (j->dp) {
-        print_dp_memory(j, &j->dp[0], j->rank0);
-        if (j->rank0 && timed > 0)
-            printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%), steps %ld..%ld\n",
-                   1e3 * j->comm_total_s / timed, 1e3 * j->step_total_s / timed,
-                   100 * j->comm_total_s / j->step_total_s, o->steps - timed + 1, o->steps);
+    if (j->dp) print_dp_memory(j, &j->dp[0], j->rank0);
+    if (j->distributed && j->rank0 && timed > 0) {
+        char groups[96] = "";
+        size_t len = 0;
+        if (j->dp_size > 1) len += (size_t)snprintf(groups + len, sizeof groups - len, "%sdp", len ? ", " : "");
+        if (j->tp > 1) len += (size_t)snprintf(groups + len, sizeof groups - len, "%stp%s", len ? ", " : "", o->sp ? "+sp" : "");
+        if (j->pp > 1) len += (size_t)snprintf(groups + len, sizeof groups - len, "%spp (with its bubble)", len ? ", " : "");
+        if (j->ep > 1) len += (size_t)snprintf(groups + len, sizeof groups - len, "%sep", len ? ", " : "");
+        printf("communication: exposed %.1f ms of %.1f ms per step (%.1f%%; rank 0's time blocked in %s communication), "
+               "steps %ld..%ld\n", 1e3 * j->comm_total_s / timed, 1e3 * j->step_total_s / timed,
+               100 * j->comm_total_s / j->step_total_s, groups[0] ? groups : "the job's", o->steps - timed + 1, o->steps);
     }
     if (j->pl && timed > 0) print_pipeline(j, timed);
 }

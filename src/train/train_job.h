@@ -39,6 +39,7 @@ typedef struct {
     /* processes and layout (train_layout.c) */
     int distributed; /* several processes (mpirun/srun) */
     DeviceInfo device; /* the selected device (train_layout.c) */
+    char comm_desc[300]; /* ", comm nccl ..." for the first line (select_device), or empty */
     int world, rank, rank0;
     int tp, pp, vpp, ep, cp, dp_size;
     int dense_dp;  /* dp x ep: ranks taking different sequences of the batch */
@@ -63,10 +64,15 @@ typedef struct {
     Pipeline pipeline, *pl; /* pl = &pipeline when pp > 1 */
     double peak_flops, flops_per_step; /* peak_flops: one device's MFU denominator (0: unknown) */
     int peak_devices;                   /* devices the job runs on (ranks sharing a GPU count it once) */
-    char peak_source[64];
+    char peak_source[64];               /* short: the banner's "(cached sgemm)" */
+    char peak_detail[6144];             /* where the denominator came from, said on the first line */
+    int peak_measured;                  /* a measured CPU rate (raised when a step outdoes it: mfu_peak.c) */
+    int peak_raised;                    /* times it was raised */
+    double peak_said;                   /* the last raised denominator announced */
     Trainer t;
     TrainState state;
     char meta[2048]; /* the checkpoint manifest's caller metadata */
+    char command[8192]; /* the command line as given ("myriad train --preset ..."), for the log */
     TrainMemory memory_need; /* what train_memory_check computed */
     MemCkpt *mem;    /* in-memory checkpoints, or NULL */
     struct HfSource *hf;  /* --init's files, open until the weights are filled (train_fill_weights) */
@@ -76,6 +82,12 @@ typedef struct {
     /* resume (train_resume.c) and loop (train_loop.c) */
     long first_step, last_step;
     int stop_signal; /* a stop signal the ranks agreed on (stop_signal.c): last_step checkpointed, exit 75 */
+    long ckpt_requested, ckpt_committed; /* newest disk checkpoint step started / known committed (-1: none) */
+    int ckpt_attempts, ckpt_nfailed;     /* disk saves tried / failed (ckpt_saves.c) */
+    long ckpt_failed_steps[8];
+    char ckpt_error[1024];               /* why the last one failed */
+    char ckpt_rescue[4096];              /* where the final checkpoint went instead of --save DIR, or "" */
+    int late_failure;                    /* the run's end was not as asked (a checkpoint in a fallback): exit 1 */
     const char *events[4]; /* what the launcher's event log should say about this start */
     int nevents;
     double last_val; /* the latest validation loss (NAN before any) */
@@ -84,9 +96,26 @@ typedef struct {
     CkptPolicy policy; /* --save-every auto / --mem-ckpt-every auto (ckpt_policy.h) */
 } TrainJob;
 
+/* The layout of a world: what check_layout derives, or why the options do not fit it (train_layout.c;
+ * -1 + myr_error). Also the launcher's check before it starts any rank (train_precheck.c). */
+typedef struct {
+    int dp_size, dense_dp, rows, micro, n_micro;
+} TrainLayoutPlan;
+int train_layout_plan(const TrainOptions *o, int tp, int pp, int ep, int vpp, int world, TrainLayoutPlan *out);
+/* train_precheck.c: with MYRIAD_PRECHECK_WORLD=N in the environment (set by `myriad run -n N`),
+ * checks what can be checked of a train command line without starting any rank: the options, the
+ * model's shape, the layout against N processes, the pipeline split, the tensor- and expert-
+ * parallel divisibility, --seq against the positions; then exits (0, or 1 with the one-line
+ * error). Returns when the variable is not set. */
+void train_precheck_if_asked(const TrainOptions *o);
+
 /* train_layout.c: starts MPI when launched by mpirun/srun, checks the layout against the world
  * (every rank finds the same error; rank 0 says it) and builds the mesh and its groups. */
 void train_job_layout(TrainJob *j, int *argc, char ***argv);
+/* train_log_config.c: the command line, kept (before the layout consumes it), and the run's whole
+ * configuration as one JSON object for the log's first line (malloc'd). */
+void train_job_keep_command(TrainJob *j, int argc, char **argv);
+char *train_job_config_json(const TrainJob *j);
 /* train_setup.c: builds the model (seed or --init) and keeps this rank's chunks, opens the
  * data, attaches data parallelism and the pipeline, creates the trainer and the checkpoint
  * state, prints the run's banner. */

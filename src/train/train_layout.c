@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "parallel/device_comm.h"
 #include "parallel/schedule.h"
+#include "train/mfu_peak.h"
 #include "train/train_job.h"
 #include "train/train_phases.h"
 #include "util/error.h"
@@ -82,61 +83,65 @@ static void start_processes(TrainJob *j, int *argc, char ***argv) {
     j->rank = comm_rank(comm_world());
 }
 
-/* World size, batch and micro-batch divisibility, the pipeline schedule: every rank alike. */
-static void check_layout(TrainJob *j) {
-    const TrainOptions *o = &j->o;
-    int tp = j->tp, pp = j->pp, ep = j->ep, cp = j->cp, world = j->world, rank = j->rank;
-    if (world % tp) train_layout_error(rank, "--tp %d does not divide the world size %d", tp, world);
+/* The layout's pure checks (no device, no communicator): the run's own and `myriad run`'s before
+ * any rank starts (train_precheck.c). World size, batch and micro-batch divisibility, the pipeline
+ * schedule, the context-parallel split. */
+int train_layout_plan(const TrainOptions *o, int tp, int pp, int ep, int vpp, int world, TrainLayoutPlan *out) {
+    int cp = o->cp > 0 ? o->cp : 1;
+    if (world % tp) return myr_error("--tp %d does not divide the world size %d", tp, world);
     if (world % (tp * pp))
-        train_layout_error(rank, "--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
+        return myr_error("--tp %d x --pp %d = %d does not divide the world size %d", tp, pp, tp * pp, world);
     if (world % (tp * pp * ep))
-        train_layout_error(rank, "--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep,
-                           tp * pp * ep, world);
+        return myr_error("--tp %d x --pp %d x --ep %d = %d does not divide the world size %d", tp, pp, ep, tp * pp * ep,
+                         world);
     if (world % (tp * pp * ep * cp))
-        train_layout_error(rank, "--tp %d x --pp %d x --ep %d x --cp %d = %d does not divide the world size %d", tp, pp,
-                           ep, cp, tp * pp * ep * cp, world);
-    int dp_size = j->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep * cp);
+        return myr_error("--tp %d x --pp %d x --ep %d x --cp %d = %d does not divide the world size %d", tp, pp, ep, cp,
+                         tp * pp * ep * cp, world);
+    int dp_size = out->dp_size = o->dp > 0 ? o->dp : world / (tp * pp * ep * cp);
     if (world % dp_size)
-        train_layout_error(rank,
-                           "--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
-                           dp_size, world, dp_size * tp * pp * ep * cp, world);
+        return myr_error("--dp %d does not divide the world size %d (launch %d processes, or choose --dp dividing %d)",
+                         dp_size, world, dp_size * tp * pp * ep * cp, world);
     if (tp * pp * dp_size * ep * cp != world)
-        train_layout_error(rank, "--tp %d x --pp %d x --dp %d x --ep %d x --cp %d = %d does not equal the world size %d",
-                           tp, pp, dp_size, ep, cp, tp * pp * dp_size * ep * cp, world);
+        return myr_error("--tp %d x --pp %d x --dp %d x --ep %d x --cp %d = %d does not equal the world size %d", tp, pp,
+                         dp_size, ep, cp, tp * pp * dp_size * ep * cp, world);
     if (o->doc_sep >= 0) {
-        char why[160];
         if (pp > 1)
-            train_layout_error(rank, "--doc-mask with --pp is not supported yet (each micro-batch in flight would need "
-                               "its own document masks); use it without --pp");
-        if (o->seq % 2) train_layout_error(rank, "--doc-mask needs an even --seq (got %d)", o->seq);
-        if (!attention_block_supported(why, sizeof why))
-            train_layout_error(rank, "--doc-mask: %s; use --device cpu --dtype fp32", why);
+            return myr_error("--doc-mask with --pp is not supported yet (each micro-batch in flight would need its own "
+                             "document masks); use it without --pp");
+        if (o->seq % 2) return myr_error("--doc-mask needs an even --seq (got %d)", o->seq);
     }
-    if (cp > 1) {
-        char why[160];
-        if (o->seq % (2 * cp))
-            train_layout_error(rank, "--cp %d needs --seq divisible by 2 x cp = %d (each sequence is cut into 2 x cp "
-                               "chunks; --seq is %d)", cp, 2 * cp, o->seq);
-        if (!attention_block_supported(why, sizeof why))
-            train_layout_error(rank, "--cp %d: %s; use --device cpu --dtype fp32", cp, why);
-    }
+    if (cp > 1 && o->seq % (2 * cp))
+        return myr_error("--cp %d needs --seq divisible by 2 x cp = %d (each sequence is cut into 2 x cp chunks; --seq "
+                         "is %d)", cp, 2 * cp, o->seq);
     /* expert parallelism lives inside data parallelism: dense parameters are replicated over
      * dp x ep ranks, each taking its own slice of the batch */
-    j->dense_dp = dp_size * ep;
-    if (o->batch % j->dense_dp)
-        train_layout_error(rank, "--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an "
-                           "equal slice", o->batch, dp_size, ep);
-    j->rows = o->batch / j->dense_dp;
-    j->micro = o->micro_batch > 0 ? o->micro_batch : (pp > 1 ? 1 : j->rows);
-    if (j->rows % j->micro)
-        train_layout_error(rank, "--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences "
-                           "split into micro-batches of %d)", o->batch, dp_size, j->micro, j->rows, j->micro);
-    j->n_micro = j->rows / j->micro;
-    if ((pp > 1 || j->vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, j->vpp, j->n_micro))
-        train_layout_error(rank, "%s", myr_last_error());
-    if (o->sp && (j->micro * (o->seq / j->cp)) % tp)
-        train_layout_error(rank, "--sp needs the %d tokens of a micro-batch%s divisible by --tp %d",
-                           j->micro * (o->seq / j->cp), j->cp > 1 ? " on a cp rank" : "", tp);
+    out->dense_dp = dp_size * ep;
+    if (o->batch % out->dense_dp)
+        return myr_error("--batch %d is not divisible by --dp %d x --ep %d: each data-parallel rank takes an equal slice",
+                         o->batch, dp_size, ep);
+    out->rows = o->batch / out->dense_dp;
+    out->micro = o->micro_batch > 0 ? o->micro_batch : (pp > 1 ? 1 : out->rows);
+    if (out->rows % out->micro)
+        return myr_error("--batch %d is not divisible by dp %d x --micro-batch %d (each rank's %d sequences split into "
+                         "micro-batches of %d)", o->batch, dp_size, out->micro, out->rows, out->micro);
+    out->n_micro = out->rows / out->micro;
+    if ((pp > 1 || vpp > 1) && schedule_validate((ScheduleKind)o->schedule, pp, vpp, out->n_micro)) return -1;
+    if (o->sp && (out->micro * (o->seq / cp)) % tp)
+        return myr_error("--sp needs the %d tokens of a micro-batch%s divisible by --tp %d", out->micro * (o->seq / cp),
+                         cp > 1 ? " on a cp rank" : "", tp);
+    return 0;
+}
+
+/* The plan's checks on every rank alike, then what needs the selected backend. */
+static void check_layout(TrainJob *j) {
+    TrainLayoutPlan p;
+    if (train_layout_plan(&j->o, j->tp, j->pp, j->ep, j->vpp, j->world, &p)) train_layout_error(j->rank, "%s", myr_last_error());
+    j->dp_size = p.dp_size, j->dense_dp = p.dense_dp, j->rows = p.rows, j->micro = p.micro, j->n_micro = p.n_micro;
+    char why[160];
+    if ((j->o.doc_sep >= 0 || j->cp > 1) && !attention_block_supported(why, sizeof why)) {
+        if (j->cp > 1) train_layout_error(j->rank, "--cp %d: %s; use --device cpu --dtype fp32", j->cp, why);
+        train_layout_error(j->rank, "--doc-mask: %s; use --device cpu --dtype fp32", why);
+    }
 }
 
 static void build_mesh(TrainJob *j) {
@@ -176,19 +181,29 @@ static void select_device(TrainJob *j) {
     DeviceInfo d;
     if (kernels_device_info(&d)) train_layout_error(j->rank, "%s", myr_last_error());
     j->device = d;
-    char comm[300] = ""; /* what moves device buffers between ranks (--comm) */
+    j->comm_desc[0] = 0; /* what moves device buffers between ranks (--comm), said on the first line */
     if (j->distributed) {
         char desc[256];
         if (dcomm_setup(desc, sizeof desc)) train_layout_error(j->rank, "%s", myr_last_error());
-        snprintf(comm, sizeof comm, ", comm %s", desc);
+        snprintf(j->comm_desc, sizeof j->comm_desc, ", comm %s", desc);
     }
-    if (j->rank == 0) {
-        char where[32] = "cpu";
-        if (!strcmp(ko.device, "cuda")) snprintf(where, sizeof where, "cuda:%d", d.ordinal);
-        fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s%s\n", where, d.name,
-                d.total_bytes / 1073741824.0, d.free_bytes / 1073741824.0, dtype_name((Dtype)ko.dtype),
-                ko.dtype == DTYPE_BF16 && strcmp(ko.device, "cuda") ? " activations (emulated)" : " activations", comm);
-    }
+}
+
+/* The run's first line: the device, the transport, and the MFU denominator with where it came from. */
+static void print_device(const TrainJob *j) {
+    const DeviceInfo *d = &j->device;
+    const char *dev = kernels_device();
+    char where[32] = "cpu";
+    if (!strcmp(dev, "cuda")) snprintf(where, sizeof where, "cuda:%d", d->ordinal);
+    char peak[32];
+    if (j->peak_flops >= 1e12) snprintf(peak, sizeof peak, "%.1f TFLOP/s", j->peak_flops / 1e12);
+    else if (j->peak_flops >= 1e9) snprintf(peak, sizeof peak, "%.1f GFLOP/s", j->peak_flops / 1e9);
+    else snprintf(peak, sizeof peak, "%.3g GFLOP/s", j->peak_flops / 1e9);
+    fprintf(stderr, "myriad train: device %s: %s, %.1f GiB (%.1f GiB free), %s%s%s | MFU denominator %s x %d "
+            "device%s: %s\n", where, d->name, d->total_bytes / 1073741824.0, d->free_bytes / 1073741824.0,
+            dtype_name(kernels_dtype()),
+            kernels_dtype() == DTYPE_BF16 && strcmp(dev, "cuda") ? " activations (emulated)" : " activations",
+            j->comm_desc, peak, j->peak_devices, j->peak_devices == 1 ? "" : "s", j->peak_detail);
 }
 
 void train_job_layout(TrainJob *j, int *argc, char ***argv) {
@@ -199,5 +214,10 @@ void train_job_layout(TrainJob *j, int *argc, char ***argv) {
     check_layout(j);
     j->rank0 = j->rank == 0;
     kernels_set_threads(j->o.threads ? j->o.threads : kernels_threads());
+    mfu_peak_choose(j);
+    if (j->rank0) print_device(j);
+    if (j->rank0 && j->o.tf32 && strcmp(kernels_device(), "cuda"))
+        fprintf(stderr, "myriad train: warning: --tf32 does nothing on the %s (it lets fp32 GEMMs use a GPU's TF32 "
+                "tensor cores): its fp32 GEMMs stay fp32\n", kernels_device());
     build_mesh(j);
 }

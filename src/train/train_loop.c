@@ -11,6 +11,8 @@
 #include "launch/heartbeat.h"
 #include "model/moe.h"
 #include "train/evaluate.h"
+#include "train/ckpt_saves.h"
+#include "train/mfu_peak.h"
 #include "train/nonfinite.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
@@ -19,6 +21,7 @@
 #include "trace/trace.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/rss.h"
 
 /* Validation loss over this rank's rows of K batches, averaged over the data-parallel ranks. */
 double train_validation_loss(TrainJob *j) {
@@ -118,15 +121,15 @@ typedef struct {
 static double save_checkpoints(TrainJob *j, long s, SaveCost *cost) {
     const TrainOptions *o = &j->o;
     double tc = train_now_s();
-    if (ckpt_async_poll()) myr_die_last();
+    ckpt_saves_poll(j); /* a failed save is said, not fatal: the next interval tries again */
     int last = s + 1 == j->last_step;
     int due = o->save_every > 0 && ((s + 1) % o->save_every == 0 || last);
     if (last && o->stop_after > 0 && o->stop_after < o->steps) due = 1; /* --stop-after: the step to resume from */
     if (j->stop_signal && o->save_dir) due = 1; /* SIGTERM/SIGUSR1: the checkpoint to resume from */
     /* an update can overflow although its gradient was finite: such a state is never saved */
     if (due && !train_params_finite(j)) return -1;
-    if (due && train_ckpt_save(&j->state, o->save_dir, s + 1, o->keep, !o->sync_save && !j->stop_signal, j->meta))
-        myr_die_last();
+    /* the checkpoint the run ends with is written now (sync), with a fallback directory */
+    if (due) ckpt_saves_save(j, s + 1, last || j->stop_signal);
     double tm = train_now_s(), m0 = j->mem ? mem_ckpt_seconds(j->mem) : 0;
     cost->disk_s = tm - tc, cost->disk_saved = due;
     cost->mem_saved = j->mem && (s + 1) % o->mem_ckpt_every == 0;
@@ -173,6 +176,26 @@ static void describe_nonfinite(const StepResult *r, char *what, size_t n) {
                   num_text(b, sizeof b, r->grad_norm));
 }
 
+/* What a second Ctrl-C would lose now, after step s (0-based) and its checkpoints (stop_signal.c). */
+static void note_what_is_lost(TrainJob *j, long s) {
+    const TrainOptions *o = &j->o;
+    char what[1024];
+    long mem = mem_ckpt_complete_step(j->mem), saved = j->ckpt_committed > mem ? j->ckpt_committed : mem;
+    long lost = saved >= 0 ? s + 1 - saved : s + 1 - j->first_step;
+    if (!o->save_dir)
+        snprintf(what, sizeof what, "nothing is saved (no --save DIR): the %ld steps of this run are lost", s + 1 - j->first_step);
+    else if (saved < 0)
+        snprintf(what, sizeof what, "no checkpoint is written yet: the %ld steps of this run are lost", lost);
+    else if (lost <= 0)
+        snprintf(what, sizeof what, "nothing is lost: step %ld is checkpointed (%s)", saved,
+                 saved == mem && saved > j->ckpt_committed ? "in memory" : o->save_dir);
+    else
+        snprintf(what, sizeof what, "the %ld step%s after step %ld, the last checkpoint (%s), %s lost", lost,
+                 lost == 1 ? "" : "s", saved, saved == mem && saved > j->ckpt_committed ? "an in-memory copy" : o->save_dir,
+                 lost == 1 ? "is" : "are");
+    train_stop_set_lost(what);
+}
+
 /* A non-finite step that ends the run (--on-nan stop, or too many skipped in a row): every rank
  * gets here at the same step (the trainer's decision is agreed). The checkpoint in flight (of an
  * earlier, finite step) is finished so that it is intact; nothing is saved; rank 0 says why and
@@ -213,6 +236,8 @@ void train_job_run(TrainJob *j) {
     const char *attempt = getenv("MYRIAD_HB_ATTEMPT");
     progress_open(&progress, j->rank0 ? o->log_path : NULL, o->steps, o->print_every, attempt && atoi(attempt) > 0);
     if (!j->rank0) progress.quiet = 1;
+    char *config = j->rank0 && o->log_path ? train_job_config_json(j) : NULL;
+    progress.config = config;
     size_t n = (size_t)rows * o->seq;
     int32_t *x = malloc(n * sizeof(int32_t)), *y = malloc(n * sizeof(int32_t));
     j->last_val = NAN;
@@ -232,7 +257,7 @@ void train_job_run(TrainJob *j) {
     if (train_phase_end_time(TRAIN_PHASE_RESUME) > 0) phases.post_s = train_now_s() - train_phase_end_time(TRAIN_PHASE_RESUME);
     hb_start_info(j->first_step, &phases);
     j->last_step = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
-    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2: a checkpoint after the step all ranks agree on */
+    train_stop_install(); /* SIGTERM/SIGUSR1/SIGUSR2/SIGINT: a checkpoint after the step all ranks agree on */
     if (j->policy.auto_disk || j->policy.auto_mem) { /* --save-every auto / --mem-ckpt-every auto */
         double est = j->peak_flops > 0 ? j->flops_per_step / (j->peak_flops * (j->peak_devices > 0 ? j->peak_devices : 1) * 0.4) : 0;
         ckpt_policy_init(&j->policy, j->policy.auto_disk, j->policy.auto_mem && j->mem, o->mtbf_s,
@@ -242,6 +267,10 @@ void train_job_run(TrainJob *j) {
         ckpt_policy_describe(&j->policy, line, sizeof line);
         if (j->rank0) fprintf(stderr, "myriad train: %s\n", line);
     }
+    j->ckpt_requested = j->ckpt_committed = o->resume && j->first_step > 0 ? j->first_step : -1;
+    j->ckpt_attempts = j->ckpt_nfailed = j->late_failure = 0;
+    j->ckpt_rescue[0] = j->ckpt_error[0] = 0;
+    if (j->first_step < j->last_step) note_what_is_lost(j, j->first_step - 1);
     int skips_in_a_row = 0;
     for (long s = j->first_step; s < j->last_step; s++) {
         double td = clock_thread_cpu_s(), td_wall = train_now_s(); /* sections are CPU time: see trainer.h */
@@ -274,17 +303,21 @@ void train_job_run(TrainJob *j) {
         }
         StepReport rep = {.step = s, .steps = o->steps, .loss = r.loss, .lr = r.lr, .grad_norm = r.grad_norm,
                           .ms = dt * 1e3, .tokens_per_s = o->batch * o->seq / dt,
-                          .mfu = j->peak_flops > 0 ? j->flops_per_step / dt / (j->peak_flops * j->peak_devices) : 0,
-                          .comm_ms = j->dp ? t->last_exposed_comm_s * 1e3 : -1, .skipped = r.nonfinite};
+                          .mfu = mfu_of_step(j, dt, s), .peak_flops = j->peak_flops * j->peak_devices,
+                          .peak_source = j->peak_source,
+                          .comm_ms = j->distributed ? t->sections.comm * 1e3 : -1, .skipped = r.nonfinite};
         size_t mem_now, mem_peak;
         kernels_memory_usage(&mem_now, &mem_peak);
         rep.mem_bytes = (double)mem_now, rep.mem_peak_bytes = (double)mem_peak;
+        rep.host_memory = dev_host_accessible(); /* then the line shows the measured resident set */
+        rss_bytes(&rep.rss_bytes, &rep.rss_peak_bytes);
         if (r.nonfinite) {
             skips_in_a_row++;
             j->skipped_steps++;
             if (o->on_nan == TRAIN_ON_NAN_STOP || skips_in_a_row > o->max_nan_skips) {
                 char what[160];
                 describe_nonfinite(&r, what, sizeof what);
+                rep.skipped = 0, rep.stopped = 1; /* not skipped: this step ends the run */
                 progress_step(&progress, &rep); /* the log shows the step that stopped the run */
                 stop_nonfinite(j, &progress, s, what, skips_in_a_row);
             }
@@ -298,9 +331,11 @@ void train_job_run(TrainJob *j) {
         if (rep.ckpt_ms > 0) ckpt_wall += rep.ckpt_ms * 1e-3;
         if (rep.ckpt_ms < 0) { /* the update of this step left non-finite weights */
             rep.ckpt_ms = 0;
+            rep.stopped = 1;
             progress_step(&progress, &rep);
             stop_nonfinite(j, &progress, s, "its update left non-finite weights (an overflow), which are not saved", 1);
         }
+        note_what_is_lost(j, s); /* the step is done and its checkpoints started: said by a second Ctrl-C */
         /* what the step spent where, for the launcher's straggler detection (docs/OPERATIONS.md) */
         HbStepInfo info;
         hb_step_info_init(&info);
@@ -314,8 +349,11 @@ void train_job_run(TrainJob *j) {
         info.tokens_per_s = rep.tokens_per_s;
         info.mfu = rep.mfu;
         info.mem_step = mem_ckpt_complete_step(j->mem);
+        info.role = j->pp_rank; /* ranks of one pipeline stage do the same work: the straggler detector's peers */
         if (s > j->first_step || o->steps == 1) { /* the first step includes warm-up */
-            j->comm_total_s += j->dp ? t->last_exposed_comm_s : 0;
+            /* exposed: the step's time blocked in communication of every group (dp, tp, pp, ep),
+             * not only the data-parallel reduction's tail */
+            j->comm_total_s += t->sections.comm;
             j->step_total_s += dt;
             if (j->pl) j->bubble_total += 1 - j->pl->compute_s / j->pl->run_s;
         }
@@ -349,6 +387,13 @@ void train_job_run(TrainJob *j) {
         }
     }
     progress_close(&progress);
+    free(config);
     free(x);
     free(y);
+    if (!j->stop_signal && o->save_dir) {
+        char what[1024];
+        snprintf(what, sizeof what, "the end of the run (the final checkpoint and the export to %s) may not be written",
+                 o->save_dir);
+        train_stop_set_lost(what);
+    }
 }

@@ -17,6 +17,7 @@
 #include "model/hf_weights.h"
 #include "model/presets.h"
 #include "parallel/schedule.h"
+#include "train/mem_checkpoint.h"
 #include "comm/comm_opts.h"
 #include "util/opts.h"
 #include "util/error.h"
@@ -292,7 +293,7 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
     OPT_INT("--print-every", "N", &(o)->print_every, 1, BIG, "progress lines every N steps when stderr is not a terminal"), \
     OPT_POSITIVE("--peak-tflops", "X", &(o)->peak_tflops, 1e6,                                                      \
                  "MFU denominator (default: the GPU's dense peak for the dtype; on the CPU,\n"                          \
-                 "this machine's measured sgemm rate)"),                                                                \
+                 "this machine's best sgemm rate, cached per machine: docs/TRAINING.md)"),                              \
     OPT_SECTION("device (docs/GPU.md):"),                                                                            \
     OPT_CALL("--device", "cpu|cuda", (o), parse_device,                                                              \
              "where the step runs (default: cuda when this binary has CUDA and a GPU is\n"                             \
@@ -504,7 +505,14 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
     if ((o->mem_ckpt_every > 0 || o->mem_ckpt_every == CKPT_EVERY_AUTO) && !o->save_dir)
         myr_die("train: --mem-ckpt-every needs --save DIR (it names the job and holds the disk checkpoints to fall back to)");
     /* default: every step under the fault-tolerant launcher (`myriad run`), off otherwise */
-    if (o->mem_ckpt_every == -1) o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
+    if (o->mem_ckpt_every == -1) { /* unset (CKPT_EVERY_AUTO is -2) */
+        o->mem_ckpt_every = getenv("MYRIAD_HB_ADDR") && o->save_dir ? 1 : 0;
+        /* a resume by hand of a job that `myriad run` left copies of (interrupted, killed): they are
+         * read like under the launcher (and deleted when the run completes), no new ones made */
+        if (!o->mem_ckpt_every && o->save_dir && o->resume && !strcmp(o->resume, "auto") &&
+            mem_ckpt_job_has_copies(o->save_dir))
+            o->mem_ckpt_every = INT_MAX;
+    }
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         myr_die("train: --resume auto looks in --save DIR: give --save DIR or --resume DIR");
     check_allow_changed(o);

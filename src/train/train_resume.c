@@ -13,21 +13,6 @@
 #include "train/train_job.h"
 #include "util/error.h"
 
-/* Memory first: returns 1 when a copy was restored (first_step set), 0 when none was usable. */
-static int restore_from_memory(TrainJob *j, long disk_step) {
-    long s;
-    int replica = 0, rejected = 0;
-    char desc[256];
-    int r = mem_ckpt_restore(j->mem, disk_step < 0 ? 0 : disk_step, &s, &replica, &rejected, desc, sizeof desc);
-    if (r < 0) myr_die_last();
-    if (r != 1) return 0;
-    j->first_step = s;
-    if (j->rank0) fprintf(stderr, "resumed from %s at step %ld\n", desc, s);
-    if (rejected) j->events[j->nevents++] = "mem-copy-rejected";
-    j->events[j->nevents++] = replica ? "restored-from-replica" : "restored-from-memory";
-    return 1;
-}
-
 /* One setting compared with the checkpoint's: "" when equal (or not recorded there), else the
  * "name: old -> new" text. */
 typedef struct {
@@ -98,6 +83,64 @@ static void check_settings(TrainJob *j, const char *ckpt_meta_text, const char *
         fprintf(stderr, "myriad train: resuming with changed settings (--allow-changed): %s\n", allowed);
 }
 
+/* Memory first: says which in-memory copies of this job it found and why it uses them or not;
+ * returns 1 when a copy was restored (first_step set), 0 when none was usable. Copies of the same
+ * layout are used whatever the step count; the run's settings are checked against the copies'
+ * as against a disk checkpoint's (check_settings). */
+static int restore_from_memory(TrainJob *j, long disk_step) {
+    MemSurvey sv;
+    if (mem_ckpt_survey(j->mem, &sv)) myr_die_last();
+    char disk[64];
+    if (disk_step >= 0) snprintf(disk, sizeof disk, "the disk checkpoint of step %ld", disk_step);
+    else snprintf(disk, sizeof disk, "no disk checkpoint");
+    const char *pre = "myriad train: --resume auto: in-memory copies";
+    /* the staleness rule, in one place: a copy older than the disk checkpoint is never restored
+     * (it would roll back steps the disk already holds: they are recomputed bit-identically, so
+     * only the resumed step and source show it; tests/test_resume_stale.sh) */
+    long min_step = disk_step < 0 ? 0 : disk_step;
+    if (sv.copies == 0) {
+        if (j->rank0 && sv.foreign)
+            fprintf(stderr, "%s: %d in %s are of another layout or world size (%d ranks; now %d): not usable (a copy "
+                    "restores only the layout that wrote it; disk checkpoints reshard); %s\n", pre, sv.foreign, sv.dir,
+                    sv.foreign_world, j->world, disk);
+        else if (j->rank0)
+            fprintf(stderr, "%s: none of this job in %s; %s\n", pre, sv.dir, disk);
+        return 0;
+    }
+    char found[4400];
+    snprintf(found, sizeof found, "%d of steps %ld..%ld in %s", sv.copies, sv.oldest, sv.newest, sv.dir);
+    if (sv.complete < 0) {
+        if (j->rank0)
+            fprintf(stderr, "%s: %s, but no step has a copy of every rank (rank %d has none of step %ld): not used; %s\n",
+                    pre, found, sv.missing_rank, sv.newest, disk);
+        return 0;
+    }
+    if (sv.complete < min_step) {
+        if (j->rank0)
+            fprintf(stderr, "%s: %s, complete up to step %ld: not used, %s is newer\n", pre, found, sv.complete, disk);
+        return 0;
+    }
+    if (sv.meta[0]) check_settings(j, sv.meta, "auto (in-memory copies)"); /* refuses as for disk */
+    if (j->rank0)
+        fprintf(stderr, "%s: %s, complete up to step %ld: using them (%s)\n", pre, found, sv.complete,
+                disk_step >= 0 ? (sv.complete > disk_step ? "newer than the disk checkpoint" : "as new as the disk checkpoint")
+                               : "no disk checkpoint");
+    long s;
+    int replica = 0, rejected = 0;
+    char desc[256];
+    int r = mem_ckpt_restore(j->mem, min_step, &s, &replica, &rejected, desc, sizeof desc);
+    if (r < 0) myr_die_last();
+    if (r != 1) {
+        if (j->rank0) fprintf(stderr, "%s: none of them verified (see above); %s\n", pre, disk);
+        return 0;
+    }
+    j->first_step = s;
+    if (j->rank0) fprintf(stderr, "resumed from %s at step %ld\n", desc, s);
+    if (rejected) j->events[j->nevents++] = "mem-copy-rejected";
+    j->events[j->nevents++] = replica ? "restored-from-replica" : "restored-from-memory";
+    return 1;
+}
+
 void train_job_resume(TrainJob *j) {
     const TrainOptions *o = &j->o;
     j->first_step = 0;
@@ -110,9 +153,10 @@ void train_job_resume(TrainJob *j) {
     long disk_step = ckpt_open(path, &ck) ? -1 : (long)ckpt_step(ck);
     if (ck) check_settings(j, ckpt_meta(ck), ckpt_path(ck));
     int restored = j->mem && is_auto && restore_from_memory(j, disk_step);
-    if (!restored &&
-        (j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents)) < 0)
-        myr_die_last();
+    if (!restored) { /* every rank finds a bad checkpoint alike: the lowest failing rank says it, once */
+        j->first_step = train_resume_disk(&j->state, path, is_auto, ck, j->rank0, j->events, &j->nevents);
+        if (train_agree_failure(j, j->first_step < 0)) train_exit_all(1);
+    }
     if (restored && ck) ckpt_close(ck);
     /* --resume auto and no checkpoint yet: the weights come from --init or the seed after all */
     if (!restored && j->nevents && !strcmp(j->events[j->nevents - 1], "started-from-scratch")) train_fill_weights(j);

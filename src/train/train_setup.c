@@ -70,7 +70,7 @@ static void build_model(TrainJob *j) {
                            "larger --max-seq", o->seq, j->cfg.max_seq);
     /* the tokenizer: its ids must fit the embedding (every rank checks; rank 0 says so) */
     j->tok_path = samples_find_tokenizer(o->tokenizer, o->init_dir, o->data);
-    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
+    if (samples_load_tokenizer(j->tok_path, j->cfg.vocab, 0, &j->tok)) train_layout_error(j->rank, "%s", myr_last_error());
     train_memory_check(j);
     int zero = j->distributed ? o->dpo.zero : 0;
     for (int c = 0; c < vpp; c++) {
@@ -176,36 +176,6 @@ static void attach_parallelism(TrainJob *j) {
     }
 }
 
-/* The MFU denominator of one device: --peak-tflops, else the GPU's datasheet dense peak for the
- * run's dtype (device_peak.c), else (CPU) this machine's measured sgemm rate; and how many devices
- * the job's ranks use (ranks sharing a GPU count it once). */
-static void choose_peak(TrainJob *j) {
-    const TrainOptions *o = &j->o;
-    j->peak_devices = j->world;
-    if (o->peak_tflops > 0) {
-        j->peak_flops = o->peak_tflops * 1e12;
-        snprintf(j->peak_source, sizeof j->peak_source, "--peak-tflops");
-    } else if (!strcmp(kernels_device(), "cuda")) {
-        double t = device_peak_tflops(j->device.name, kernels_dtype(), o->tf32);
-        j->peak_flops = t * 1e12;
-        snprintf(j->peak_source, sizeof j->peak_source, "%s", t > 0 ? "datasheet dense peak" : "unknown: MFU not reported");
-        if (t == 0 && j->rank0)
-            fprintf(stderr, "myriad train: no datasheet peak for '%s' (src/train/device_peak.c): MFU is not reported; "
-                    "give --peak-tflops X\n", j->device.name);
-    } else {
-        /* only rank 0 reports MFU, so only rank 0 measures (N ranks measuring at once on one host
-         * would share its cores and measure a fraction of it, N times over) */
-        j->peak_flops = j->rank0 ? kernels_measure_peak_flops(1024, 3) : 1e12;
-        snprintf(j->peak_source, sizeof j->peak_source, "measured sgemm");
-    }
-    if (!strcmp(kernels_device(), "cuda")) { /* local ranks share the visible GPUs round-robin */
-        const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-        int local = v && atoi(v) > 0 ? atoi(v) : 1, gpus = j->device.count > 0 ? j->device.count : 1;
-        int used = local < gpus ? local : gpus, nodes = (j->world + local - 1) / local;
-        j->peak_devices = used * nodes;
-    }
-}
-
 static void print_banner(const TrainJob *j) {
     const TrainOptions *o = &j->o;
     const ModelConfig *c = &j->cfg;
@@ -249,11 +219,8 @@ static void open_mem_checkpoints(TrainJob *j) {
     const TrainOptions *o = &j->o;
     j->mem = NULL;
     if (o->mem_ckpt_every <= 0) return;
-    char job[8192], cwd[4096], note[256];
-    const char *env_job = getenv("MYRIAD_JOB_ID");
-    if (env_job && *env_job) snprintf(job, sizeof job, "%s", env_job);
-    else if (o->save_dir[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(job, sizeof job, "%s", o->save_dir);
-    else snprintf(job, sizeof job, "%s/%s", cwd, o->save_dir);
+    char job[8192], note[256];
+    mem_ckpt_job_name(o->save_dir, job, sizeof job);
     if (mem_ckpt_init(&j->mem, &j->state, job, j->meta, !o->resume, note, sizeof note)) myr_die_last();
     if (j->rank0 && note[0]) fprintf(stderr, "myriad train: in-memory checkpoints: %s\n", note);
     j->t.before_update = mem_ckpt_before_update;
@@ -265,7 +232,6 @@ void train_job_setup(TrainJob *j) {
     build_model(j);
     open_data(j);
     attach_parallelism(j);
-    choose_peak(j);
     j->flops_per_step = model_flops_per_token(&j->cfg, o->seq) * o->batch * o->seq;
     if (j->rank0) print_banner(j);
 

@@ -1,5 +1,5 @@
 /* cpu_gemm.h: the CPU backend's GEMM (cpu_gemm.c), for the CPU kernels, the sgemm benchmark
- * and the CPU's measured peak; the model reaches it only through matmul_* in kernels.h. */
+ * and the CPU's measured peak (cpu_peak.h); the model reaches it only through matmul_* in kernels.h. */
 #ifndef MYRIAD_KERNELS_CPU_GEMM_H
 #define MYRIAD_KERNELS_CPU_GEMM_H
 
@@ -23,8 +23,6 @@ int gemm_is_native(void);
 /* Same contract as gemm() but on the calling thread only: for use inside parallel regions. */
 void gemm_serial(int trans_a, int trans_b, int M, int N, int K, const real *A, int lda, const real *B, int ldb,
                  int accumulate, real *C, int ldc);
-/* The measured matmul rate (FLOP/s) of an n x n x n GEMM, best of `reps`: the denominator of
- * MFU on the CPU, where no datasheet peak applies. */
-double kernels_measure_peak_flops(int n, int reps);
+/* The CPU's measured matmul rate, the denominator of MFU on the CPU: cpu_peak.h. */
 
 #endif

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# tests/test_straggler_cli.sh: the straggler detector end to end with the real trainer under
+# `myriad run` on this machine (no namespaces: every rank on localhost), #28 item 5:
+#   - 2 ranks, rank 1 slowed 1.5x from its first step (--inject slow@1:1:1.5): flagged (its
+#     individual score stays ~1, which the earlier rule also required to be low, so it was never
+#     flagged) within 20 steps, rank 0 never;
+#   - 4 ranks, rank 1 slowed 1.5x from step 20: flagged within 20 steps of the slowdown (by step 40,
+#     the acceptance of #28 and tests/test_straggler_run.sh), no other.
+# The healthy runs' silence is measured by bench/straggler_fp.sh (bench/straggler_results.md).
+set -u
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+test_scratch stragcli
+mpi_env
+export OMP_NUM_THREADS=1 MYRIAD_SHM_DIR="$T/shm"
+/usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 50000 67 5 >/dev/null
+# the model of bench/straggler_fp.sh and tests/test_straggler_run.sh
+train="--arch gpt2 --layers 2 --hidden 128 --heads 4 --ffn 512 --vocab 67 --max-seq 64 --data $T/tok.bin --batch 16 --seq 64 \
+--lr 3e-3 --threads 1 --peak-tflops 1"
+
+# flagged NAME RANKS FROM STEPS: rank 1 slowed 1.5x from step FROM is the only straggler, within 20 steps
+flagged() {
+    local name=$1 n=$2 from=$3 steps=$4
+    timeout 300 "$M" run -n "$n" --inject "slow@$from:1:1.5" --events "$T/$name.jsonl" -- train $train --dp "$n" \
+        --steps "$steps" >"$T/$name.out" 2>&1
+    local rc=$?
+    local got
+    got=$(/usr/bin/python3 - "$T/$name.jsonl" "$from" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+frm = int(sys.argv[2])
+s = [e for e in ev if e["event"] == "straggler"]
+ok = len(s) == 1 and s[0]["rank"] == 1 and s[0]["relative"] < 0.75 and s[0]["last_step"] - frm <= 20
+print(("ok " if ok else "bad ") + json.dumps([{k: e.get(k) for k in ("rank", "last_step", "relative", "individual")} for e in s]))
+PY
+)
+    if [ $rc -eq 0 ] && [[ "$got" == ok* ]]; then pass "$name (${got#ok })"
+    else fail "$name" "exit $rc; stragglers: $got $(tail -2 "$T/$name.out")"; fi
+}
+flagged straggler_slow_from_step_1_two_ranks 2 1 40
+flagged straggler_slow_from_step_20_four_ranks 4 20 45
