@@ -36,6 +36,10 @@ for np in 2 3 4 8; do run "np$np" "$np"; done
 run hier_np4 4 --comm-algo hier --ranks-per-node 2
 run hier_np8 8 --comm-algo hier --ranks-per-node 2
 run hier_np6 6 --comm-algo hier --ranks-per-node 3
+# a large fp32 reduce-scatter goes to MPI in pieces (comm_mpi_ops.c): pieces of 100 elements per
+# rank make the tests' 333-element chunks four pieces, the last one short
+MYRIAD_RS_PIECE_FLOATS=100 run pieces_np3 3
+MYRIAD_RS_PIECE_FLOATS=100 run pieces_np4 4
 
 # A hanging collective: the last rank stops (SIGSTOP) or stays busy without joining.
 hang() {

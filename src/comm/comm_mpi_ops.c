@@ -255,6 +255,38 @@ static CommRequest *allreduce_flat(MPI_Comm mc, const void *send, void *recv, si
 
 /* --------------------------------------------------------- reduce-scatter(v) */
 
+/* A large fp32 reduce-scatter goes to MPI in pieces. Open MPI's nonblocking reduce-scatter
+ * (libnbc) reduces the whole message towards rank 0 over a binomial tree before scattering it, so
+ * rank 0 writes two temporaries of the whole message and every inner rank of the tree one: at dp 4
+ * a 245 MiB bucket cost rank 0 ~460 MiB more peak RSS than a leaf rank. Piece k packs the k-th
+ * RS_PIECE_BYTES / n of every rank's chunk back to back in r->tmp and reduce-scatters that, one
+ * piece after the other within this request (the group's later requests post after the last), so
+ * the temporaries stay near RS_PIECE_BYTES. Every element meets the same reduction tree as in one
+ * call. r->counts[2n]: the next piece; r->counts[2n + 1]: elements per rank in a piece
+ * (MYRIAD_RS_PIECE_FLOATS sets it, for the tests). */
+#define RS_PIECE_BYTES (64u << 20)
+
+static int post_rs_piece(CommRequest *r) {
+    int n = r->n, *next = &r->counts[2 * n], sub = r->counts[2 * n + 1];
+    size_t mine = (size_t)r->counts[0], off = (size_t)*next * (size_t)sub;
+    size_t len = mine - off < (size_t)sub ? mine - off : (size_t)sub;
+    if (!r->tmp && !(r->tmp = buf_alloc(r, (size_t)n * (size_t)sub * sizeof(float)))) return stage_oom(r);
+    for (int i = 0; i < n; i++)
+        buf_copy(r, (float *)r->tmp + (size_t)i * len, (const float *)r->send + (size_t)i * mine + off, len * sizeof(float));
+    (*next)++;
+    r->final_posted = off + len >= mine;
+    int rc = MPI_Ireduce_scatter_block(MA(r, r->tmp), MA(r, (float *)r->recv + off), (int)len, MPI_FLOAT, mpi_op(r->op),
+                                       r->mc, &r->mreq[0]);
+    if (rc != MPI_SUCCESS) return stage_fail(r, rc, "MPI_Ireduce_scatter_block");
+    r->nmreq = 1;
+    return 0;
+}
+
+static int rs_pieces_left(const CommRequest *r) {
+    int n = r->n, sub = r->counts[2 * n + 1];
+    return sub > 0 && (size_t)r->counts[2 * n] * (size_t)sub < (size_t)r->counts[0];
+}
+
 /* send holds every rank's chunk back to back (r->counts); my reduced chunk goes to recv.
  * When recv lies inside send (NCCL's in-place form) the result is staged in r->shard. */
 static int advance_reduce_scatter(CommRequest *r) {
@@ -274,6 +306,15 @@ static int advance_reduce_scatter(CommRequest *r) {
         if (r->dt == COMM_BF16) return post_chunk_exchange(r);
         int equal = 1, rc;
         for (int i = 1; i < n; i++) equal &= counts[i] == counts[0];
+        size_t sub = RS_PIECE_BYTES / sizeof(float) / (size_t)n;
+        if (sub < 65536) sub = 65536;
+        const char *e = getenv("MYRIAD_RS_PIECE_FLOATS"); /* tests: pieces of a few elements */
+        if (e && atol(e) > 0) sub = (size_t)atol(e);
+        counts[2 * n] = 0, counts[2 * n + 1] = 0;
+        if (equal && n > 1 && (size_t)counts[0] > sub) {
+            counts[2 * n + 1] = (int)sub;
+            return post_rs_piece(r);
+        }
         if (equal)
             rc = MPI_Ireduce_scatter_block(MA(r, r->send), MA(r, r->recv), counts[0], MPI_FLOAT, mpi_op(r->op), r->mc,
                                            &r->mreq[0]);
@@ -284,6 +325,7 @@ static int advance_reduce_scatter(CommRequest *r) {
         return 0;
     }
     default:
+        if (r->dt != COMM_BF16 && rs_pieces_left(r)) return post_rs_piece(r);
         if (r->dt == COMM_BF16) reduce_bf16(r, r->tmp, n, mine, r->op, r->divisor, r->recv);
         else if (r->op == COMM_AVG) scale_f32(r, r->recv, mine, r->divisor);
         if (r->final_dst) buf_copy(r, r->final_dst, r->recv, mine * esz);
