@@ -77,26 +77,27 @@ then pass "full_disk_goes_on_keeps_the_last_good_checkpoint_and_rescues_the_fina
 else fail full_disk_goes_on_keeps_the_last_good_checkpoint_and_rescues_the_final_one \
     "rc=$rc warned=$warned left='$left' debris='$bad' resumed=$resumed_ok rescue='$rescue' ok=$rescue_ok $(grep -v '^step' "$T/a.err" | tail -3)"; fi
 
-# --- 2. full for one save: a file fills the disk and is removed once the save of step 15 failed.
-# The log is a FIFO read by this test, its pipe shrunk to one page, so the run cannot pass step ~20
-# (the next save is at 30) before the file is gone.
+# --- 2. full for one save: a file fills the disk and is removed once the save of step 10 failed.
+# The log is a FIFO read by this test, its pipe shrunk to one page, so the run cannot pass step ~13
+# (the log's first line holds the whole configuration; the next save is at 20) before the file is
+# gone. (Saving every 15 raced that: the run blocked on the log at step 13, before its first save.)
 small_fs "$T/full2" $((ck * 26 / 10))
 dd if=/dev/zero of="$T/full2/filler" bs=1k count=$((ck * 20 / 10)) 2>/dev/null
 mkfifo "$T/b.fifo"
 exec 4<>"$T/b.fifo"                                         # opens without a writer
 /usr/bin/python3 -c 'import fcntl; fcntl.fcntl(4, 1031, 4096)' # F_SETPIPE_SZ: one page
 exec 3<"$T/b.fifo"
-"$M" train $model --save "$T/full2/ck" --save-every 15 --keep 1 --sync-save --log "$T/b.fifo" >"$T/b.out" 2>"$T/b.err" &
+"$M" train $model --save "$T/full2/ck" --save-every 10 --keep 1 --sync-save --log "$T/b.fifo" >"$T/b.out" 2>"$T/b.err" &
 pid=$!
 IFS= read -r -t 300 -u 3 line # the trainer holds the FIFO: from now on EOF means it closed it
 exec 4<&-
-for _ in $(seq 600); do grep -q "warning: the checkpoint of step 15 was not saved" "$T/b.err" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "warning: the checkpoint of step 10 was not saved" "$T/b.err" && break; sleep 0.1; done
 rm -f "$T/full2/filler"
 cat <&3 >/dev/null
 exec 3<&-
 wait $pid; rc=$?
-if [ $rc -eq 0 ] && grep -q "^myriad train: warning: the checkpoint of step 15 was not saved: .*No space left on device.* training goes on and tries again at step 30" "$T/b.err" &&
-    grep -q "^myriad train: 1 of 3 checkpoint saves failed (step 15; see the warnings above); the newest checkpoint in $T/full2/ck is step 40" "$T/b.err" &&
+if [ $rc -eq 0 ] && grep -q "^myriad train: warning: the checkpoint of step 10 was not saved: .*No space left on device.* training goes on and tries again at step 20" "$T/b.err" &&
+    grep -q "^myriad train: 1 of 4 checkpoint saves failed (step 10; see the warnings above); the newest checkpoint in $T/full2/ck is step 40" "$T/b.err" &&
     [ -f "$T/full2/ck/step-00000040/manifest.json" ] && [ -z "$(debris "$T/full2/ck" step-00000040)" ] &&
     cmp -s "$T/ref/model.safetensors" "$T/full2/ck/model.safetensors"
 then pass "disk_full_once_then_saves_again_and_trains_the_same"
