@@ -214,9 +214,12 @@ void faults_fire(Sup *s, int r, long long step) {
         cJSON_AddNumberToObject(e, "rank", r);
         cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
         cJSON_AddStringToObject(e, "host", rs->host);
+        /* the event first, then the fault's time and the signal: the event log's time of the fault
+         * is never later than the ledger's (sup_emit stamps its own time; a signal sent first once
+         * put the event 5 ms after the failure it caused) */
+        sup_emit(e);
         sup_ledger_fault(s, sup_now());
         kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
-        sup_emit(e);
         if (f->kind == FAULT_HANG) {
             s->stop_time[r] = sup_now();
             progress_stop_running(s, r); /* the others are released without it; the hang timeout finds it */
