@@ -13,6 +13,8 @@
 #     (the oracle) within 1e-4 relative, the tolerance of the other layout changes
 #     (tests/test_resume.sh); the ledger accounts the resizes as `reshard` and the causes still add
 #     up to the wall time; the summary says how many steps ran degraded;
+# Host losses are also found by --hang-timeout: the link can go down before the killed ranks'
+# connections close (the launcher then sees no EOF; tests/test_ledger.sh).
 #   - --elastic 3 with the same loss: the 2 ranks left hold dp 2 only: one line saying so, non-zero exit.
 # Skipped with the reason when namespaces cannot be made here.
 set -u
@@ -56,7 +58,7 @@ export MYRIAD_SHM_DIR="$T/shm"
 
 printf '%s slots=2\n%s slots=2\n' "$net.11" "$net.12" >"$T/hosts"
 start=$(date +%s.%N)
-timeout 200 "$M" run -n 4 --hosts "$T/hosts" --elastic 2 --max-restarts 2 --start-timeout 60 --hb-addr "$net.1" \
+timeout 200 "$M" run -n 4 --hosts "$T/hosts" --elastic 2 --max-restarts 4 --hang-timeout 8 --start-timeout 30 --hb-addr "$net.1" \
     "${MPI_NS[@]}" --inject "host@12:$net.12,cmd@20" --cut-link-cmd "$T/cut.sh" \
     --fault-cmd "printf '%s slots=2\n' $net.13 >>$T/hosts" --events "$T/ev.jsonl" -- \
     train $train --dp 4 --save "$T/run" --save-every 5 --log "$T/run.jsonl" >"$T/run.out" 2>&1
@@ -72,7 +74,10 @@ def one(name):
     x = [e for e in ev if e["event"] == name]
     assert len(x) == 1, (name, len(x))
     return x[0]
-launches = [e for e in ev if e["event"] == "launch"]
+# a launch whose Open MPI daemon never called back (seen on emulated hosts under load, see
+# test_straggler_run.sh) is relaunched by --start-timeout: counted apart
+never = {e["attempt"] - 1 for e in ev if e["event"] == "restart" and "never connected" in e["after"]}
+launches = [e for e in ev if e["event"] == "launch" and e["attempt"] not in never]
 assert len(launches) == 3, [e["hosts"] for e in launches]
 h = [net + ".11", net + ".12", net + ".13"]
 assert launches[0]["hosts"] == h[:2] and "--dp 2" not in launches[0]["cmd"], launches[0]
@@ -91,7 +96,7 @@ assert launches[2]["hosts"] == [h[0], h[2]] and "--dp 2" not in launches[2]["cmd
 res = [e for e in ev if e["event"] == "resumed"]
 assert len(res) == 2 and all(r["source"].startswith("disk") for r in res), res
 fin = one("finished")
-assert fin["status"] == "ok" and fin["restarts"] == 1 and fin["shrinks"] == 1 and fin["grows"] == 1 and fin["final_dp"] == 4, fin
+assert fin["status"] == "ok" and fin["restarts"] == 1 + len(never) and fin["shrinks"] == 1 and fin["grows"] == 1 and fin["final_dp"] == 4, fin
 assert fin["degraded_steps"] >= 8, fin
 assert "ran degraded (below dp 4) for %d steps" % fin["degraded_steps"] in out, out[-600:]
 # the losses: the last computation of every step against the single process
@@ -107,14 +112,14 @@ assert gp["event"] == "goodput", gp["event"]
 tot = sum(gp["seconds"].values())
 assert abs(tot - gp["wall_s"]) <= 0.01 * gp["wall_s"], (tot, gp["wall_s"])
 assert gp["seconds"]["reshard"] > 0, gp["seconds"]
-rec = [e for e in ev if e["event"] == "recovery" and e["completed"]]
-assert len(rec) == 1 and rec[0]["failure"] == "host-lost" and rec[0]["phases"]["reshard"] > 0, rec
+rec = [e for e in ev if e["event"] == "recovery" and e["completed"] and e["failure"] == "host-lost"]
+assert len(rec) == 1 and rec[0]["phases"]["reshard"] > 0, rec
 t = {e["event"]: e["t"] for e in ev if e["event"] in ("resizing", "grow")}
 print(f"# shrink dp 4 -> 2 (accum 1 -> 2) after the loss at step 12, grow back at step {resizing['step']}; "
       f"{fin['degraded_steps']} steps degraded; worst loss rel {worst:.1e} vs one process; host loss to first new "
       f"step {rec[0]['total_s']:.2f} s (reshard {rec[0]['phases']['reshard']:.2f} s); planned grow stop to relaunch "
       f"{t['grow'] - t['resizing']:.2f} s; ledger reshard {gp['seconds']['reshard']:.2f} s of wall {gp['wall_s']:.1f} s; "
-      f"test run {secs:.1f} s")
+      f"test run {secs:.1f} s" + (f"; {len(never)} relaunch(es) after a launch that never connected" if never else ""))
 PY
 then pass elastic_shrink_and_grow
 else
@@ -125,7 +130,7 @@ fi
 
 # no size down to MIN fits: one line saying why, non-zero exit
 printf '%s slots=2\n%s slots=2\n' "$net.11" "$net.13" >"$T/hosts3"
-timeout 120 "$M" run -n 4 --hosts "$T/hosts3" --elastic 3 --max-restarts 2 --start-timeout 60 --hb-addr "$net.1" \
+timeout 120 "$M" run -n 4 --hosts "$T/hosts3" --elastic 3 --max-restarts 4 --hang-timeout 8 --start-timeout 30 --hb-addr "$net.1" \
     "${MPI_NS[@]}" --inject "host@3:$net.13" --cut-link-cmd "$T/cut.sh" --events "$T/ev3.jsonl" -- \
     train $train --dp 4 --save "$T/run3" --save-every 5 >"$T/run3.out" 2>&1
 rc=$?
