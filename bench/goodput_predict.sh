@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # bench/goodput_predict.sh: predicted vs measured effective training time of a fault soak at two
 # fault rates (issue 30, acceptance 4; docs/SIMULATOR.md "Goodput of a fault soak").
-#   1. a calibration run: the same job with CAL_KILLS kills and CAL_HANGS hangs at fixed steps
+#   1. calibration runs: the same job with CAL_KILLS kills and CAL_HANGS hangs at fixed steps
 #      (--inject kill@/hang@, no Poisson clock): the step time, the start and finish, and the
-#      down time of one kill and of one hang are measured there;
+#      down time of one kill and of one hang are measured there; one before each soak and one after
+#      the last, since this shared machine's load drifts over minutes;
 #   2. the soaks: the same job under `myriad run --inject-rate kill+hang:MTBF,seed=SEED` for each
-#      MTBF in MTBFS (default 20 and 60 s of up time), each a run the calibration never saw;
-#   3. for each soak `myriad sim goodput` with the soak's clock, steps and copy interval and the
-#      calibration's event log predicts the effective time (productive / wall): the expectation
-#      over fault schedules (with its spread, +-1 sigma) and the replay of the seed's own schedule;
-#      the measured figure is the soak's goodput event. Prints both and the differences in
-#      percentage points; writes OUT/results.md (the bench's figures: bench/goodput_predict_results.md).
+#      MTBF in MTBFS (default 20 and 60 s of up time), each a run no calibration saw;
+#   3. for each soak `myriad sim goodput` with the soak's clock and steps and the event logs of the
+#      calibration runs just before and after it predicts the effective time (productive / wall):
+#      the expectation over fault schedules (with its spread, +-1 sigma) and the replay of the
+#      seed's own schedule; the measured figure is the soak's goodput event. Prints both and the
+#      differences in percentage points; writes OUT/results.md (bench/goodput_predict_results.md).
 # The job: the real trainer, GPT-2 shape (2 layers, hidden 64), dp 4 on this machine, in-memory
 # copies every step (myriad run's default), disk saves every 50 steps, --hang-timeout HANG.
 set -uo pipefail
@@ -20,11 +21,11 @@ M=${MYRIAD:-$PWD/bin/myriad}
 OUT=${OUT:-/tmp/myriad-goodput-predict}
 MTBFS=${MTBFS:-"20 60"}
 SEED=${SEED:-1}
-STEPS=${STEPS:-2000}
+STEPS=${STEPS:-1200}
 HANG=${HANG:-3}
-CAL_KILLS=${CAL_KILLS:-3}
-CAL_HANGS=${CAL_HANGS:-3}
-CAL_STEPS=${CAL_STEPS:-$(( 80 * (CAL_KILLS + CAL_HANGS) + 80 ))}
+CAL_KILLS=${CAL_KILLS:-2}
+CAL_HANGS=${CAL_HANGS:-2}
+CAL_STEPS=${CAL_STEPS:-$(( 60 * (CAL_KILLS + CAL_HANGS) + 60 ))}
 rm -rf "$OUT" && mkdir -p "$OUT"
 export MYRIAD_SHM_DIR="$OUT/shm"
 /usr/bin/python3 bench/make_tokens.py "$OUT/tok.bin" 100000 67 5 >/dev/null
@@ -44,21 +45,33 @@ run() { # NAME STEPS FAULT-FLAGS...
     [ $rc -eq 0 ] || { tail -5 "$OUT/$name.out"; return 1; }
 }
 
-# 1. calibration: kills and hangs alternating, every 20 steps from step 20, ranks 1, 2, 3, 0, ...
+# 1. calibration runs, one before each soak and one after the last: the kills first, then the
+# hangs, every 60 steps from step 60, ranks 1, 2, 3, 0, ... (fixed steps, no Poisson clock)
 faults=""
 for i in $(seq 1 $(( CAL_KILLS + CAL_HANGS ))); do
-    kind=kill; [ $(( i % 2 )) -eq 0 ] && [ $(( i / 2 )) -le "$CAL_HANGS" ] && kind=hang
-    [ $(( (i + 1) / 2 )) -gt "$CAL_KILLS" ] && kind=hang
-    faults="$faults${faults:+,}$kind@$(( 80 * i )):$(( i % 4 ))"
+    kind=kill; [ "$i" -gt "$CAL_KILLS" ] && kind=hang
+    faults="$faults${faults:+,}$kind@$(( 60 * i )):$(( i % 4 ))"
 done
-run calibration "$CAL_STEPS" --inject "$faults" || exit 1
-"$M" sim goodput --inject-rate kill+hang:60 --steps "$STEPS" --calibration "$OUT/calibration.jsonl" --hang-timeout "$HANG" | head -3
-
-# 2 and 3: the soaks and their predictions
-for mtbf in $MTBFS; do
+# 2. the soaks, each between two calibration runs (this machine's load drifts over minutes: each
+# soak is predicted from the calibrations just before and just after it, never from itself)
+set -- $MTBFS
+run calibration-0 "$CAL_STEPS" --inject "$faults" || exit 1
+k=0
+for mtbf in "$@"; do
     run "soak-$mtbf" "$STEPS" --inject-rate "kill+hang:$mtbf,seed=$SEED" || exit 1
-    "$M" sim goodput --inject-rate "kill+hang:$mtbf,seed=$SEED" --steps "$STEPS" --calibration "$OUT/calibration.jsonl" \
-        --hang-timeout "$HANG" --json >"$OUT/predict-$mtbf.json" || exit 1
+    k=$(( k + 1 ))
+    run "calibration-$k" "$CAL_STEPS" --inject "$faults" || exit 1
+done
+# 3. the predictions, from the calibration runs alone
+k=0
+for mtbf in "$@"; do
+    cal=(--calibration "$OUT/calibration-$k.jsonl" --calibration "$OUT/calibration-$(( k + 1 )).jsonl")
+    echo "soak-$mtbf, predicted from calibration-$k and calibration-$(( k + 1 )):"
+    "$M" sim goodput --inject-rate "kill+hang:$mtbf,seed=$SEED" --steps "$STEPS" "${cal[@]}" --hang-timeout "$HANG" || exit 1
+    "$M" sim goodput --inject-rate "kill+hang:$mtbf,seed=$SEED" --steps "$STEPS" "${cal[@]}" --hang-timeout "$HANG" \
+        --json >"$OUT/predict-$mtbf.json" || exit 1
+    echo "calibration-$k calibration-$(( k + 1 ))" >"$OUT/predict-$mtbf.from"
+    k=$(( k + 1 ))
 done
 
 /usr/bin/python3 - "$OUT" "$SEED" "$STEPS" "$HANG" $MTBFS <<'PY'
@@ -66,18 +79,22 @@ import json, sys
 out, seed, steps, hang, mtbfs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 def events(name): return [json.loads(l) for l in open("%s/%s.jsonl" % (out, name))]
 def goodput(ev): return [e for e in ev if e["event"] == "goodput"][-1]
-cal = events("calibration")
-cg = goodput(cal)
-rec = [e for e in cal if e["event"] == "recovery" and e["completed"]]
 lines = []
 p = lambda s="": (print(s), lines.append(s))
-p("calibration run: %d steps, %.1f s wall, effective %.2f%%, %d recoveries (%s)" % (
-    [e for e in cal if e["event"] == "finished"][-1]["steps"], cg["wall_s"], 100 * cg["effective"], len(rec),
-    ", ".join("%s %.2f s" % (r["failure"], r["total_s"] - r["phases"]["replay"]) for r in rec)))
+import glob, os
+for name in sorted(os.path.basename(f)[:-6] for f in glob.glob(out + "/calibration-*.jsonl")):
+    cal = events(name)
+    cg = goodput(cal)
+    rec = [e for e in cal if e["event"] == "recovery" and e["completed"]]
+    p("%s: %d steps, %.1f s wall, productive %.4f s per step, effective %.2f%%, %d recoveries (down time: %s)" % (
+        name, [e for e in cal if e["event"] == "finished"][-1]["steps"], cg["wall_s"],
+        cg["seconds"]["productive"] / [e for e in cal if e["event"] == "finished"][-1]["steps"], 100 * cg["effective"], len(rec),
+        ", ".join("%s %.2f s" % (r["failure"], r["total_s"] - r["phases"]["replay"]) for r in rec)))
 p()
-p("| MTBF (s of up time) | faults fired (kill, hang) | wall s | measured effective | predicted: expectation +- sigma | diff pp | predicted: replay of seed %s | diff pp |" % seed)
-p("|---|---|---|---|---|---|---|---|")
+p("| MTBF (s of up time) | calibrations | faults fired (kill, hang) | wall s | measured effective | predicted: expectation +- sigma | diff pp | predicted: replay of seed %s | diff pp |" % seed)
+p("|---|---|---|---|---|---|---|---|---|")
 worst = 0
+soak_info = []
 for m in mtbfs:
     ev = events("soak-%s" % m)
     g = goodput(ev)
@@ -85,13 +102,16 @@ for m in mtbfs:
     pr = json.load(open("%s/predict-%s.json" % (out, m)))
     meas, ex, rp = 100 * g["seconds"]["productive"] / g["wall_s"], 100 * pr["expected"]["effective"], 100 * pr["replay"]["effective"]
     worst = max(worst, abs(ex - meas), abs(rp - meas))
-    p("| %s | %d (%d, %d); predicted %.1f expected, %d replayed | %.1f | **%.2f%%** | %.2f%% +- %.2f | %+.2f | %.2f%% | %+.2f |" % (
-        m, len(inj), sum(e["fault"] == "kill" for e in inj), sum(e["fault"] == "hang" for e in inj), pr["expected"]["faults"],
+    fin = [e for e in ev if e["event"] == "finished"][-1]
+    soak_info.append("soak-%s: productive %.4f s per step" % (m, g["seconds"]["productive"] / fin["steps"]))
+    p("| %s | %s | %d (%d, %d); predicted %.1f expected, %d replayed | %.1f | **%.2f%%** | %.2f%% +- %.2f | %+.2f | %.2f%% | %+.2f |" % (
+        m, open("%s/predict-%s.from" % (out, m)).read().strip().replace(" ", ", "), len(inj), sum(e["fault"] == "kill" for e in inj), sum(e["fault"] == "hang" for e in inj), pr["expected"]["faults"],
         pr["replay"]["faults"], g["wall_s"], meas, ex, 100 * pr["expected"]["sigma"], ex - meas, rp, rp - meas))
 p()
-p("model inputs (from the calibration run): step %.4f s up time, productive %.4f s, start and finish %.3f s, recovery %s, "
+p("model inputs of the last soak (its two calibration runs pooled): step %.4f s up time, productive %.4f s, start and finish %.3f s, recovery %s, "
   "lost per fault %.4f s" % (pr["step_s"], pr["productive_s"], pr["fixed_s"],
   ", ".join("%s %.3f s" % kv for kv in pr["recovery_s"].items()), pr["lost_per_fault_s"]))
+p("measured in the soaks themselves (not used by the prediction): " + "; ".join(soak_info))
 p("largest difference: %.2f pp" % worst)
 open(out + "/results.md", "w").write("\n".join(lines) + "\n")
 PY

@@ -89,6 +89,39 @@ static int read_calibration(const char *path, Calibration *c) {
     return 0;
 }
 
+/* Several calibration runs pooled (e.g. one before the runs predicted and one after, so that a
+ * machine whose load drifts is measured across the same stretch): step times weighted by steps,
+ * recoveries by their count, the start and finish averaged over the runs. */
+static void pool(Calibration *into, const Calibration *c, int nth) {
+    if (nth == 0) { *into = *c; return; }
+    double a = (double)into->steps, b = (double)c->steps;
+    into->step_s = (into->step_s * a + c->step_s * b) / (a + b);
+    into->productive_s = (into->productive_s * a + c->productive_s * b) / (a + b);
+    into->fixed_s = (into->fixed_s * nth + c->fixed_s) / (nth + 1);
+    into->wall_s += c->wall_s;
+    into->effective = (into->effective * nth + c->effective) / (nth + 1);
+    into->steps += c->steps, into->recomputed_steps += c->recomputed_steps;
+    for (int k = 0; k < CLOCK_KINDS; k++) {
+        int n = into->nrec[k] + c->nrec[k];
+        if (!n) continue;
+        into->recovery_s[k] = (into->recovery_s[k] * into->nrec[k] + c->recovery_s[k] * c->nrec[k]) / n;
+        into->detection_s[k] = (into->detection_s[k] * into->nrec[k] + c->detection_s[k] * c->nrec[k]) / n;
+        into->nrec[k] = n;
+    }
+}
+
+typedef struct {
+    const char *path[8];
+    int n;
+} CalFiles;
+
+static int add_cal(void *dst, const char *v) {
+    CalFiles *f = dst;
+    if (f->n == 8) return myr_error("sim goodput: at most 8 --calibration files");
+    f->path[f->n++] = v;
+    return 0;
+}
+
 typedef struct {
     double s[CLOCK_KINDS];
 } RecoveryFlags;
@@ -120,16 +153,17 @@ int sim_goodput_main(int argc, char **argv) {
     GoodputModel m = {.copy_every = -1, .commit_lag = 1, .step_s = -1, .productive_s = -1, .fixed_s = -1};
     RecoveryFlags rf;
     for (int k = 0; k < CLOCK_KINDS; k++) rf.s[k] = m.recovery_s[k] = -1;
-    const char *cal_path = NULL;
+    CalFiles cf = {{0}, 0};
     double hang_timeout = -1;
     int mem_every = -1, save_every = -1, json = 0;
     long long steps = 0;
     const Opt rows[] = {
         OPT_CALL("--inject-rate", "SPEC", &m.clock, add_rate, "the run's fault clock, as given to `myriad run` (KINDS:MTBF_S[,seed=N])"),
         OPT_LONG("--steps", "N", &steps, 1, 1000000000000LL, "steps the run computes (its train --steps)"),
-        OPT_STR("--calibration", "EVENTS", &cal_path,
-                "event log of another finished run of the same job (myriad run --events) with\n"
-                "failures of each kind: the step time, start, finish and recovery times measured there"),
+        OPT_CALL("--calibration", "EVENTS", &cf, add_cal,
+                 "event log of another finished run of the same job (myriad run --events) with\n"
+                 "failures of each kind: the step time, start, finish and recovery times measured\n"
+                 "there (repeatable: the runs pooled)"),
         OPT_INT("--mem-ckpt-every", "C", &mem_every, 0, 1 << 30, "the run's in-memory copy interval in steps (default 1, myriad run's default)"),
         OPT_INT("--save-every", "D", &save_every, 0, 1 << 30, "its disk checkpoint interval (the copy interval when --mem-ckpt-every 0)"),
         OPT_DOUBLE("--step-s", "S", &m.step_s, 0, 1e9, "up time of one step (instead of the calibration's)"),
@@ -153,7 +187,12 @@ int sim_goodput_main(int argc, char **argv) {
     m.steps = steps;
     Calibration c;
     memset(&c, 0, sizeof c);
-    if (cal_path && read_calibration(cal_path, &c)) myr_die_last();
+    for (int i = 0; i < cf.n; i++) {
+        Calibration one;
+        if (read_calibration(cf.path[i], &one)) myr_die_last();
+        pool(&c, &one, i);
+    }
+    const char *cal_path = cf.n ? cf.path[0] : NULL;
     int given_step = m.step_s >= 0, given_prod = m.productive_s >= 0, given_fixed = m.fixed_s >= 0;
     if (!given_step) m.step_s = cal_path ? c.step_s : -1;
     if (!given_prod) m.productive_s = given_step || !cal_path ? m.step_s : c.productive_s;
@@ -184,8 +223,9 @@ int sim_goodput_main(int argc, char **argv) {
         return 0;
     }
     if (cal_path) {
-        printf("calibration: %s (%lld steps, %.1f s wall, effective %.1f%%; recoveries:", cal_path, c.steps, c.wall_s,
-               100 * c.effective);
+        printf("calibration:");
+        for (int i = 0; i < cf.n; i++) printf(" %s", cf.path[i]);
+        printf(" (%lld steps, %.1f s wall, effective %.1f%%; recoveries:", c.steps, c.wall_s, 100 * c.effective);
         if (!(c.nrec[0] + c.nrec[1] + c.nrec[2])) printf(" none");
         for (int k = 0; k < CLOCK_KINDS; k++)
             if (c.nrec[k]) printf(" %d %s, mean %.3f s (detection %.3f s)", c.nrec[k], fault_clock_kind_name(k), c.recovery_s[k], c.detection_s[k]);

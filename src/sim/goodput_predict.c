@@ -9,10 +9,11 @@
  *     report and is detected --hang-timeout after the stopped rank's last report, so a hang at a
  *     uniform point of a step is found tau/2 sooner on average: R = mean R_k - p_hang tau / 2;
  *   - lost up time rho: the work since the newest committed copy, computed again. With a copy every
- *     c steps and the copy of step k committed commit_lag (f) steps later, a fault at a uniform point
- *     of the cycle loses rho = tau (c/2 + f) (the step in flight, half a step on average, the (c-1)/2
- *     complete steps since the last copy step on average, and, with probability f... for f <= 1:
- *     when it strikes before the newest copy committed, the c steps before that copy too).
+ *     c steps, the copy of step k committed f steps later (f = commit_lag <= 1) and the fault at a
+ *     uniform point of the cycle, in step j (1..c) after the last copy step at offset u: it loses
+ *     the (j - 1) complete steps since that copy step and u, plus the c steps before that copy when
+ *     it struck step 1 before the copy committed (probability f / c): rho = tau (c/2 + f)
+ *     ((c-1)/2 + 1/2 + f); every-step copies (c = 1, f = 1) lose 1.5 steps per fault.
  * The total up time U = S tau + (lost work) and the fault count N satisfy E[N] = lambda E[U] (the
  * compensated Poisson count N(t) - lambda t is a martingale and the job's end is a stopping time),
  * and E[lost work] = rho E[N], so
@@ -75,38 +76,66 @@ int goodput_expect(const GoodputModel *m, GoodputPrediction *p) {
     return 0;
 }
 
-int goodput_replay(const GoodputModel *m, GoodputPrediction *p) {
+/* The replay over draws from next(ctx, &d) (0: no more faults). */
+static int replay(const GoodputModel *m, int (*next)(void *, ClockDraw *), void *ctx, GoodputPrediction *p) {
     if (goodput_model_check(m)) return -1;
     memset(p, 0, sizeof *p);
-    FaultClock c = m->clock;
-    fault_clock_reset(&c);
     double tau = m->step_s, wall = m->fixed_s;
     long long s = 0, c_every = m->copy_every; /* s: the step the attempt resumes after */
-    for (long long attempt = 0; attempt < 100000000; attempt++) {
+    for (;;) {
         ClockDraw d;
-        fault_clock_draw(&c, &d);
         double left = (double)(m->steps - s) * tau;
-        if (d.after_s >= left) { /* the job ends before this attempt's fault */
+        if (!next(ctx, &d) || d.after_s >= left) { /* the job ends before this attempt's fault */
             wall += left, p->up_s += left;
             break;
         }
         long long done = (long long)floor(d.after_s / tau); /* steps completed in this attempt */
         double into = d.after_s - (double)done * tau;
-        /* copies of the steps k (multiples of c) committed by now: k + lag steps done, i.e. k <= s + done - lag
-         * (lag 1: the copy of step k is committed once step k + 1 is); the attempt's own restore point s stays */
+        /* the copy of step k (a multiple of c) is committed once step k + lag is done: the newest is
+         * the largest such k <= s + done - lag, or the attempt's own restore point s */
         long long newest = (long long)floor((double)(s + done) - m->commit_lag + 1e-9);
         newest -= ((newest % c_every) + c_every) % c_every;
         if (newest < s) newest = s;
         p->lost_s += d.after_s - (double)(newest - s) * tau;
         p->up_s += d.after_s;
         double R = m->recovery_s[d.kind] - (d.kind == CLOCK_HANG ? into : 0);
+        if (R < 0) R = 0;
         p->down_s += R;
         wall += d.after_s + R;
         p->faults += 1;
         s = newest;
+        if (p->faults > 1e8) return myr_error("sim goodput: more than 1e8 faults before the end: the job never finishes");
     }
     p->wall_s = wall;
     p->productive_s = (double)m->steps * m->productive_s;
     p->effective = p->productive_s / p->wall_s;
     return 0;
+}
+
+static int next_from_clock(void *ctx, ClockDraw *d) {
+    fault_clock_draw(ctx, d);
+    return 1;
+}
+
+int goodput_replay(const GoodputModel *m, GoodputPrediction *p) {
+    FaultClock c = m->clock;
+    fault_clock_reset(&c);
+    return replay(m, next_from_clock, &c, p);
+}
+
+typedef struct {
+    const ClockDraw *d;
+    int n, i;
+} DrawList;
+
+static int next_from_list(void *ctx, ClockDraw *d) {
+    DrawList *l = ctx;
+    if (l->i >= l->n) return 0;
+    *d = l->d[l->i++];
+    return 1;
+}
+
+int goodput_replay_draws(const GoodputModel *m, const ClockDraw *draws, int n, GoodputPrediction *p) {
+    DrawList l = {draws, n, 0};
+    return replay(m, next_from_list, &l, p);
 }

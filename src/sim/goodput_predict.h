@@ -37,6 +37,8 @@ int goodput_expect(const GoodputModel *m, GoodputPrediction *p);
 /* The same costs over exactly the schedule of the clock's seed (the launcher's draws, attempt by
  * attempt): the prediction for one soak with its seed. Resets a copy of m->clock. */
 int goodput_replay(const GoodputModel *m, GoodputPrediction *p);
+/* The replay over the given draws, the job ending after the last (tests: hand-made schedules). */
+int goodput_replay_draws(const GoodputModel *m, const ClockDraw *draws, int n, GoodputPrediction *p);
 
 /* `myriad sim goodput ...` (goodput_cmd.c); argv[0] is "goodput". */
 int sim_goodput_main(int argc, char **argv);
