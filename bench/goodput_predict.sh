@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench/goodput_predict.sh: predicted vs measured effective training time of a fault soak at two
 # fault rates (issue 30, acceptance 4; docs/SIMULATOR.md "Goodput of a fault soak").
-#   1. calibration runs: the same job with CAL_KILLS kills and CAL_HANGS hangs at fixed steps
-#      (--inject kill@/hang@, no Poisson clock): the step time, the start and finish, and the
-#      down time of one kill and of one hang are measured there; one before each soak and one after
-#      the last, since this shared machine's load drifts over minutes;
-#   2. the soaks: the same job under `myriad run --inject-rate kill+hang:MTBF,seed=SEED` for each
-#      MTBF in MTBFS (default 20 and 60 s of up time), each a run no calibration saw;
-#   3. for each soak `myriad sim goodput` with the soak's clock and steps and the event logs of the
-#      calibration runs just before and after it predicts the effective time (productive / wall):
+#   1. the soaks: the job under `myriad run --inject-rate kill+hang:MTBF,seed=SEED` for each MTBF
+#      in MTBFS (default 20 and 60 s of up time), one after the other;
+#   2. calibration runs beside each soak, back to back from its start to its end: the same job with
+#      CAL_KILLS kills and CAL_HANGS hangs at fixed steps (--inject kill@/hang@, no Poisson clock),
+#      where the step time, the start and finish, and the down time of one kill and of one hang
+#      are measured. Beside, not before or after: on this shared 2-core machine the load of other
+#      work moves the step time by 30% or more from one minute to the next, and a calibration at
+#      another time measures another machine; beside the soak it shares the soak's load (and adds
+#      its own, which the soak shares in turn);
+#   3. for each soak `myriad sim goodput` with the soak's clock and steps and the event logs of its
+#      calibration runs (never the soak's own) predicts the effective time (productive / wall):
 #      the expectation over fault schedules (with its spread, +-1 sigma) and the replay of the
 #      seed's own schedule; the measured figure is the soak's goodput event. Prints both and the
 #      differences in percentage points; writes OUT/results.md (bench/goodput_predict_results.md).
@@ -25,9 +28,8 @@ STEPS=${STEPS:-1200}
 HANG=${HANG:-3}
 CAL_KILLS=${CAL_KILLS:-2}
 CAL_HANGS=${CAL_HANGS:-2}
-CAL_STEPS=${CAL_STEPS:-$(( 60 * (CAL_KILLS + CAL_HANGS) + 60 ))}
+CAL_STEPS=${CAL_STEPS:-$(( 30 * (CAL_KILLS + CAL_HANGS) + 30 ))}
 rm -rf "$OUT" && mkdir -p "$OUT"
-export MYRIAD_SHM_DIR="$OUT/shm"
 /usr/bin/python3 bench/make_tokens.py "$OUT/tok.bin" 100000 67 5 >/dev/null
 train="--arch gpt2 --layers 2 --hidden 64 --heads 4 --ffn 256 --vocab 67 --max-seq 32 --data $OUT/tok.bin --batch 16 --seq 32 \
 --lr 3e-3 --lr-schedule cosine --warmup 3 --threads 1 --peak-tflops 1 --dp 4 --save-every 50"
@@ -36,42 +38,37 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 run() { # NAME STEPS FAULT-FLAGS...
     local name=$1 steps=$2
     shift 2
-    rm -rf "$OUT/$name" "$MYRIAD_SHM_DIR"
+    rm -rf "$OUT/$name" "$OUT/shm-$name"
     local l0; l0=$(load)
-    timeout 1800 "$M" run -n 4 --max-restarts 1000 --hang-timeout "$HANG" "$@" --events "$OUT/$name.jsonl" -- \
-        train $train --steps "$steps" --save "$OUT/$name" >"$OUT/$name.out" 2>&1
+    MYRIAD_SHM_DIR="$OUT/shm-$name" timeout 1800 "$M" run -n 4 --max-restarts 1000 --hang-timeout "$HANG" "$@" \
+        --events "$OUT/$name.jsonl" -- train $train --steps "$steps" --save "$OUT/$name" >"$OUT/$name.out" 2>&1
     local rc=$?
-    echo "$name: exit $rc, load before $l0, after $(load)" | tee -a "$OUT/load.txt"
-    [ $rc -eq 0 ] || { tail -5 "$OUT/$name.out"; return 1; }
+    rm -rf "$OUT/shm-$name"
+    echo "$name: exit $rc, load before $l0, after $(load)" >>"$OUT/load.txt"
+    [ $rc -eq 0 ] || { echo "$name failed (exit $rc):"; tail -5 "$OUT/$name.out"; return 1; }
 }
 
-# 1. calibration runs, one before each soak and one after the last: the kills first, then the
-# hangs, every 60 steps from step 60, ranks 1, 2, 3, 0, ... (fixed steps, no Poisson clock)
+# the calibration's faults: the kills first, then the hangs, every 30 steps, ranks 1, 2, 3, 0, ...
 faults=""
 for i in $(seq 1 $(( CAL_KILLS + CAL_HANGS ))); do
     kind=kill; [ "$i" -gt "$CAL_KILLS" ] && kind=hang
-    faults="$faults${faults:+,}$kind@$(( 60 * i )):$(( i % 4 ))"
+    faults="$faults${faults:+,}$kind@$(( 30 * i )):$(( i % 4 ))"
 done
-# 2. the soaks, each between two calibration runs (this machine's load drifts over minutes: each
-# soak is predicted from the calibrations just before and just after it, never from itself)
-set -- $MTBFS
-run calibration-0 "$CAL_STEPS" --inject "$faults" || exit 1
-k=0
-for mtbf in "$@"; do
-    run "soak-$mtbf" "$STEPS" --inject-rate "kill+hang:$mtbf,seed=$SEED" || exit 1
-    k=$(( k + 1 ))
-    run "calibration-$k" "$CAL_STEPS" --inject "$faults" || exit 1
-done
-# 3. the predictions, from the calibration runs alone
-k=0
-for mtbf in "$@"; do
-    cal=(--calibration "$OUT/calibration-$k.jsonl" --calibration "$OUT/calibration-$(( k + 1 )).jsonl")
-    echo "soak-$mtbf, predicted from calibration-$k and calibration-$(( k + 1 )):"
+for mtbf in $MTBFS; do
+    run "soak-$mtbf" "$STEPS" --inject-rate "kill+hang:$mtbf,seed=$SEED" &
+    soak=$!
+    k=0 cal=()
+    while kill -0 $soak 2>/dev/null; do
+        run "calibration-$mtbf-$k" "$CAL_STEPS" --inject "$faults" || exit 1
+        cal+=(--calibration "$OUT/calibration-$mtbf-$k.jsonl")
+        k=$(( k + 1 ))
+    done
+    wait $soak || exit 1
+    echo "$(grep "^soak-$mtbf:" "$OUT/load.txt"); $k calibration runs beside it"
     "$M" sim goodput --inject-rate "kill+hang:$mtbf,seed=$SEED" --steps "$STEPS" "${cal[@]}" --hang-timeout "$HANG" || exit 1
     "$M" sim goodput --inject-rate "kill+hang:$mtbf,seed=$SEED" --steps "$STEPS" "${cal[@]}" --hang-timeout "$HANG" \
         --json >"$OUT/predict-$mtbf.json" || exit 1
-    echo "calibration-$k calibration-$(( k + 1 ))" >"$OUT/predict-$mtbf.from"
-    k=$(( k + 1 ))
+    echo "$k" >"$OUT/predict-$mtbf.from"
 done
 
 /usr/bin/python3 - "$OUT" "$SEED" "$STEPS" "$HANG" $MTBFS <<'PY'
@@ -82,7 +79,7 @@ def goodput(ev): return [e for e in ev if e["event"] == "goodput"][-1]
 lines = []
 p = lambda s="": (print(s), lines.append(s))
 import glob, os
-for name in sorted(os.path.basename(f)[:-6] for f in glob.glob(out + "/calibration-*.jsonl")):
+for name in sorted((os.path.basename(f)[:-6] for f in glob.glob(out + "/calibration-*.jsonl")), key=lambda n: [int(x) for x in n.split("-")[1:]]):
     cal = events(name)
     cg = goodput(cal)
     rec = [e for e in cal if e["event"] == "recovery" and e["completed"]]
@@ -91,7 +88,7 @@ for name in sorted(os.path.basename(f)[:-6] for f in glob.glob(out + "/calibrati
         cg["seconds"]["productive"] / [e for e in cal if e["event"] == "finished"][-1]["steps"], 100 * cg["effective"], len(rec),
         ", ".join("%s %.2f s" % (r["failure"], r["total_s"] - r["phases"]["replay"]) for r in rec)))
 p()
-p("| MTBF (s of up time) | calibrations | faults fired (kill, hang) | wall s | measured effective | predicted: expectation +- sigma | diff pp | predicted: replay of seed %s | diff pp |" % seed)
+p("| MTBF (s of up time) | calibration runs beside it | faults fired (kill, hang) | wall s | measured effective | predicted: expectation +- sigma | diff pp | predicted: replay of seed %s | diff pp |" % seed)
 p("|---|---|---|---|---|---|---|---|---|")
 worst = 0
 soak_info = []
@@ -105,10 +102,10 @@ for m in mtbfs:
     fin = [e for e in ev if e["event"] == "finished"][-1]
     soak_info.append("soak-%s: productive %.4f s per step" % (m, g["seconds"]["productive"] / fin["steps"]))
     p("| %s | %s | %d (%d, %d); predicted %.1f expected, %d replayed | %.1f | **%.2f%%** | %.2f%% +- %.2f | %+.2f | %.2f%% | %+.2f |" % (
-        m, open("%s/predict-%s.from" % (out, m)).read().strip().replace(" ", ", "), len(inj), sum(e["fault"] == "kill" for e in inj), sum(e["fault"] == "hang" for e in inj), pr["expected"]["faults"],
+        m, open("%s/predict-%s.from" % (out, m)).read().strip(), len(inj), sum(e["fault"] == "kill" for e in inj), sum(e["fault"] == "hang" for e in inj), pr["expected"]["faults"],
         pr["replay"]["faults"], g["wall_s"], meas, ex, 100 * pr["expected"]["sigma"], ex - meas, rp, rp - meas))
 p()
-p("model inputs of the last soak (its two calibration runs pooled): step %.4f s up time, productive %.4f s, start and finish %.3f s, recovery %s, "
+p("model inputs of the last soak (its calibration runs pooled): step %.4f s up time, productive %.4f s, start and finish %.3f s, recovery %s, "
   "lost per fault %.4f s" % (pr["step_s"], pr["productive_s"], pr["fixed_s"],
   ", ".join("%s %.3f s" % kv for kv in pr["recovery_s"].items()), pr["lost_per_fault_s"]))
 p("measured in the soaks themselves (not used by the prediction): " + "; ".join(soak_info))

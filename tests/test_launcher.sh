@@ -230,6 +230,43 @@ else
     tail -5 "$out/soak.err" >&2
 fi
 
+# 9b. the Poisson clock (--inject-rate): every clock fault is the seed's draw of its attempt (its
+# wait, kind and rank equal an independent splitmix64 in Python), each costs one restart, and the
+# final state is the failure-free one. The first draw of seed 2 (0.263 s) is shorter than the
+# stub's 1.2 s of steps, so at least one fault fires however fast the machine is.
+STEPS=60 STEP_MS=20 stub_run clock -n 3 --max-restarts 100 --hang-timeout 1 --inject-rate kill+hang:0.5,seed=2
+rc=$?
+STEPS=60 stub_run clockref -n 3 --max-restarts 0
+if [ $rc -eq 0 ] && [ -s "$out/clock/final.txt" ] && cmp -s "$out/clockref/final.txt" "$out/clock/final.txt" &&
+    /usr/bin/python3 - "$out/clock.jsonl" <<'PY'
+import json, math, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+inj = [e for e in ev if e["event"] == "inject"]
+fin = [e for e in ev if e["event"] == "finished"][-1]
+st, M = 2, 2 ** 64
+def nxt():
+    global st
+    st = (st + 0x9E3779B97F4A7C15) % M
+    z = st
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % M
+    return z ^ (z >> 31)
+bad = [] if inj and fin["restarts"] == len(inj) else ["%d faults, %d restarts" % (len(inj), fin["restarts"])]
+for i, e in enumerate(inj):
+    t = -0.5 * math.log(((nxt() >> 11) + 0.5) / 2 ** 53)
+    kind, rank = "kh"[nxt() % 2], nxt() % 3
+    if e.get("clock_index") != i or abs(e["after_s"] - t) > 0.0011 or e["fault"][0] != kind or e["rank"] != rank:
+        bad.append("fault %d: %s, want wait %.3f %s rank %d" % (i, e, t, kind, rank))
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+then
+    echo "ok launcher_poisson_clock ($(ev "$out/clock.jsonl" inject) faults at the seed's times)"
+else
+    echo "FAIL launcher_poisson_clock (exit $rc)"; keep clock
+    tail -5 "$out/clock.err" >&2
+fi
+
 # 10. multi-host: 3 hosts as network namespaces on a private bridge (the last one a spare),
 # Open MPI over TCP between them through an rsh agent that runs `ip netns exec`. Only addresses
 # on this bridge are used. Losing host 2 (its processes killed, its link cut) must move the job
