@@ -5,7 +5,8 @@
 # final state (every rank's last step and value) must be identical.
 #   kill a rank, hang a rank (declared dead within the hang timeout +-10%), --max-restarts
 #   enforced with one clear line, a wrong job secret refused, corrupt@ flips exactly one bit,
-#   srun command lines with a fake srun, a random:SEED:COUNT soak (SOAK_FAULTS, default 10),
+#   srun command lines with a fake srun, a random:SEED:COUNT soak (SOAK_FAULTS, default 10), the
+#   Poisson clock of --inject-rate (its faults at the seed's draws, python's splitmix64),
 #   bad input, and a multi-host run on network namespaces that loses a host and finishes on
 #   the spare (skipped when namespaces cannot be created).
 # Prints ok/FAIL/skip lines for tests/run.sh.
@@ -195,6 +196,9 @@ bad inject_kind "unknown fault 'boom'" -n 3 --inject boom@4:1 --exec -- /bin/tru
 bad spares_without_hosts "--spares needs --hosts" -n 2 --spares 1 --exec -- /bin/true
 bad too_few_slots "have 1 slots for 2 ranks" -n 2 --hosts "$out/small_hosts" --spares 1 --exec -- /bin/true
 bad unknown_host "not in --hosts" -n 2 --hosts "$out/small_hosts" --inject host@3:h9 --exec -- /bin/true
+bad inject_rate_kind "unknown fault kind 'kil'" -n 2 --inject-rate kil:20 --exec -- /bin/true
+bad inject_rate_mtbf "MTBF_SECONDS must be a positive number" -n 2 --inject-rate kill:0 --exec -- /bin/true
+bad inject_rate_host_needs_spares "give --hosts FILE with --spares K" -n 2 --inject-rate host:20 --exec -- /bin/true
 
 # SIGTERM to the supervisor ends the job: the ranks are asked to checkpoint and stop (SIGUSR1; the
 # stub has no handler and dies of it), exit 128+15, event "stopped", no rank left behind
@@ -257,7 +261,7 @@ for i, e in enumerate(inj):
     kind, rank = "kh"[nxt() % 2], nxt() % 3
     if e.get("clock_index") != i or abs(e["after_s"] - t) > 0.0011 or e["fault"][0] != kind or e["rank"] != rank:
         bad.append("fault %d: %s, want wait %.3f %s rank %d" % (i, e, t, kind, rank))
-print("; ".join(bad))
+if bad: print("; ".join(bad))
 sys.exit(1 if bad else 0)
 PY
 then

@@ -350,10 +350,10 @@ void faults_clock_check(Sup *s) {
     s->clock_due = INFINITY;
     if (s->failed || s->fault_fired_this_attempt || s->ndone > 0) return;
     if (p->clock_last_step > 0 && s->job_step >= p->clock_last_step) return;
-    int n = s->o->nranks, r = (int)(s->clock_draw.pick % (uint64_t)n);
-    for (int k = 0; k < n && !s->ranks[(r + k) % n].running; k++)
-        if (k == n - 1) return; /* no rank runs */
-    while (!s->ranks[r].running) r = (r + 1) % n;
+    int n = s->o->nranks, r0 = (int)(s->clock_draw.pick % (uint64_t)n), r = -1;
+    for (int k = 0; k < n && r < 0; k++) /* the drawn rank, or the next one that runs */
+        if (s->ranks[(r0 + k) % n].running) r = (r0 + k) % n;
+    if (r < 0) return;
     Fault f = {.rank = r, .step = s->job_step};
     f.kind = s->clock_draw.kind == CLOCK_HANG ? FAULT_HANG : s->clock_draw.kind == CLOCK_HOST ? FAULT_HOST : FAULT_KILL;
     if (f.kind == FAULT_HOST) snprintf(f.host, sizeof f.host, "%s", s->ranks[r].host);

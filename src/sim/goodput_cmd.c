@@ -147,7 +147,7 @@ static int add_recovery(void *dst, const char *v) {
 
 static int add_rate(void *dst, const char *v) { return fault_clock_parse(dst, v); }
 
-static const char *src(int given, const char *cal) { return given ? "given" : cal ? "measured on the calibration run" : "default"; }
+static const char *src(int given, const char *cal) { return given ? "given" : cal ? "calibration" : "default"; }
 
 int sim_goodput_main(int argc, char **argv) {
     GoodputModel m = {.copy_every = -1, .commit_lag = 1, .step_s = -1, .productive_s = -1, .fixed_s = -1};
