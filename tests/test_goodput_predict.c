@@ -113,8 +113,9 @@ static void test_expectation_by_hand(void) {
     CHECK(goodput_expect(&m, &p) == 0, "%s", myr_last_error());
     CHECK_CLOSE(p.wall_s, 130.74468085106383, 1e-12, 0, "mixed wall");
     CHECK_CLOSE(p.effective, 80 / 130.74468085106383, 1e-12, 0, "mixed effective");
-    /* the spread: sqrt(2.12766) x (6.75 + 3 / 0.94) / 130.74468 x 0.61188 */
-    CHECK_CLOSE(p.sigma, 0.61188 * sqrt(2.1276595744680851) * (6.75 + 3 / 0.94) / 130.74468085106383, 1e-4, 0, "sigma");
+    /* the spread: each fault costs its kind's R_k + 3 / 0.94: kill 8.19149, hang 11.69149 s;
+     * sigma(T) = sqrt(2.12766 x (8.19149^2 + 11.69149^2) / 2) = 14.72411 s, x 0.61188 / 130.74468 */
+    CHECK_CLOSE(p.sigma, 0.06890820719490484, 1e-9, 0, "sigma");
     /* refusals: work lost faster than it is done; a kind with no recovery time */
     m = model("kill:1");
     m.copy_every = 4;

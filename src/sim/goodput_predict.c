@@ -19,8 +19,9 @@
  * and E[lost work] = rho E[N], so
  *   E[U] = S tau / (1 - lambda rho),   E[N] = lambda E[U],   E[T] = F + E[U] + E[N] R,
  *   effective = S tau_p / E[T]
- * (the ratio of expectations; the run's own ratio scatters around it with the Poisson count:
- * sigma(N) = sqrt(E[N]), each fault more costing R + rho / (1 - lambda rho) of wall time).
+ * (the ratio of expectations; the run's own ratio scatters around it with the schedule: the
+ * wall time is a compound Poisson sum, each fault costing its kind's R_k + rho / (1 - lambda rho),
+ * so sigma(T) = sqrt(E[N] E[cost^2]) over the kinds drawn, and sigma = effective sigma(T) / E[T]).
  * The replay walks the seed's draws instead: attempt a lasts draw a's up time (or to the end),
  * its lost work is exactly the steps after the newest committed copy plus the step in flight, its
  * hang is found the draw's offset into its step sooner. */
@@ -71,8 +72,15 @@ int goodput_expect(const GoodputModel *m, GoodputPrediction *p) {
     p->wall_s = m->fixed_s + p->up_s + p->down_s;
     p->productive_s = (double)m->steps * m->productive_s;
     p->effective = p->productive_s / p->wall_s;
-    double per_fault = R + rho / (1 - lambda * rho);
-    p->sigma = p->effective * sqrt(p->faults) * per_fault / p->wall_s;
+    /* the wall time's spread: a compound Poisson sum over the faults, each costing its kind's R_k
+     * and its lost work (and the faults that work exposes): Var = E[N] E[cost^2] */
+    double extra = rho / (1 - lambda * rho), sq = 0;
+    for (int k = 0; k < CLOCK_KINDS; k++)
+        if (m->clock.kinds[k]) {
+            double cost = m->recovery_s[k] - (k == CLOCK_HANG ? m->step_s / 2 : 0) + extra;
+            sq += cost * cost / m->clock.nkinds;
+        }
+    p->sigma = p->effective * sqrt(p->faults * sq) / p->wall_s;
     return 0;
 }
 
