@@ -11,11 +11,17 @@ import sys
 
 
 def log(path):
-    return [(r["loss"], r["grad_norm"]) for r in map(json.loads, open(path))]
+    try:
+        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, open(path))]
+    except OSError as e:
+        sys.exit(f"no log: {e}")
 
 
 def header(path):
-    b = open(path, "rb").read()
+    try:
+        b = open(path, "rb").read()
+    except OSError as e:
+        sys.exit(f"no export: {e}")
     n = struct.unpack("<Q", b[:8])[0]
     return b, {k: v for k, v in json.loads(b[8:8 + n]).items() if k != "__metadata__"}
 
