@@ -11,6 +11,7 @@ void model_config_defaults(ModelConfig *c, ModelArch arch) {
     c->arch = arch;
     /* dense unless asked (MoE settings are not family defaults) */
     c->experts = c->top_k = c->shared_experts = c->expert_ffn = c->moe_every = 0;
+    c->vocab_pad = 0; /* no padded vocabulary: a run chooses one (--vocab-pad), a model file never has one */
     c->capacity_factor = c->aux_loss_coef = 0;
     c->rope_scaling = ROPE_PLAIN, c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
     c->rope_original_max_seq = 0, c->attn_bias = c->mlp_bias = 0;

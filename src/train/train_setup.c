@@ -212,13 +212,14 @@ static void write_meta(TrainJob *j) {
     snprintf(j->meta, sizeof j->meta,
              "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
              "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d, \"experts\": %d}, \"layout\": {\"tp\": "
-             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"cp\": %d, \"zero\": %d, \"vocab_pad\": %d}, \"batch\": %d, \"seq\": %d, "
+             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"cp\": %d, \"zero\": %d, \"vocab_pad\": %d}, "
+             "\"batch\": %d, \"seq\": %d, "
              "\"lr\": %.17g, \"lr_schedule\": \"%s\", \"warmup\": %ld, \"min_lr\": %.17g, \"steps\": %ld, "
              "\"shuffle\": %s, \"train_tokens\": %llu}",
              (unsigned long long)o->seed, model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads,
-             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, j->cp, o->dpo.zero, c->vocab_pad, o->batch,
-             o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup, ls->min_lr, o->steps,
-             o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
+             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, j->cp, o->dpo.zero,
+             c->vocab_pad, o->batch, o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup,
+             ls->min_lr, o->steps, o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
 }
 
 /* In-memory checkpoints: the job is named by MYRIAD_JOB_ID or the absolute --save DIR. */
