@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A padded-vocabulary run against the same run unpadded: vocab_pad_compare.py REF.jsonl RUN.jsonl
-REF_DIR RUN_DIR VOCAB. The padding changes no number, so the oracle is equality, not a tolerance:
-every step's loss and gradient norm as logged (9 significant digits) are the same, the exports
+REF_DIR RUN_DIR VOCAB [val]. The padding changes no number, so the oracle is equality, not a
+tolerance: every step's loss, gradient norm and validation loss as logged (9 significant digits;
+with `val`, validation losses must be there) are the same, the exports
 (model.safetensors) are the same bytes, and the export holds no padding: every tensor indexed by
 the vocabulary (GPT-2's wte, Llama's embed_tokens and lm_head) has exactly VOCAB rows. Exit 1 on
 failure, with what differs."""
@@ -12,7 +13,7 @@ import sys
 
 def log(path):
     try:
-        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, open(path))]
+        return [(r["loss"], r["grad_norm"], r.get("val_loss")) for r in map(json.loads, open(path))]
     except OSError as e:
         sys.exit(f"no log: {e}")
 
@@ -33,8 +34,11 @@ if not a or len(a) != len(b):
     problems.append(f"steps {len(b)} vs {len(a)}")
 for i, (x, y) in enumerate(zip(a, b)):
     if x != y:
-        problems.append(f"step {i + 1}: loss, grad_norm {y} vs {x}")
+        problems.append(f"step {i + 1}: loss, grad_norm, val_loss {y} vs {x}")
         break
+vals = sum(1 for x in b if x[2] is not None)
+if len(sys.argv) > 6 and sys.argv[6] == "val" and not vals:
+    problems.append("no validation loss logged")
 ra, ha = header(ref_dir + "/model.safetensors")
 rb, hb = header(run_dir + "/model.safetensors")
 vocab_tensors = [k for k in hb if any(s in k for s in ("wte", "embed_tokens", "lm_head"))]
@@ -49,5 +53,5 @@ if ra != rb:
 if problems:
     print("; ".join(problems))
     sys.exit(1)
-print(f"{len(b)} steps equal (last loss {b[-1][0]}), exports identical ({len(rb)} bytes), "
+print(f"{len(b)} steps equal (last loss {b[-1][0]}; {vals} validation losses), exports identical ({len(rb)} bytes), "
       f"{', '.join(vocab_tensors)}: {vocab} rows")
