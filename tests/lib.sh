@@ -77,10 +77,15 @@ ns_up() {
     fi
     cat >"$dir/agent.sh" <<AGENT
 #!/bin/sh
-# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace
+# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace, with a /tmp
+# of its own as a real host has: Open MPI's daemons keep their session directories under
+# \$TMPDIR/ompi.HOSTNAME.UID, and the emulated hosts share one hostname, so in one shared /tmp a
+# finished job's daemon could remove that directory while the next job's daemon was creating its
+# own in it (a daemon that dies before calling back: mpirun waits for it forever)
 host=\$1; shift
 case "\$host" in $NS_NET.1[1-9]) ns=${p}h\${host#$NS_NET.1};; *) echo "agent: unknown host \$host" >&2; exit 1;; esac
-exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" sh -c "\$*"
+mkdir -p "$dir/tmp-\$host"
+exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" TMPDIR="$dir/tmp-\$host" sh -c "\$*"
 AGENT
     chmod +x "$dir/agent.sh"
     MPI_NS=()
