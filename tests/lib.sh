@@ -96,6 +96,21 @@ AGENT
     done
 }
 
+# ns_cut_script FILE [SHM]: write FILE, a host-loss command for `myriad run` (MYRIAD_LOST_HOST names
+# the host): every process in that host's namespace killed (Open MPI's daemon too), its link down,
+# and given SHM (the run's MYRIAD_SHM_DIR) its in-memory copies there gone. After ns_up.
+ns_cut_script() {
+    local file=$1 shm=${2:-}
+    {
+        echo '#!/bin/sh'
+        echo "i=\${MYRIAD_LOST_HOST#$NS_NET.1}"
+        echo "for p in \$(ip netns pids ${NS_PREFIX}h\$i); do kill -9 \$p; done"
+        echo "ip link set ${NS_PREFIX}v\$i down"
+        if [ -n "$shm" ]; then echo "rm -rf \"$shm\"/myriad-*/\"\$MYRIAD_LOST_HOST\""; fi
+    } >"$file"
+    chmod +x "$file"
+}
+
 _ns_links() { # PREFIX N: the bridge, and a veth into each namespace (h1 exists already)
     local p=$1 n=$2 i
     ip link add "${p}br" type bridge && ip addr add "$NS_NET.1/24" dev "${p}br" && ip link set "${p}br" up || return 1

@@ -41,16 +41,8 @@ expect_error elastic_train_only "--elastic resizes the data parallelism of \`myr
 if ! command -v mpirun >/dev/null; then echo "skip elastic_shrink_and_grow (mpirun is not installed)"; exit 0; fi
 if ! ns_up "$P" 3 "$T"; then echo "skip elastic_shrink_and_grow ($NS_WHY)"; exit 0; fi
 net=$NS_NET
-# a host loss: every process in its namespace killed (Open MPI's daemon too), its link down, its
-# shared memory (the in-memory copies there) gone
-cat >"$T/cut.sh" <<EOF
-#!/bin/sh
-i=\${MYRIAD_LOST_HOST#$net.1}
-for p in \$(ip netns pids ${P}h\$i); do kill -9 \$p; done
-ip link set ${P}v\$i down
-rm -rf "$T"/shm/myriad-*/"\$MYRIAD_LOST_HOST"
-EOF
-chmod +x "$T/cut.sh"
+# a host loss (tests/lib.sh ns_cut_script), its in-memory copies gone with it
+ns_cut_script "$T/cut.sh" "$T/shm"
 export MYRIAD_SHM_DIR="$T/shm"
 
 # the oracle: one process, the same global batch

@@ -280,14 +280,8 @@ if ! ns_up "$NS_PREFIX" 3 "$out"; then
     exit 0
 fi
 net=$NS_NET
-# host loss = every process in its namespace killed (its daemon included) and its link down
-cat >"$out/cut.sh" <<EOF
-#!/bin/sh
-i=\${MYRIAD_LOST_HOST#$net.1}
-for p in \$(ip netns pids ${NS_PREFIX}h\$i); do kill -9 \$p; done
-ip link set ${NS_PREFIX}v\$i down
-EOF
-chmod +x "$out/cut.sh"
+# host loss (tests/lib.sh ns_cut_script)
+ns_cut_script "$out/cut.sh"
 printf '%s slots=2\n%s slots=2\n%s slots=2\n' "$net.11" "$net.12" "$net.13" >"$out/ns_hosts"
 # (--max-restarts on the reference too: see the note below; a launch that never starts is relaunched)
 STEPS=15 STEP_MS=40 stub_run nsref -n 4 --hosts "$out/ns_hosts" --spares 1 --max-restarts 2 --hb-addr "$net.1" "${MPI_NS[@]}"

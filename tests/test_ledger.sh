@@ -32,16 +32,8 @@ if ! command -v curl >/dev/null; then echo "skip ledger_soak (curl is not instal
 if ! ns_up "$P" 5 "$T"; then echo "skip ledger_soak ($NS_WHY)"; exit 0; fi
 net=$NS_NET
 for i in 1 2 3 4 5; do echo "$net.1$i slots=2"; done >"$T/hosts"
-# a host loss: every process in its namespace killed (Open MPI's daemon too), its link down, its
-# shared memory (the in-memory copies there) gone
-cat >"$T/cut.sh" <<EOF
-#!/bin/sh
-i=\${MYRIAD_LOST_HOST#$net.1}
-for p in \$(ip netns pids ${P}h\$i); do kill -9 \$p; done
-ip link set ${P}v\$i down
-rm -rf "$T"/shm/myriad-*/"\$MYRIAD_LOST_HOST"
-EOF
-chmod +x "$T/cut.sh"
+# a host loss (tests/lib.sh ns_cut_script), its in-memory copies gone with it
+ns_cut_script "$T/cut.sh" "$T/shm"
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 50000 67 5 >/dev/null
 export MYRIAD_SHM_DIR="$T/shm"
 steps=$(( 4 * LEDGER_FAULTS + 10 ))

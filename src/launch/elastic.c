@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launch/train_precheck_run.h"
 #include "util/error.h"
 
 typedef struct {
@@ -24,42 +25,16 @@ typedef struct {
 static int precheck(char *const *cmd, char *const *extra, int nextra, int world, Layout *out) {
     int ncmd = 0;
     while (cmd[ncmd]) ncmd++;
-    int fds[2];
-    if (pipe(fds)) return myr_error("run: --elastic: pipe: %s", strerror(errno));
-    fflush(stdout), fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]), close(fds[1]);
-        return myr_error("run: --elastic: fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        char w[16];
-        snprintf(w, sizeof w, "%d", world);
-        setenv("MYRIAD_PRECHECK_WORLD", w, 1);
-        setenv("MYRIAD_PRECHECK_LAYOUT", "1", 1);
-        dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
-        close(fds[0]), close(fds[1]);
-        char **args = calloc((size_t)(ncmd + nextra + 1), sizeof *args);
-        for (int i = 0; i < ncmd; i++) args[i] = cmd[i];
-        for (int i = 0; i < nextra; i++) args[ncmd + i] = extra[i];
-        execv(cmd[0], args);
-        _exit(127);
-    }
-    close(fds[1]);
+    char **args = calloc((size_t)(ncmd + nextra + 1), sizeof *args);
+    if (!args) return myr_error("run: --elastic: out of memory");
+    for (int i = 0; i < ncmd; i++) args[i] = cmd[i];
+    for (int i = 0; i < nextra; i++) args[ncmd + i] = extra[i];
     char text[8192];
-    size_t len = 0;
-    for (ssize_t got; (got = read(fds[0], text + len, sizeof text - 1 - len)) != 0;) {
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) break;
-        len += (size_t)got;
-        if (len == sizeof text - 1) break;
-    }
-    text[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    int rc = train_precheck_run(args, world, 1, 1, text, sizeof text);
+    free(args);
+    if (rc < 0) return myr_error("run: --elastic: %s", myr_last_error());
     const char *lay = strstr(text, "layout dp=");
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && lay &&
+    if (rc == 0 && lay &&
         sscanf(lay, "layout dp=%d group=%d batch=%d micro=%d accum=%d saves=%d", &out->dp, &out->group, &out->batch,
                &out->micro, &out->accum, &out->saves) == 6)
         return 0;

@@ -24,6 +24,7 @@
 #include "launch/preflight.h"
 #include "launch/slurm_script.h"
 #include "launch/supervise.h"
+#include "launch/train_precheck_run.h"
 #include "util/opts.h"
 #include "util/error.h"
 #include "util/path.h"
@@ -81,44 +82,16 @@ static void launch_env(int n) {
 static void precheck_train(int n, int argc, char **argv, int first) {
     char self[PATH_MAX];
     if (path_self(self, sizeof self) != 0) return;
-    int fds[2];
-    if (pipe(fds)) return;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]), close(fds[1]);
-        return;
-    }
-    if (pid == 0) {
-        char w[16];
-        snprintf(w, sizeof w, "%d", n);
-        setenv("MYRIAD_PRECHECK_WORLD", w, 1);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, STDOUT_FILENO);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]), close(fds[1]);
-        char **args = calloc((size_t)(argc - first + 2), sizeof *args);
-        args[0] = self;
-        for (int i = first; i < argc; i++) args[i - first + 1] = argv[i];
-        execv(self, args);
-        _exit(127);
-    }
-    close(fds[1]);
+    char **args = calloc((size_t)(argc - first + 2), sizeof *args);
+    if (!args) return;
+    args[0] = self;
+    for (int i = first; i < argc; i++) args[i - first + 1] = argv[i];
     char out[8192];
-    size_t len = 0;
-    for (ssize_t got; (got = read(fds[0], out + len, sizeof out - 1 - len)) != 0;) {
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) break;
-        len += (size_t)got;
-        if (len == sizeof out - 1) break;
-    }
-    out[len] = 0;
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !len) return; /* could not run the check: the run will say */
+    int rc = train_precheck_run(args, n, 0, 0, out, sizeof out);
+    free(args);
+    if (rc == 0 || rc < 0 || (rc == 127 && !out[0])) return; /* could not run the check: the run will say */
     fputs(out, stderr);
-    exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+    exit(rc);
 }
 
 static int run_supervised(SuperviseOpts *so, const PreflightOpts *pf, int n, int dry, int exec_mode, int argc,
