@@ -19,3 +19,5 @@ echo "== operations (issue 14): straggler false positives, heartbeat timing over
 bash bench/straggler_fp.sh 3 200
 bash bench/hb_overhead.sh 4
 bash bench/supervisor_scale.sh 10000 1 30
+echo "== goodput (issue 30): predicted vs measured effective training time of fault soaks at MTBF 20 and 60 s"
+bash bench/goodput_predict.sh

@@ -38,18 +38,29 @@ ev = [json.loads(l) for l in open(path)]
 win = [e for e in ev if e["event"] == "rank-times"]
 strag = [e for e in ev if e["event"] == "straggler"]
 thr = 0.75
-healthy_rel, run, longest = [], {}, 0
+def median(v):
+    v = sorted(v)
+    return None if not v else v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+# below (the rule of src/launch/straggler.h): relative under the threshold, or individual under it
+# while the median of the other ranks' individual scores is not
+healthy_rel, healthy_ind, run, longest = [], [], {}, 0
 for w in win:
+    ind = w.get("individual") or []
     for k, r in enumerate(w["relative"]):
         if r is None or k == slow_rank: continue
+        i = ind[k] if k < len(ind) else None
+        others = median([x for j, x in enumerate(ind) if j != k and x is not None])
+        below = r < thr or (i is not None and i < thr and others is not None and others >= thr)
         healthy_rel.append(r)
-        run[k] = run.get(k, 0) + 1 if r < thr else 0
+        if i is not None: healthy_ind.append(i)
+        run[k] = run.get(k, 0) + 1 if below else 0
         longest = max(longest, run[k])
 slow_rel = [w["relative"][slow_rank] for w in win if slow_rank >= 0 and w["relative"][slow_rank] is not None and w["last_step"] >= slow_from + 10]
 hit = [e for e in strag if e["rank"] == slow_rank]
 false = [e for e in strag if e["rank"] != slow_rank]
 out = {"case": case, "windows": len(win), "false_alarms": len(false),
        "lowest_healthy_relative": round(min(healthy_rel), 3) if healthy_rel else None,
+       "lowest_healthy_individual": round(min(healthy_ind), 3) if healthy_ind else None,
        "longest_healthy_run_below": longest}
 if slow_rank >= 0:
     at = None
@@ -92,7 +103,8 @@ h = [r for r in rs if r["case"].startswith("healthy")]
 d = [r for r in rs if r["case"].startswith("slowed")]
 print(f"healthy runs: {len(h)}, false alarms: {sum(r['false_alarms'] for r in h)}, runs with a healthy rank below for "
       f"2+ windows in a row: {sum(1 for r in h if r['longest_healthy_run_below'] >= 2)}, lowest healthy relative: "
-      f"{min(r['lowest_healthy_relative'] for r in h if r['lowest_healthy_relative'] is not None)}")
+      f"{min(r['lowest_healthy_relative'] for r in h if r['lowest_healthy_relative'] is not None)}, lowest healthy "
+      f"individual: {min(r['lowest_healthy_individual'] for r in h if r['lowest_healthy_individual'] is not None)}")
 lat = [r["latency"] for r in d if r["latency"] is not None]
 print(f"slowed runs: {len(d)}, flagged: {len(lat)}, latency {min(lat) if lat else '-'}..{max(lat) if lat else '-'} steps, "
       f"false alarms beside them: {sum(r['false_alarms'] for r in d)}")

@@ -19,6 +19,21 @@ mpi_env() {
 pass() { echo "ok $1"; }
 fail() { echo "FAIL $1${2:+ ($2)}"; }
 
+# layout_check NAME NP FLAGS...: train "$common FLAGS" on NP ranks ($MPI, from mpi_env) and compare
+# its per-step losses and saved weights with the single-process reference in $T/ref.jsonl and
+# $T/ref (tests/py/compare_runs.py, the layout tolerances). LAYOUT_TIMEOUT: seconds (120).
+layout_check() {
+    local name=$1 np=$2 out=""
+    shift 2
+    if timeout "${LAYOUT_TIMEOUT:-120}" $MPI -np "$np" $M train $common "$@" --log "$T/run.jsonl" --save "$T/run" \
+        >"$T/out" 2>"$T/err" &&
+        out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
+        pass "$name"
+        echo "# $name: $out"
+    else fail "$name" "$out $(grep -m2 myriad: "$T/err" || tail -2 "$T/err")"; fi
+    rm -rf "$T/run" "$T/run.jsonl"
+}
+
 # Bad input: non-zero exit, the first "myriad: " line names the problem (NEEDLE), no training step.
 expect_error() { # NAME NEEDLE CMD...
     local name=$1 needle=$2; shift 2
@@ -62,10 +77,15 @@ ns_up() {
     fi
     cat >"$dir/agent.sh" <<AGENT
 #!/bin/sh
-# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace
+# rsh agent for mpirun: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace, with a /tmp
+# of its own as a real host has: Open MPI's daemons keep their session directories under
+# \$TMPDIR/ompi.HOSTNAME.UID, and the emulated hosts share one hostname, so in one shared /tmp a
+# finished job's daemon could remove that directory while the next job's daemon was creating its
+# own in it (a daemon that dies before calling back: mpirun waits for it forever)
 host=\$1; shift
 case "\$host" in $NS_NET.1[1-9]) ns=${p}h\${host#$NS_NET.1};; *) echo "agent: unknown host \$host" >&2; exit 1;; esac
-exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" sh -c "\$*"
+mkdir -p "$dir/tmp-\$host"
+exec ip netns exec "\$ns" env MYRIAD_HOST="\$host" TMPDIR="$dir/tmp-\$host" sh -c "\$*"
 AGENT
     chmod +x "$dir/agent.sh"
     MPI_NS=()

@@ -16,13 +16,9 @@ if ! command -v mpirun >/dev/null; then echo "skip test_cp (mpirun not installed
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
 
 check() { # FAMILY NP FLAGS...
-    local fam=$1 np=$2; shift 2
-    local name="np${np}_$(echo "$*" | tr -d ' -')_$fam" out=""
-    if timeout 120 $MPI -np $np $M train $common "$@" --log "$T/run.jsonl" --save "$T/run" >"$T/out" 2>"$T/err" &&
-        out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
-        pass "$name"; echo "# $name: $out"
-    else fail "$name" "$out $(grep myriad: $T/err | head -2)"; fi
-    rm -rf "$T/run" "$T/run.jsonl"
+    local fam=$1 np=$2
+    shift 2
+    layout_check "np${np}_$(echo "$*" | tr -d ' -')_$fam" "$np" "$@"
 }
 reference() {
     rm -rf "$T/ref" "$T/ref.jsonl"

@@ -202,8 +202,8 @@ static void test_bf16_rounding_points(void) {
     dev_to_dev(z, y, N * OC * act_size());
     real *zw = malloc(N * OC * sizeof(real));
     act_to_f32(zw, y, N * OC);
-    double mean_loss = cross_entropy_forward_backward(z, losses, tg, N, OC, 1, 1.0);
-    double mref_loss = cpu_cross_entropy_forward_backward(zw, lref, tg, N, OC, 1, 1.0);
+    double mean_loss = cross_entropy_forward_backward(z, losses, tg, N, OC, OC, 1, 1.0);
+    double mref_loss = cpu_cross_entropy_forward_backward(zw, lref, tg, N, OC, OC, 1, 1.0);
     CHECK(mean_loss == mref_loss && !memcmp(losses, lref, sizeof losses), "cross-entropy loss in fp32");
     CHECK(same_rounded(z, zw, N * OC), "cross-entropy gradient rounded once");
     /* MoE row moves: copies stay exact, scaled gathers round once, the combine accumulates fp32 */

@@ -16,12 +16,7 @@ for fam in gpt2-tiny llama-tiny; do
     $M train $common --log "$T/ref.jsonl" --save "$T/ref" >/dev/null 2>"$T/err" || { fail "reference_$fam" "$(tail -1 $T/err)"; continue; }
     for layout in "4 --zero 0" "4 --zero 1" "4 --zero 2" "4 --zero 3" "2 --micro-batch 2" "2 --micro-batch 2 --zero 3" "4 --zero 2 --no-overlap"; do
         np=${layout%% *}; flags=${layout#* }
-        name="dp${np}_$(echo "$flags" | tr -d ' -' )_$fam"
-        if timeout 120 $MPI -np $np $M train $common --dp $np $flags --log "$T/run.jsonl" --save "$T/run" >"$T/out" 2>"$T/err" &&
-            out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
-            pass "$name"; echo "# $name: $out"
-        else fail "$name" "${out:-} $(tail -2 $T/err)"; fi
-        rm -rf "$T/run" "$T/run.jsonl"
+        layout_check "dp${np}_$(echo "$flags" | tr -d ' -')_$fam" "$np" --dp "$np" $flags
     done
     # bf16 gradients are lossy by design: same run within bf16 rounding (1e-3 on the loss)
     if timeout 120 $MPI -np 4 $M train $common --zero 1 --grad-dtype bf16 --log "$T/bf.jsonl" >/dev/null 2>"$T/err" &&

@@ -137,7 +137,7 @@ static void test_cross_entropy_matches_reference(void) {
     }
     real *keep = malloc(sizeof(real) * N * V);
     memcpy(keep, z, sizeof(real) * N * V);
-    double mean = cpu_cross_entropy_forward_backward(z, losses, targets, N, V, 1, 2.0);
+    double mean = cpu_cross_entropy_forward_backward(z, losses, targets, N, V, V, 1, 2.0);
     double ref_mean = 0;
     for (int n = 0; n < N; n++) {
         CHECK_CLOSE(losses[n], ref_loss[n], 1e-6, 1e-6, "loss");
@@ -151,6 +151,66 @@ static void test_cross_entropy_matches_reference(void) {
     }
     CHECK_CLOSE(mean, ref_mean, 1e-6, 0, "mean loss");
     free(z); free(losses); free(ref_loss); free(ref_sum); free(ref_max); free(keep);
+}
+
+/* A padded vocabulary (rows of ld > V values, --vocab-pad): the padding columns hold huge logits
+ * that would dominate the softmax if read; the losses, mean and gradient of the real columns are
+ * the unpadded kernel's bits, the padding's gradient is 0, and without a gradient nothing is
+ * written. The vocabulary-parallel pieces likewise (and a rank with no tokens: max -inf, sum 0). */
+static void test_cross_entropy_padded_vocab(void) {
+    int N = 7, V = 67, ld = 128;
+    real *dense = malloc(sizeof(real) * N * V), *pad = malloc(sizeof(real) * N * ld);
+    real *ld_loss = malloc(sizeof(real) * N), *dn_loss = malloc(sizeof(real) * N);
+    int32_t targets[7] = {0, 1, 66, 30, 5, 66, 12};
+    fill(dense, (size_t)N * V, 11);
+    for (int want = 0; want < 2; want++) {
+        for (int n = 0; n < N; n++)
+            for (int v = 0; v < ld; v++) pad[n * ld + v] = v < V ? dense[n * V + v] : 1e4f;
+        real *d = malloc(sizeof(real) * N * V);
+        memcpy(d, dense, sizeof(real) * N * V);
+        double md = cpu_cross_entropy_forward_backward(d, dn_loss, targets, N, V, V, want, 2.0);
+        double mp = cpu_cross_entropy_forward_backward(pad, ld_loss, targets, N, V, ld, want, 2.0);
+        CHECK(md == mp, "padded mean loss %.17g vs %.17g", mp, md);
+        CHECK(!memcmp(dn_loss, ld_loss, sizeof(real) * N), "padded row losses differ");
+        int same = 1, zero = 1;
+        for (int n = 0; n < N; n++) {
+            same &= !memcmp(pad + n * ld, d + n * V, sizeof(real) * V);
+            for (int v = V; v < ld; v++) zero &= pad[n * ld + v] == (want ? 0 : 1e4f);
+        }
+        CHECK(same, "padded dlogits differ from the unpadded ones (want_grad %d)", want);
+        CHECK(zero, "padding columns: %s", want ? "gradient is not 0" : "written without a gradient");
+        free(d);
+    }
+    /* vocabulary-parallel pieces: this rank holds tokens [40, 67) of the vocabulary in ld columns */
+    int lo = 40, Vr = V - lo;
+    double mx[7], sm[7], tl[7], mx2[7], sm2[7], tl2[7];
+    real *zr = malloc(sizeof(real) * N * Vr);
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < ld; v++) {
+            pad[n * ld + v] = v < Vr ? dense[n * V + lo + v] : 1e4f;
+            if (v < Vr) zr[n * Vr + v] = dense[n * V + lo + v];
+        }
+    cpu_vocab_shard_row_max(zr, N, Vr, Vr, mx);
+    cpu_vocab_shard_row_max(pad, N, Vr, ld, mx2);
+    cpu_vocab_shard_row_sumexp(zr, N, Vr, Vr, mx, sm);
+    cpu_vocab_shard_row_sumexp(pad, N, Vr, ld, mx, sm2);
+    cpu_vocab_shard_target_logit(zr, targets, lo, N, Vr, Vr, tl);
+    cpu_vocab_shard_target_logit(pad, targets, lo, N, Vr, ld, tl2);
+    CHECK(!memcmp(mx, mx2, sizeof mx) && !memcmp(sm, sm2, sizeof sm) && !memcmp(tl, tl2, sizeof tl),
+          "padded vocabulary-parallel statistics differ");
+    cpu_vocab_shard_grad(zr, targets, lo, N, Vr, Vr, mx, sm, 0.5);
+    cpu_vocab_shard_grad(pad, targets, lo, N, Vr, ld, mx, sm, 0.5);
+    int same = 1, zero = 1;
+    for (int n = 0; n < N; n++) {
+        same &= !memcmp(pad + n * ld, zr + n * Vr, sizeof(real) * Vr);
+        for (int v = Vr; v < ld; v++) zero &= pad[n * ld + v] == 0;
+    }
+    CHECK(same && zero, "padded vocab_shard_grad: real columns %s, padding %s", same ? "equal" : "differ",
+          zero ? "0" : "not 0");
+    cpu_vocab_shard_row_max(pad, N, 0, ld, mx2); /* a rank with no tokens */
+    cpu_vocab_shard_row_sumexp(pad, N, 0, ld, mx, sm2);
+    CHECK(mx2[0] == -INFINITY && sm2[0] == 0, "no tokens: max %g sum %g", mx2[0], sm2[0]);
+    free(dense); free(pad); free(ld_loss); free(dn_loss); free(zr);
 }
 
 /* Runs gemm, attention and cross-entropy with `threads` threads; returns a checksum-free copy. */
@@ -178,7 +238,7 @@ static real *run_all(int threads) {
     cpu_attention_backward(p, w, qkv, att, B, T, H, KV, hd);
     p += nq;
     fill(p, nz, 5);
-    p[nz] = (real)cpu_cross_entropy_forward_backward(p, losses, tg, B * T, V, 1, 1.0);
+    p[nz] = (real)cpu_cross_entropy_forward_backward(p, losses, tg, B * T, V, V, 1, 1.0);
     free(A); free(Bm); free(qkv); free(att); free(w); free(losses); free(tg);
     return res;
 }
@@ -219,6 +279,7 @@ int main(void) {
     RUN(test_gemm_matches_reference);
     RUN(test_attention_matches_reference);
     RUN(test_cross_entropy_matches_reference);
+    RUN(test_cross_entropy_padded_vocab);
     RUN(test_bit_identical_across_threads);
     return TEST_SUMMARY();
 }

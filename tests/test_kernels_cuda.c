@@ -547,38 +547,69 @@ static void test_embedding_shard_position(void) {
 }
 
 /* ---------------------------------------------------------------- losses */
+/* Rows of ld values with columns [V, ld) a padded vocabulary (--vocab-pad: 1000 in 1024, GPT-2's
+ * 50257 in 50304), filled with huge logits that would take the softmax if read: the CPU
+ * reference runs on the unpadded rows; the padding's gradient must be 0, and untouched without one. */
+static float *pad_rows(const float *z, int N, int V, int ld, float fill) {
+    float *p = malloc((size_t)N * ld * 4);
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < ld; v++) p[(size_t)n * ld + v] = v < V ? z[(size_t)n * V + v] : fill;
+    return p;
+}
+
+/* The real columns of padded rows, and whether every padding value equals want. */
+static float *unpad_rows(const float *p, int N, int V, int ld, float want, int *pad_ok) {
+    float *z = malloc((size_t)N * V * 4);
+    *pad_ok = 1;
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < ld; v++) {
+            if (v < V) z[(size_t)n * V + v] = p[(size_t)n * ld + v];
+            else *pad_ok &= p[(size_t)n * ld + v] == want;
+        }
+    return z;
+}
+
 static void test_cross_entropy(void) {
     int N = SIZE(5, 64), V = SIZE(1000, 50257);
     int32_t *tg = malloc(N * 4);
     for (int n = 0; n < N; n++) tg[n] = (n * 7919) % V;
     tg[N - 1] = V - 1;
+    for (int padded = 0; padded < 2; padded++)
     for (int dt = 0; dt < 2; dt++)
         for (int want = 0; want < 2; want++) {
+            int ld = padded ? (V + 127) / 128 * 128 : V;
             float *z = rnd((size_t)N * V, 3 + want, 20);
             round_to(z, (size_t)N * V, dt);
             float *zr = copy_of(z, (size_t)N * V), *losses = malloc(N * 4);
-            double mean = cpu_cross_entropy_forward_backward(zr, losses, tg, N, V, want, 2.0);
+            double mean = cpu_cross_entropy_forward_backward(zr, losses, tg, N, V, V, want, 2.0);
+            float *zp = pad_rows(z, N, V, ld, 9984.0f); /* exact in bf16 */
             float *gz[2], *gl[2];
             double gm[2];
+            int pad_ok = 1;
             for (int rep = 0; rep < 2; rep++) {
-                void *d_z = up(z, (size_t)N * V, dt);
+                void *d_z = up(zp, (size_t)N * ld, dt);
                 float *d_l = cuda_alloc(N * 4);
                 int32_t *d_t = up_bytes(tg, N * 4);
                 poison(d_l, N * 4);
-                gm[rep] = cuda_cross_entropy_forward_backward(d_z, dt, d_l, d_t, N, V, want, 2.0);
-                gz[rep] = down(d_z, (size_t)N * V, dt);
+                gm[rep] = cuda_cross_entropy_forward_backward(d_z, dt, d_l, d_t, N, V, ld, want, 2.0);
+                float *got = down(d_z, (size_t)N * ld, dt);
+                int ok;
+                gz[rep] = unpad_rows(got, N, V, ld, want ? 0.0f : 9984.0f, &ok);
+                pad_ok &= ok;
+                free(got);
                 gl[rep] = down(d_l, N, 0);
                 cuda_free(d_z); cuda_free(d_l); cuda_free(d_t);
             }
             CHECK_REL(gl[0], losses, N, 1e-5, want ? "cross_entropy losses (with grad)" : "cross_entropy losses", dt);
-            CHECK_CLOSE(gm[0], mean, 1e-5, 0, "mean loss");
+            CHECK_CLOSE(gm[0], mean, 1e-5, 0, padded ? "mean loss (padded rows)" : "mean loss");
             if (want) CHECK_REL(gz[0], zr, (size_t)N * V, tol_out(dt), "cross_entropy dlogits", dt);
             else CHECK(!memcmp(gz[0], z, (size_t)N * V * 4), "logits untouched without a gradient");
+            CHECK(pad_ok, "padding columns (ld %d, V %d): %s", ld, V, want ? "gradient not 0" : "written without a gradient");
             CHECK_SAME(gz[0], gz[1], (size_t)N * V, "cross entropy grad");
             CHECK_SAME(gl[0], gl[1], N, "cross entropy losses");
             CHECK(gm[0] == gm[1], "mean loss differs between runs");
             for (int rep = 0; rep < 2; rep++) { free(gz[rep]); free(gl[rep]); }
-            free(z); free(zr); free(losses);
+            free(z); free(zr); free(zp); free(losses);
         }
     free(tg);
 }
@@ -587,35 +618,49 @@ static void test_vocab_parallel(void) {
     int N = SIZE(6, 64), V = SIZE(500, 16000), lo = SIZE(250, 16000);
     int32_t *tg = malloc(N * 4);
     for (int n = 0; n < N; n++) tg[n] = (n * 131) % (2 * V); /* half of them on this rank */
+    for (int padded = 0; padded < 2; padded++)
     for (int dt = 0; dt < 2; dt++) {
+        int ld = padded ? V + 12 : V; /* this rank's slice padded (reference: the unpadded rows) */
         float *z = rnd((size_t)N * V, 9, 16);
         round_to(z, (size_t)N * V, dt);
         double *mx = malloc(N * 8), *sum = malloc(N * 8), *tl = malloc(N * 8);
-        cpu_vocab_shard_row_max(z, N, V, mx);
-        cpu_vocab_shard_row_sumexp(z, N, V, mx, sum);
-        cpu_vocab_shard_target_logit(z, tg, lo, N, V, tl);
+        cpu_vocab_shard_row_max(z, N, V, V, mx);
+        cpu_vocab_shard_row_sumexp(z, N, V, V, mx, sum);
+        cpu_vocab_shard_target_logit(z, tg, lo, N, V, V, tl);
         float *zr = copy_of(z, (size_t)N * V);
-        cpu_vocab_shard_grad(zr, tg, lo, N, V, mx, sum, 0.25);
-        void *d_z = up(z, (size_t)N * V, dt);
+        cpu_vocab_shard_grad(zr, tg, lo, N, V, V, mx, sum, 0.25);
+        float *zp = pad_rows(z, N, V, ld, 9984.0f);
+        void *d_z = up(zp, (size_t)N * ld, dt);
         int32_t *d_t = up_bytes(tg, N * 4);
         double *d_mx = cuda_alloc(N * 8), *d_sum = cuda_alloc(N * 8), *d_tl = cuda_alloc(N * 8);
-        cuda_vocab_shard_row_max(d_z, dt, N, V, d_mx);
-        cuda_vocab_shard_row_sumexp(d_z, dt, N, V, d_mx, d_sum);
-        cuda_vocab_shard_target_logit(d_z, dt, d_t, lo, N, V, d_tl);
-        cuda_vocab_shard_grad(d_z, dt, d_t, lo, N, V, d_mx, d_sum, 0.25);
+        cuda_vocab_shard_row_max(d_z, dt, N, V, ld, d_mx);
+        cuda_vocab_shard_row_sumexp(d_z, dt, N, V, ld, d_mx, d_sum);
+        cuda_vocab_shard_target_logit(d_z, dt, d_t, lo, N, V, ld, d_tl);
+        cuda_vocab_shard_grad(d_z, dt, d_t, lo, N, V, ld, d_mx, d_sum, 0.25);
         double *g_mx = malloc(N * 8), *g_sum = malloc(N * 8), *g_tl = malloc(N * 8);
         cuda_copy_to_host(g_mx, d_mx, N * 8);
         cuda_copy_to_host(g_sum, d_sum, N * 8);
         cuda_copy_to_host(g_tl, d_tl, N * 8);
-        float *g_z = down(d_z, (size_t)N * V, dt);
+        float *got = down(d_z, (size_t)N * ld, dt);
+        int pad_ok;
+        float *g_z = unpad_rows(got, N, V, ld, 0.0f, &pad_ok);
         for (int n = 0; n < N; n++) {
             CHECK(g_mx[n] == mx[n], "row max %d: %g vs %g", n, g_mx[n], mx[n]);
             CHECK_CLOSE(g_sum[n], sum[n], 1e-12, 0, "row sum of exp (double)");
             CHECK(g_tl[n] == tl[n], "target logit %d", n);
         }
         CHECK_REL(g_z, zr, (size_t)N * V, tol_out(dt), "vocab_shard_grad", dt);
+        CHECK(pad_ok, "vocab_shard_grad: padding columns (ld %d, V %d) not 0", ld, V);
+        if (padded) { /* a rank whose slice holds no tokens: max -inf, sum 0 */
+            cuda_vocab_shard_row_max(d_z, dt, N, 0, ld, d_mx);
+            cuda_vocab_shard_row_sumexp(d_z, dt, N, 0, ld, d_mx, d_sum);
+            cuda_copy_to_host(g_mx, d_mx, N * 8);
+            cuda_copy_to_host(g_sum, d_sum, N * 8);
+            CHECK(g_mx[0] == -INFINITY && g_sum[0] == 0, "no tokens: max %g, sum %g", g_mx[0], g_sum[0]);
+        }
         cuda_free(d_z); cuda_free(d_t); cuda_free(d_mx); cuda_free(d_sum); cuda_free(d_tl);
-        free(z); free(mx); free(sum); free(tl); free(zr); free(g_mx); free(g_sum); free(g_tl); free(g_z);
+        free(z); free(zp); free(got); free(mx); free(sum); free(tl); free(zr); free(g_mx); free(g_sum); free(g_tl);
+        free(g_z);
     }
     free(tg);
 }
@@ -1042,8 +1087,8 @@ static void test_backend_table(void) {
         for (int i = 0; i < Nr; i++) tg[i] = (i * 31) % V;
         int32_t *d_tg = up_bytes(tg, Nr * 4);
         float *ls = malloc(Nr * 4), *d_ls = cuda_alloc(Nr * 4);
-        double mc = c->cross_entropy_forward_backward(logits.h, ls, tg, Nr, V, 1, 1.0);
-        double mg = g->cross_entropy_forward_backward(logits.d, d_ls, d_tg, Nr, V, 1, 1.0);
+        double mc = c->cross_entropy_forward_backward(logits.h, ls, tg, Nr, V, V, 1, 1.0);
+        double mg = g->cross_entropy_forward_backward(logits.d, d_ls, d_tg, Nr, V, V, 1, 1.0);
         CHECK_CLOSE(mg, mc, 1e-5, 0, "table cross_entropy mean");
         CHECK_ACT(logits, 4e-3, "table cross_entropy dlogits");
         /* a checkpoint snapshot is ordered after the work queued before it, and complete at the wait */

@@ -5,7 +5,8 @@
 # final state (every rank's last step and value) must be identical.
 #   kill a rank, hang a rank (declared dead within the hang timeout +-10%), --max-restarts
 #   enforced with one clear line, a wrong job secret refused, corrupt@ flips exactly one bit,
-#   srun command lines with a fake srun, a random:SEED:COUNT soak (SOAK_FAULTS, default 10),
+#   srun command lines with a fake srun, a random:SEED:COUNT soak (SOAK_FAULTS, default 10), the
+#   Poisson clock of --inject-rate (its faults at the seed's draws, python's splitmix64),
 #   bad input, and a multi-host run on network namespaces that loses a host and finishes on
 #   the spare (skipped when namespaces cannot be created).
 # Prints ok/FAIL/skip lines for tests/run.sh.
@@ -195,6 +196,9 @@ bad inject_kind "unknown fault 'boom'" -n 3 --inject boom@4:1 --exec -- /bin/tru
 bad spares_without_hosts "--spares needs --hosts" -n 2 --spares 1 --exec -- /bin/true
 bad too_few_slots "have 1 slots for 2 ranks" -n 2 --hosts "$out/small_hosts" --spares 1 --exec -- /bin/true
 bad unknown_host "not in --hosts" -n 2 --hosts "$out/small_hosts" --inject host@3:h9 --exec -- /bin/true
+bad inject_rate_kind "unknown fault kind 'kil'" -n 2 --inject-rate kil:20 --exec -- /bin/true
+bad inject_rate_mtbf "MTBF_SECONDS must be a positive number" -n 2 --inject-rate kill:0 --exec -- /bin/true
+bad inject_rate_host_needs_spares "give --hosts FILE with --spares K" -n 2 --inject-rate host:20 --exec -- /bin/true
 
 # SIGTERM to the supervisor ends the job: the ranks are asked to checkpoint and stop (SIGUSR1; the
 # stub has no handler and dies of it), exit 128+15, event "stopped", no rank left behind
@@ -228,6 +232,43 @@ if [ $rc -eq 0 ] && [ -s "$out/soak/final.txt" ] && cmp -s "$out/soakref/final.t
 else
     echo "FAIL launcher_random_soak (exit $rc, restarts '$restarts' of $SOAK_FAULTS)"; keep soak
     tail -5 "$out/soak.err" >&2
+fi
+
+# 9b. the Poisson clock (--inject-rate): every clock fault is the seed's draw of its attempt (its
+# wait, kind and rank equal an independent splitmix64 in Python), each costs one restart, and the
+# final state is the failure-free one. The first draw of seed 2 (0.263 s) is shorter than the
+# stub's 1.2 s of steps, so at least one fault fires however fast the machine is.
+STEPS=60 STEP_MS=20 stub_run clock -n 3 --max-restarts 100 --hang-timeout 1 --inject-rate kill+hang:0.5,seed=2
+rc=$?
+STEPS=60 stub_run clockref -n 3 --max-restarts 0
+if [ $rc -eq 0 ] && [ -s "$out/clock/final.txt" ] && cmp -s "$out/clockref/final.txt" "$out/clock/final.txt" &&
+    /usr/bin/python3 - "$out/clock.jsonl" <<'PY'
+import json, math, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+inj = [e for e in ev if e["event"] == "inject"]
+fin = [e for e in ev if e["event"] == "finished"][-1]
+st, M = 2, 2 ** 64
+def nxt():
+    global st
+    st = (st + 0x9E3779B97F4A7C15) % M
+    z = st
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % M
+    return z ^ (z >> 31)
+bad = [] if inj and fin["restarts"] == len(inj) else ["%d faults, %d restarts" % (len(inj), fin["restarts"])]
+for i, e in enumerate(inj):
+    t = -0.5 * math.log(((nxt() >> 11) + 0.5) / 2 ** 53)
+    kind, rank = "kh"[nxt() % 2], nxt() % 3
+    if e.get("clock_index") != i or abs(e["after_s"] - t) > 0.0011 or e["fault"][0] != kind or e["rank"] != rank:
+        bad.append("fault %d: %s, want wait %.3f %s rank %d" % (i, e, t, kind, rank))
+if bad: print("; ".join(bad))
+sys.exit(1 if bad else 0)
+PY
+then
+    echo "ok launcher_poisson_clock ($(ev "$out/clock.jsonl" inject) faults at the seed's times)"
+else
+    echo "FAIL launcher_poisson_clock (exit $rc)"; keep clock
+    tail -5 "$out/clock.err" >&2
 fi
 
 # 10. multi-host: 3 hosts as network namespaces on a private bridge (the last one a spare),

@@ -12,15 +12,7 @@ mpi_env
 if ! command -v mpirun >/dev/null; then echo "skip test_pp (mpirun not installed)"; exit 0; fi
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 20000 67 3
 
-check() { # NAME NP FLAGS...
-    local name=$1 np=$2; shift 2
-    local out=""
-    if timeout 180 $MPI -np $np $M train $common "$@" --log "$T/run.jsonl" --save "$T/run" >"$T/out" 2>"$T/err" &&
-        out=$(/usr/bin/python3 tests/py/compare_runs.py "$T/ref.jsonl" "$T/run.jsonl" "$T/ref" "$T/run"); then
-        pass "$name"; echo "# $name: $out"
-    else fail "$name" "$out $(grep myriad: $T/err | head -2)"; fi
-    rm -rf "$T/run" "$T/run.jsonl"
-}
+check() { LAYOUT_TIMEOUT=180 layout_check "$@"; } # NAME NP FLAGS...
 for fam in gpt2 llama; do
     if [ $fam = gpt2 ]; then shape="--arch gpt2 --layers 4 --hidden 32 --heads 4 --ffn 64"
     else shape="--arch llama --layers 4 --hidden 32 --heads 4 --kv-heads 2 --ffn 48"; fi

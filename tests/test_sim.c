@@ -494,6 +494,36 @@ static void test_moe_and_context_parallel_costs(void) {
     CHECK_CLOSE(rs.forward, rb.forward, 1e-9, 0, "forward unchanged");
 }
 
+/* TE userbuffers with set_sm_margin: the output-projection and fc2 forward GEMMs run on the SMs the
+ * overlapped reduce-scatter kernel leaves, sms / (sms - num_sm) longer (hand-computed from the GEMM
+ * times); nothing changes without TP overlap or for the backward */
+static void test_tp_overlap_sm_margin(void) {
+    SimModel m = gpt(96, 12288, 96, 50257, 2048);
+    ClusterSpec c;
+    GpuSpec g;
+    CHECK(sim_load_cluster("h100-ib", &c) == 0 && sim_load_gpu("h100-sxm", &g) == 0, "%s", myr_last_error());
+    Network net;
+    sim_network(&c, &g, &net);
+    Layout l;
+    sim_layout_defaults(&l);
+    l.tp = 4; l.sp = 1; l.tp_overlap = 1; l.seq = 2048; l.dtype = DT_BF16;
+    LayerCost a, b;
+    sim_layer_cost(&m, &g, &net, &l, 1, &a);
+    l.ub_sm_proj = 24; l.ub_sm_fc2 = 20;
+    sim_layer_cost(&m, &g, &net, &l, 1, &b);
+    double T = 2048, h = 12288, t = 4;
+    double proj = sim_gemm_time(&g, DT_BF16, T, h, h / t, 1), fc2 = sim_gemm_time(&g, DT_BF16, T, h, 4 * h / t, 1);
+    double want = proj * (g.sms / (g.sms - 24.0) - 1) + fc2 * (g.sms / (g.sms - 20.0) - 1);
+    CHECK(g.sms == 132, "H100 SXM has 132 SMs: %d", g.sms);
+    CHECK_CLOSE(b.gemm_f - a.gemm_f, want, 1e-9, 0, "forward GEMMs longer by the SMs the reduce-scatter holds");
+    CHECK_CLOSE(b.gemm_b, a.gemm_b, 1e-12, 0, "backward unchanged");
+    l.tp_overlap = 0;
+    sim_layer_cost(&m, &g, &net, &l, 1, &b);
+    l.ub_sm_proj = 0; l.ub_sm_fc2 = 0;
+    sim_layer_cost(&m, &g, &net, &l, 1, &a);
+    CHECK_CLOSE(b.gemm_f, a.gemm_f, 1e-12, 0, "no margin without TP overlap");
+}
+
 static void test_validation_sets(void) {
     const char *step = "../shared/validation/published_a100.csv", *mem = "../shared/validation/memory_a100.csv";
     FILE *devnull = fopen("/dev/null", "w");
@@ -583,6 +613,7 @@ int main(void) {
     RUN(test_malformed_json_reports_file_line_and_expectation);
     RUN(test_trace_has_one_lane_per_stage);
     RUN(test_moe_and_context_parallel_costs);
+    RUN(test_tp_overlap_sm_margin);
     RUN(test_result_flags);
     if (access("../shared/validation/published_modern.csv", R_OK) || access("../shared/validation/published_a100.csv", R_OK))
         SKIP(test_validated_table_matches_sets, "../shared/validation not present");

@@ -166,10 +166,10 @@ check plan_failure_rate bash -c "[ $rc -eq 0 ] && echo \"$out\" | grep -q 'failu
 # validation sets
 if [ -r ../shared/validation/published_modern.csv ]; then
     $B sim validate ../shared/validation/published_modern.csv --json >"$T/vm.json" 2>"$T/err"
-    # acceptance: median <= 5%, every row within 15% but the four that docs/SIMULATOR.md lists as
+    # acceptance: median <= 5%, every row within 15% but the three that docs/SIMULATOR.md lists as
     # known misses (torchtitan's context-parallel rows -28%, -22%; NeMo 25.11's Llama 3 70B +16%;
-    # MLPerf v3.0 on CoreWeave -15.0%, since the all-rows fit of the constants); every row
-    # reported, every layout fits
+    # MLPerf v3.0 on CoreWeave is back inside at -14.0% since its fc2 userbuffers SM margin);
+    # every row reported, every layout fits
     check validate_modern python3 - "$T/vm.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -177,8 +177,7 @@ print("# modern median", d["median_abs_error"], "max", d["max_abs_error"])
 assert len(d["rows"]) == 54 and d["predicted"] + d["not_simulated"] == 54
 assert all(r.get("reason") for r in d["rows"] if not r["simulated"])
 assert d["median_abs_error"] <= 0.05, d["median_abs_error"]
-known = {"llama3.1-8b-t2-fsdp1-cp8-256k-8gpu", "llama3.1-405b-t6-4d-cp8-256k-512gpu", "llama3-70b-64gpu-fp8cs",
-         "gpt3-175b-coreweave-hgxh100-3584gpu"}
+known = {"llama3.1-8b-t2-fsdp1-cp8-256k-8gpu", "llama3.1-405b-t6-4d-cp8-256k-512gpu", "llama3-70b-64gpu-fp8cs"}
 out = [(r["case"], round(r["error"], 3)) for r in d["rows"] if r["simulated"] and abs(r["error"]) > 0.15]
 print("# outside 15%:", out)
 assert all(c in known for c, _ in out), out

@@ -1,7 +1,7 @@
 /* test_straggler.c: the straggler detector (src/launch/straggler.c) on synthetic section times
  * whose answers are known by construction: a rank slowed 1.5x is flagged within the windows the
  * rule allows (and its scores are 1/1.5), whether slow from its first step or later, in 2-rank and
- * 4-rank jobs and without peers (one rank per pipeline stage); noise, a whole-job slowdown, a rank
+ * 4-rank jobs, among peers whose speeds differ, and without peers (one rank per pipeline stage); noise, a whole-job slowdown, a rank
  * slower by role (another pipeline stage), a faster rank, a one-window spike and a slow but
  * negligible section are not; the scores are checked against medians computed here by hand, and
  * a slow section is named as the culprit. */
@@ -73,6 +73,8 @@ static double stage1_heavier(int r, long long s) { return r >= 2 ? 1.5 : 1; }
 static double stage1_heavier_rank3_slow_from_30(int r, long long s) { return (r >= 2 ? 1.5 : 1) * (r == 3 && s >= 30 ? 1.5 : 1); }
 static int two_stages(int r) { return r < 2 ? 0 : 1; } /* pp 2 x dp 2: ranks 0, 1 stage 0; 2, 3 stage 1 */
 static int own_stage(int r) { return r; }              /* pp 4: one rank per stage, no peers */
+static double odd_ranks_slower(int r, long long s) { return r % 2 ? 1.25 : 1; }
+static double odd_slower_rank2_slow_from_20(int r, long long s) { return (r % 2 ? 1.25 : 1) * (r == 2 && s >= 20 ? 1.5 : 1); }
 static double rank3_spike(int r, long long s) { return r == 3 && s >= 21 && s <= 25 ? 3 : 1; }
 
 static void test_slowed_rank_flagged_within_20_steps(void) {
@@ -196,6 +198,20 @@ static void test_faster_rank_does_not_flag_the_others(void) {
     CHECK(flags == 0, "a rank 1/0.7 x faster does not make the others stragglers (%d flags)", flags);
 }
 
+/* Healthy ranks whose compute differs for the whole run (measured: ranks 1 and 3 25% above 0 and 2
+ * on a shared 2-core machine): the fast rank 2 slowed 1.5x scores relative 1.25/1.5 = 0.83 against
+ * its peers' median, above the threshold; its individual score, 0.67 while the others' stay 1,
+ * flags it. The spread alone flags nothing. */
+static void test_became_slow_among_spread_peers(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    int flags;
+    run(&o, 200, 0.05, odd_ranks_slower, -1, &flags, NULL);
+    CHECK(flags == 0, "peers 25%% apart for the whole run: none (%d flags)", flags);
+    long long at = run(&o, 100, 0.05, odd_slower_rank2_slow_from_20, 2, &flags, NULL);
+    CHECK(at == 35 && flags == 1, "the fastest rank slowed 1.5x: flagged at %lld (%d flags)", at, flags);
+}
+
 static void test_without_peers(void) {
     StragglerOptions o;
     straggler_options_default(&o);
@@ -302,6 +318,7 @@ int main(void) {
     RUN(test_slow_from_the_start_flagged);
     RUN(test_slower_by_role_not_a_straggler);
     RUN(test_faster_rank_does_not_flag_the_others);
+    RUN(test_became_slow_among_spread_peers);
     RUN(test_without_peers);
     RUN(test_one_window_spike_not_a_straggler);
     RUN(test_negligible_section_not_scored);

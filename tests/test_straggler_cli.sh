@@ -38,7 +38,7 @@ import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 frm = int(sys.argv[2])
 s = [e for e in ev if e["event"] == "straggler"]
-ok = len(s) == 1 and s[0]["rank"] == 1 and s[0]["relative"] < 0.75 and s[0]["last_step"] - frm <= 20
+ok = len(s) == 1 and s[0]["rank"] == 1 and min(s[0]["relative"], s[0]["individual"]) < 0.75 and s[0]["last_step"] - frm <= 20
 print(("ok " if ok else "bad ") + json.dumps([{k: e.get(k) for k in ("rank", "last_step", "relative", "individual")} for e in s]))
 PY
 )

@@ -204,6 +204,20 @@ static int parse_name(const char *name, int *rank, int64_t *step) {
     return 0;
 }
 
+/* The header of directory entry `name` when it is a copy ("rNNNNN-sNNNNNNNNNNNN.mem") whose
+ * header reads back whole: 0 and *h filled; -1 for any other file or an unreadable header. */
+static int read_entry_header(const char *dir, const char *name, int *rank, int64_t *step, MemHeader *h) {
+    if (parse_name(name, rank, step)) return -1;
+    char path[4352];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    unsigned char hdr[MEMCKPT_HEADER];
+    int ok = pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && !memckpt_read_header(hdr, h);
+    close(fd);
+    return ok ? 0 : -1;
+}
+
 int memckpt_scan(const char *dir, int world, uint64_t layout, MemEntry *out, int max) {
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -212,16 +226,10 @@ int memckpt_scan(const char *dir, int world, uint64_t layout, MemEntry *out, int
     while ((e = readdir(d)) && n < max) {
         int rank;
         int64_t step;
-        if (parse_name(e->d_name, &rank, &step)) continue;
-        char path[4352];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        int fd = open(path, O_RDONLY);
-        unsigned char hdr[MEMCKPT_HEADER];
         MemHeader h = {0};
-        int ok = fd >= 0 && pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && !memckpt_read_header(hdr, &h) &&
-                 h.rank == rank && h.step == step && h.world == world && h.layout == layout;
-        if (fd >= 0) close(fd);
-        if (ok) out[n++] = (MemEntry){rank, step};
+        if (!read_entry_header(dir, e->d_name, &rank, &step, &h) && h.rank == rank && h.step == step &&
+            h.world == world && h.layout == layout)
+            out[n++] = (MemEntry){rank, step};
     }
     closedir(d);
     for (int i = 1; i < n; i++) /* newest first, then by rank */
@@ -241,16 +249,9 @@ int memckpt_count_foreign(const char *dir, int world, uint64_t layout, int *thei
     for (struct dirent *e; (e = readdir(d));) {
         int rank;
         int64_t step;
-        if (parse_name(e->d_name, &rank, &step)) continue;
-        char path[4352];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        int fd = open(path, O_RDONLY);
-        unsigned char hdr[MEMCKPT_HEADER];
         MemHeader h = {0};
-        if (fd >= 0 && pread(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr && !memckpt_read_header(hdr, &h) &&
-            (h.world != world || h.layout != layout))
+        if (!read_entry_header(dir, e->d_name, &rank, &step, &h) && (h.world != world || h.layout != layout))
             n++, *their_world = h.world;
-        if (fd >= 0) close(fd);
     }
     closedir(d);
     return n;

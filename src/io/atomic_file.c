@@ -168,6 +168,16 @@ int atomic_commit(AtomicFile *a) {
     return rc;
 }
 
+int atomic_write_text(const char *path, const char *text) {
+    AtomicFile a;
+    if (atomic_open(&a, path)) return -1;
+    if (atomic_write(&a, text, strlen(text)) || atomic_write(&a, "\n", 1)) {
+        atomic_abort(&a);
+        return -1;
+    }
+    return atomic_commit(&a);
+}
+
 int atomic_copy(const char *from, const char *to) {
     char rf[PATH_MAX], rt[PATH_MAX];
     if (realpath(from, rf) && realpath(to, rt) && !strcmp(rf, rt)) return 0;

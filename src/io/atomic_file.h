@@ -32,6 +32,9 @@ int atomic_write_image(AtomicFile *a, const void *image, size_t n);
 int atomic_commit(AtomicFile *a);
 /* Drop the temporary file and free (safe after a failed write). */
 void atomic_abort(AtomicFile *a);
+/* The whole file at once: `text` and a final newline (JSON documents: config.json, indexes,
+ * reports). Errors as atomic_commit; an existing file is untouched on failure. */
+int atomic_write_text(const char *path, const char *text);
 /* Copy file `from` to `to` atomically (nothing to do when both name the same file). */
 int atomic_copy(const char *from, const char *to);
 

@@ -346,13 +346,7 @@ int hf_config_write(const char *path, const ModelConfig *c) { return hf_config_w
 int hf_config_write_dtype(const char *path, const ModelConfig *c, const char *torch_dtype) {
     char *text = hf_config_to_json_dtype(c, torch_dtype);
     if (!text) return -1;
-    AtomicFile a;
-    int rc = atomic_open(&a, path);
-    if (!rc) {
-        rc = atomic_write(&a, text, strlen(text));
-        if (!rc) rc = atomic_write(&a, "\n", 1);
-        rc = rc ? (atomic_abort(&a), -1) : atomic_commit(&a);
-    }
+    int rc = atomic_write_text(path, text);
     free(text);
     return rc;
 }

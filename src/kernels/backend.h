@@ -81,12 +81,12 @@ typedef struct KernelBackend {
     void (*position_backward)(real *dpos, const real *dout, int row0, int N, int T, int C);
     void (*bias_add)(real *out, const real *bias, int N, int C);
     void (*bias_backward)(real *dbias, const real *dout, int N, int C);
-    void (*vocab_shard_row_max)(const act *logits, int N, int V, double *max);
-    void (*vocab_shard_row_sumexp)(const act *logits, int N, int V, const double *max, double *sum);
-    void (*vocab_shard_target_logit)(const act *logits, const int32_t *targets, int vocab_lo, int N, int V,
+    void (*vocab_shard_row_max)(const act *logits, int N, int V, int ld, double *max);
+    void (*vocab_shard_row_sumexp)(const act *logits, int N, int V, int ld, const double *max, double *sum);
+    void (*vocab_shard_target_logit)(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
                                      double *out);
-    void (*vocab_shard_grad)(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
-                             const double *sum, double scale);
+    void (*vocab_shard_grad)(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                             const double *max, const double *sum, double scale);
     double (*vocab_shard_losses)(real *losses, const double *max, const double *sum, const double *target, int N);
     void (*rope_tables)(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq);
     void (*rope_apply)(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
@@ -102,7 +102,7 @@ typedef struct KernelBackend {
     void (*attention_block_backward)(real *dq, real *dk, real *dv, const act *dout, const act *q, const act *k,
                                      const act *v, const real *lse, const real *delta, const AttnBlock *s);
     double (*cross_entropy_forward_backward)(act *logits, real *losses, const int32_t *targets, int N, int V,
-                                             int want_grad, double grad_scale);
+                                             int ld, int want_grad, double grad_scale);
     void (*moe_router_topk)(real *probs, int32_t *topk, real *gates, int N, int E, int k);
     void (*moe_router_backward)(real *dlogits, const real *probs, const int32_t *topk, const real *gates,
                                 const real *dgates, const real *daux, int N, int T, int E, int k);

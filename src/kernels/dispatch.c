@@ -420,16 +420,19 @@ void position_backward(real *dpos, const real *dout, int row0, int N, int T, int
 }
 void bias_add(real *out, const real *bias, int N, int C) { VCALL(bias_add, DA(out), DA(bias), N, C); }
 void bias_backward(real *dbias, const real *dout, int N, int C) { VCALL(bias_backward, DA(dbias), DA(dout), N, C); }
-void vocab_shard_row_max(const act *logits, int N, int V, double *max) { VCALL(vocab_shard_row_max, DA(logits), N, V, DA(max)); }
-void vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
-    VCALL(vocab_shard_row_sumexp, DA(logits), N, V, DA(max), DA(sum));
+void vocab_shard_row_max(const act *logits, int N, int V, int ld, double *max) {
+    VCALL(vocab_shard_row_max, DA(logits), N, V, ld, DA(max));
 }
-void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
-    VCALL(vocab_shard_target_logit, DA(logits), DA(targets), vocab_lo, N, V, DA(out));
+void vocab_shard_row_sumexp(const act *logits, int N, int V, int ld, const double *max, double *sum) {
+    VCALL(vocab_shard_row_sumexp, DA(logits), N, V, ld, DA(max), DA(sum));
 }
-void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                              double *out) {
+    VCALL(vocab_shard_target_logit, DA(logits), DA(targets), vocab_lo, N, V, ld, DA(out));
+}
+void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld, const double *max,
                       const double *sum, double scale) {
-    VCALL(vocab_shard_grad, DA(logits), DA(targets), vocab_lo, N, V, DA(max), DA(sum), scale);
+    VCALL(vocab_shard_grad, DA(logits), DA(targets), vocab_lo, N, V, ld, DA(max), DA(sum), scale);
 }
 double vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N) {
     OPEN();
@@ -479,10 +482,10 @@ void dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitc
     for (int r = 0; r < rows; r++)
         dev_to_dev((char *)dst + (size_t)r * dst_pitch, (const char *)src + (size_t)r * src_pitch, row_bytes);
 }
-double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
-                                      double grad_scale) {
+double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int ld,
+                                      int want_grad, double grad_scale) {
     OPEN();
-    double r = kb->cross_entropy_forward_backward(DA(logits), DA(losses), DA(targets), N, V, want_grad, grad_scale);
+    double r = kb->cross_entropy_forward_backward(DA(logits), DA(losses), DA(targets), N, V, ld, want_grad, grad_scale);
     CLOSE();
     return r;
 }

@@ -191,15 +191,18 @@ void position_backward(real *dpos, const real *dout, int row0, int N, int T, int
 void bias_add(real *out, const real *bias, int N, int C);      /* out[n] += bias */
 void bias_backward(real *dbias, const real *dout, int N, int C); /* dbias += column sums (fixed order) */
 
-/* ---- vocabulary-parallel softmax cross-entropy: per-row pieces over this rank's logits [N, V]
- * (act), combined across ranks by the caller (max, then sums). The double arrays are device
- * buffers of N values (the caller copies them to the host for the exchange and back). */
-void vocab_shard_row_max(const act *logits, int N, int V, double *max);
-void vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum);
+/* ---- vocabulary-parallel softmax cross-entropy: per-row pieces over this rank's logits [N, ld]
+ * (act), combined across ranks by the caller (max, then sums). Columns [0, V) are this rank's
+ * tokens; [V, ld) are the padded vocabulary (--vocab-pad): never read, and the gradient there is
+ * written as 0. V may be 0 (max -inf, sum 0). The double arrays are device buffers of N values
+ * (the caller copies them to the host for the exchange and back). */
+void vocab_shard_row_max(const act *logits, int N, int V, int ld, double *max);
+void vocab_shard_row_sumexp(const act *logits, int N, int V, int ld, const double *max, double *sum);
 /* the logit of each row's target if this rank holds it, else 0 */
-void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out);
-/* logits <- scale * (softmax - onehot) on this rank's columns */
-void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+void vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                              double *out);
+/* logits <- scale * (softmax - onehot) on this rank's columns, 0 on its padding columns */
+void vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld, const double *max,
                       const double *sum, double scale);
 /* losses[n] = log(sum[n]) - (target[n] - max[n]) (rounded to real); returns their mean, summed in
  * row order in double from the rounded values (as cross_entropy_forward_backward does). */
@@ -265,10 +268,12 @@ void attention_block_backward(real *dq, real *dk, real *dv, const act *dout, con
 void dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, int rows);
 
 /* ---- softmax + cross-entropy, fused (statistics in fp32/double) ----
- * losses[n] = -log softmax(logits[n])[targets[n]]; returns the mean over n (double, on the host).
- * With want_grad, logits are overwritten by dloss/dlogits for the mean loss times grad_scale. */
-double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
-                                      double grad_scale);
+ * Rows of ld values (the padded vocabulary, --vocab-pad), of which columns [0, V) are the
+ * vocabulary: losses[n] = -log softmax(logits[n][0..V))[targets[n]]; the padding columns are never
+ * read; returns the mean over n (double, on the host). With want_grad, logits are overwritten by
+ * dloss/dlogits for the mean loss times grad_scale, and the padding columns by 0. */
+double cross_entropy_forward_backward(act *logits, real *losses, const int32_t *targets, int N, int V, int ld,
+                                      int want_grad, double grad_scale);
 
 /* ---- mixture of experts (src/model/moe.c); router statistics in fp32, token rows act ----
  * Router: probs [N, E] holds the router logits on entry and softmax(logits) on return; topk

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,64 @@ static void run_fault_cmd(Sup *s, long long step) {
     sup_emit(e);
 }
 
+/* Carry out a job-ending fault (kill, hang, host loss) now: on rank r, or on f->host. `d`: the draw
+ * of the --inject-rate clock that chose it (NULL for a fault at a step). */
+static void strike(Sup *s, Fault *f, int r, long long step, const ClockDraw *d) {
+    cJSON *e = sup_event("inject");
+    cJSON_AddStringToObject(e, "fault", fault_kind_name(f->kind));
+    cJSON_AddNumberToObject(e, "step", (double)step);
+    if (d) {
+        cJSON_AddNumberToObject(e, "clock_index", (double)d->index);
+        cJSON_AddNumberToObject(e, "after_s", round(d->after_s * 1000) / 1000);
+    }
+    s->fault_fired_this_attempt = 1;
+    if (f->kind == FAULT_HOST) {
+        int h = -1;
+        for (int j = 0; j < s->nactive; j++)
+            if (!strcmp(s->hosts[s->active[j]].name, f->host)) h = s->active[j];
+        cJSON_AddStringToObject(e, "host", f->host);
+        if (h < 0) {
+            cJSON_AddStringToObject(e, "error", "host is not in use");
+            sup_emit(e);
+            s->fault_fired_this_attempt = 0;
+            return;
+        }
+        sup_ledger_fault(s, sup_now()); /* the attempt's failure strikes now (time ledger) */
+        cJSON *pids = cJSON_AddArrayToObject(e, "pids");
+        for (int q = 0; q < s->o->nranks; q++)
+            if (s->ranks[q].connected && !strcmp(s->ranks[q].host, f->host)) {
+                kill((pid_t)s->ranks[q].pid, SIGKILL);
+                cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[q].pid));
+            }
+        s->lost_host_this_attempt = h;
+        s->hosts[h].lost = 1;
+        sup_emit(e);
+        if (s->o->cut_link_cmd) {
+            setenv("MYRIAD_LOST_HOST", f->host, 1);
+            int rc = system(s->o->cut_link_cmd);
+            cJSON *c = sup_event("link-cut");
+            cJSON_AddStringToObject(c, "host", f->host);
+            cJSON_AddNumberToObject(c, "status", rc);
+            sup_emit(c);
+        }
+        return;
+    }
+    RankState *rs = &s->ranks[r];
+    cJSON_AddNumberToObject(e, "rank", r);
+    cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
+    cJSON_AddStringToObject(e, "host", rs->host);
+    /* the event first, then the fault's time and the signal: the event log's time of the fault
+     * is never later than the ledger's (sup_emit stamps its own time; a signal sent first once
+     * put the event 5 ms after the failure it caused) */
+    sup_emit(e);
+    sup_ledger_fault(s, sup_now());
+    kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
+    if (f->kind == FAULT_HANG) {
+        s->stop_time[r] = sup_now();
+        progress_stop_running(s, r); /* the others are released without it; the hang timeout finds it */
+    }
+}
+
 /* Fire due faults after rank r reported `step`. At most one job-ending fault per attempt, so
  * COUNT faults cost COUNT restarts (a second kill during the teardown would be invisible). */
 void faults_fire(Sup *s, int r, long long step) {
@@ -174,56 +233,8 @@ void faults_fire(Sup *s, int r, long long step) {
                     if (!s->ranks[q].done && !s->ranks[q].closed && (r == f->rank || s->ranks[q].step < s->ranks[r].step)) r = q;
             if (s->ranks[r].done || s->ranks[r].closed) continue;
         } else if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && f->rank != r) continue;
-        cJSON *e = sup_event("inject");
-        cJSON_AddStringToObject(e, "fault", fault_kind_name(f->kind));
-        cJSON_AddNumberToObject(e, "step", (double)step);
         f->fired = fired = 1;
-        s->fault_fired_this_attempt = 1;
-        if (f->kind == FAULT_HOST) {
-            int h = -1;
-            for (int j = 0; j < s->nactive; j++)
-                if (!strcmp(s->hosts[s->active[j]].name, f->host)) h = s->active[j];
-            cJSON_AddStringToObject(e, "host", f->host);
-            if (h < 0) {
-                cJSON_AddStringToObject(e, "error", "host is not in use");
-                sup_emit(e);
-                s->fault_fired_this_attempt = 0;
-                continue;
-            }
-            sup_ledger_fault(s, sup_now()); /* the attempt's failure strikes now (time ledger) */
-            cJSON *pids = cJSON_AddArrayToObject(e, "pids");
-            for (int q = 0; q < s->o->nranks; q++)
-                if (s->ranks[q].connected && !strcmp(s->ranks[q].host, f->host)) {
-                    kill((pid_t)s->ranks[q].pid, SIGKILL);
-                    cJSON_AddItemToArray(pids, cJSON_CreateNumber((double)s->ranks[q].pid));
-                }
-            s->lost_host_this_attempt = h;
-            s->hosts[h].lost = 1;
-            sup_emit(e);
-            if (s->o->cut_link_cmd) {
-                setenv("MYRIAD_LOST_HOST", f->host, 1);
-                int rc = system(s->o->cut_link_cmd);
-                cJSON *c = sup_event("link-cut");
-                cJSON_AddStringToObject(c, "host", f->host);
-                cJSON_AddNumberToObject(c, "status", rc);
-                sup_emit(c);
-            }
-            continue;
-        }
-        RankState *rs = &s->ranks[r];
-        cJSON_AddNumberToObject(e, "rank", r);
-        cJSON_AddNumberToObject(e, "pid", (double)rs->pid);
-        cJSON_AddStringToObject(e, "host", rs->host);
-        /* the event first, then the fault's time and the signal: the event log's time of the fault
-         * is never later than the ledger's (sup_emit stamps its own time; a signal sent first once
-         * put the event 5 ms after the failure it caused) */
-        sup_emit(e);
-        sup_ledger_fault(s, sup_now());
-        kill((pid_t)rs->pid, f->kind == FAULT_KILL ? SIGKILL : SIGSTOP);
-        if (f->kind == FAULT_HANG) {
-            s->stop_time[r] = sup_now();
-            progress_stop_running(s, r); /* the others are released without it; the hang timeout finds it */
-        }
+        strike(s, f, r, step, NULL);
     }
     if (fired) update_next_fault_step(s);
 }
@@ -314,4 +325,37 @@ void holds_release(Sup *s) {
         rs->held = -1;
     }
     s->nheld = k, s->min_held = mn;
+}
+
+/* ---------- the Poisson clock (--inject-rate, util/fault_clock.h) ---------- */
+
+/* Every rank has connected: this attempt's up time starts, and the clock's next fault is due one
+ * exponential draw from now. One draw per attempt, so the schedule is the seed's whatever the
+ * machine's speed: attempt a waits draw a (when every attempt ends with a clock fault). */
+void faults_clock_arm(Sup *s) {
+    FaultClock *c = &s->o->plan.clock;
+    s->clock_due = INFINITY;
+    if (!(c->mtbf_s > 0)) return;
+    fault_clock_draw(c, &s->clock_draw);
+    s->clock_due = s->tl[s->attempt].t0 + s->clock_draw.after_s;
+}
+
+/* The clock's fault, once due, while the job still computes steps: not before its first step nor
+ * after its last (`train --steps`, or once any rank is done: the finish is no step), and not after
+ * another job-ending fault of this attempt. A kill or hang strikes the drawn rank (pick % ranks),
+ * a host loss the host of the drawn rank. */
+void faults_clock_check(Sup *s) {
+    if (!(sup_now() >= s->clock_due)) return;
+    const FaultPlan *p = &s->o->plan;
+    s->clock_due = INFINITY;
+    if (s->failed || s->fault_fired_this_attempt || s->ndone > 0) return;
+    if (p->clock_last_step > 0 && s->job_step >= p->clock_last_step) return;
+    int n = s->o->nranks, r0 = (int)(s->clock_draw.pick % (uint64_t)n), r = -1;
+    for (int k = 0; k < n && r < 0; k++) /* the drawn rank, or the next one that runs */
+        if (s->ranks[(r0 + k) % n].running) r = (r0 + k) % n;
+    if (r < 0) return;
+    Fault f = {.rank = r, .step = s->job_step};
+    f.kind = s->clock_draw.kind == CLOCK_HANG ? FAULT_HANG : s->clock_draw.kind == CLOCK_HOST ? FAULT_HOST : FAULT_KILL;
+    if (f.kind == FAULT_HOST) snprintf(f.host, sizeof f.host, "%s", s->ranks[r].host);
+    strike(s, &f, r, s->job_step < 0 ? 0 : s->job_step, &s->clock_draw);
 }

@@ -125,6 +125,7 @@ static void hello(Sup *s, Conn *c, const HbMsg *m) {
         s->all_connected = 1;
         s->tl[s->attempt].t0 = sup_now();
         sup_ledger_connected(s, m->rank);
+        faults_clock_arm(s);
         cJSON *e = sup_event("connected");
         cJSON_AddNumberToObject(e, "attempt", s->attempt);
         cJSON_AddNumberToObject(e, "ranks", s->o->nranks);

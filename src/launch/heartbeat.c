@@ -113,10 +113,11 @@ static double *wall_field(HbStepInfo *info, int k) { /* k: 0 ckpt, 1 data, 2 eva
     return k == 0 ? &info->wall_ckpt_s : k == 1 ? &info->wall_data_s : &info->wall_eval_s;
 }
 
-/* "data=12,fwd=3400,...": sections in integer microseconds, tps and mfu as numbers, mem a step.
- * Unknown keys are skipped (a newer trainer may send more); a malformed pair is an error. */
-static int parse_info(char *tok, HbStepInfo *info) {
-    hb_step_info_init(info);
+/* The "key=value,..." fields of the STEP and FROM lines: `each` gets every pair's key as its
+ * index in keys (nkeys for an unknown key: a newer trainer may send more) and its value, a finite
+ * non-negative number. -1 for a malformed pair or a value `each` refuses. */
+typedef int (*PairFn)(void *ctx, int k, double v);
+static int parse_pairs(char *tok, const char *const *keys, int nkeys, PairFn each, void *ctx) {
     char *save;
     for (char *kv = strtok_r(tok, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '='), *end;
@@ -126,36 +127,41 @@ static int parse_info(char *tok, HbStepInfo *info) {
         double v = strtod(eq + 1, &end);
         if (*end || errno || !isfinite(v) || v < 0) return -1;
         int k = 0;
-        while (k < INFO_KEYS && strcmp(kv, info_keys[k])) k++;
-        if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
-        else if (k == HB_NSECTIONS) info->tokens_per_s = v;
-        else if (k == HB_NSECTIONS + 1) info->mfu = v;
-        else if (k == HB_NSECTIONS + 2) {
-            if (v != floor(v) || v > 1e15) return -1;
-            info->mem_step = (long long)v;
-        } else if (k == INFO_ROLE) {
-            if (v != floor(v) || v > 1e6) return -1;
-            info->role = (int)v;
-        } else if (k < INFO_KEYS) *wall_field(info, k - HB_NSECTIONS - 3) = v / 1e6;
+        while (k < nkeys && strcmp(kv, keys[k])) k++;
+        if (each(ctx, k, v)) return -1;
     }
     return 0;
 }
 
-/* "age=1234,mpi=200,...": the FROM line's start field, microseconds; unknown keys skipped. */
-static int parse_start(char *tok, HbStartInfo *info) {
-    char *save;
-    for (char *kv = strtok_r(tok, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '='), *end;
-        if (!eq || eq == kv || !eq[1]) return -1;
-        *eq = 0;
-        errno = 0;
-        double v = strtod(eq + 1, &end);
-        if (*end || errno || !isfinite(v) || v < 0) return -1;
-        for (int k = 0; k < 5; k++)
-            if (!strcmp(kv, start_keys[k])) *start_field(info, k) = v / 1e6;
-    }
+/* one pair of the STEP info field: sections in integer microseconds, tps and mfu as numbers,
+ * mem a step, role a small integer */
+static int info_pair(void *ctx, int k, double v) {
+    HbStepInfo *info = ctx;
+    if (k < HB_NSECTIONS) info->section_s[k] = v / 1e6; /* correctly rounded: 12 -> 12e-6 exactly */
+    else if (k == HB_NSECTIONS) info->tokens_per_s = v;
+    else if (k == HB_NSECTIONS + 1) info->mfu = v;
+    else if (k == HB_NSECTIONS + 2) {
+        if (v != floor(v) || v > 1e15) return -1;
+        info->mem_step = (long long)v;
+    } else if (k == INFO_ROLE) {
+        if (v != floor(v) || v > 1e6) return -1;
+        info->role = (int)v;
+    } else if (k < INFO_KEYS) *wall_field(info, k - HB_NSECTIONS - 3) = v / 1e6;
     return 0;
 }
+
+static int parse_info(char *tok, HbStepInfo *info) {
+    hb_step_info_init(info);
+    return parse_pairs(tok, info_keys, INFO_KEYS, info_pair, info);
+}
+
+/* one pair of the FROM line's start field: microseconds */
+static int start_pair(void *ctx, int k, double v) {
+    if (k < 5) *start_field(ctx, k) = v / 1e6;
+    return 0;
+}
+
+static int parse_start(char *tok, HbStartInfo *info) { return parse_pairs(tok, start_keys, 5, start_pair, info); }
 
 /* Append the info field (with its leading space) to line; nothing when nothing was measured. */
 static void format_info(char *line, size_t cap, const HbStepInfo *info) {

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "util/fault_clock.h"
+
 typedef enum { FAULT_KILL, FAULT_HANG, FAULT_HOST, FAULT_CORRUPT, FAULT_NAN, FAULT_SLOW, FAULT_CMD } FaultKind;
 
 typedef struct {
@@ -24,6 +26,8 @@ typedef struct {
     Fault *faults;
     int n, cap;
     uint64_t seed;   /* for corrupt@ (which file, which bit); the last random: seed or 1 */
+    FaultClock clock; /* --inject-rate: faults at Poisson times (mtbf_s 0: off) */
+    long long clock_last_step; /* the program's last step (train --steps): no clock fault from there on; 0 unknown */
 } FaultPlan;
 
 /* Add the faults of one --inject value (comma-separated specs allowed) for a job of nranks.

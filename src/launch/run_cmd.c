@@ -185,6 +185,12 @@ static int write_slurm_script(SlurmScript *sc, int n, int spares, int exec_mode,
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+static int add_inject_rate(void *dst, const char *v) {
+    SuperviseOpts *so = dst;
+    if (so->plan.clock.mtbf_s > 0) return myr_error("--inject-rate is given once (one clock; list several kinds in it, e.g. kill+hang:20)");
+    return fault_clock_parse(&so->plan.clock, v);
+}
+
 static int add_inject(void *dst, const char *v) {
     SuperviseOpts *so = dst;
     if (so->nranks < 1) return myr_error("give -n N before --inject (rank numbers are checked against N)");
@@ -248,6 +254,10 @@ int cmd_run(int argc, char **argv) {
                            "faults: kill@STEP:RANK, hang@STEP:RANK, host@STEP:HOST, corrupt@STEP,\n"
                            "nan@STEP:RANK, slow@STEP:RANK:FACTOR, cmd@STEP, random:SEED:COUNT[:MAXSTEP]\n"
                            "(comma-separated, repeatable)"), S),
+        OPT_GIVEN(OPT_CALL("--inject-rate", "SPEC", &so, add_inject_rate,
+                           "faults at Poisson times: KINDS:MTBF_SECONDS[,seed=N], KINDS of kill, hang,\n"
+                           "host joined by '+' (e.g. kill+hang:20,seed=3): one exponential wait of up\n"
+                           "time per attempt, a seeded schedule (docs/OPERATIONS.md)"), S),
         OPT_GIVEN(OPT_STR("--events", "FILE", &so.events_path, "append every event as a JSON line to FILE"), S),
         OPT_GIVEN(OPT_STR("--ckpt-dir", "DIR", &so.ckpt_dir, "checkpoint dir (exported as MYRIAD_CKPT_DIR; corrupt@ flips a bit there)"), S),
         OPT_GIVEN(OPT_STR("--hb-addr", "ADDR", &so.hb_host, "address the ranks reach the launcher at (default 127.0.0.1)"), S),
@@ -331,6 +341,13 @@ int cmd_run(int argc, char **argv) {
                 "--account, --job-name and --output shape an sbatch script: add --slurm-script");
     int host_fault = 0;
     for (int i = 0; i < so.plan.n; i++) host_fault |= so.plan.faults[i].kind == FAULT_HOST;
+    host_fault |= so.plan.clock.kinds[CLOCK_HOST];
+    if (so.plan.clock.kinds[CLOCK_HOST] && (!so.hosts_file || so.spares < 1))
+        myr_die("run: --inject-rate host:... loses hosts: give --hosts FILE with --spares K (a spare replaces each lost host)");
+    /* the clock strikes only while steps are computed: up to train's last step (its --steps) */
+    if (so.plan.clock.mtbf_s > 0 && !exec_mode && first < argc && !strcmp(argv[first], "train"))
+        for (int i = first + 1; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--steps")) so.plan.clock_last_step = atoll(argv[i + 1]);
     if (so.cut_link_cmd && !host_fault)
         myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
     if (so.metrics_linger > 0 && so.metrics_port < 0)

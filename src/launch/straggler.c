@@ -211,13 +211,16 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
          * rank's peers, the ranks doing the same work (leave-one-out: a slow rank does not pull
          * its own reference; the median: one lucky or unlucky peer does not either) */
         double rc = ref[(size_t)r * S + STRAGGLER_COMPUTE];
-        int below;
+        /* slowed from its own best while the rest did not: the test for a rank without peers (one
+         * rank per pipeline stage), and for any rank that became slow, whose peers' own spread (on
+         * a shared machine, healthy ranks' compute differed by 25% for a whole run) can hide part
+         * of its slowdown from the relative score */
+        int below = w->individual[r] < o->threshold && others[r] >= o->threshold;
         if (rc > 0) {
             w->relative[r] = rc < c ? rc / c : 1.0;
             w->fastest_s[r] = rc;
-            below = w->relative[r] < o->threshold;
-        } else /* no peer (one rank per pipeline stage): slowed from its own best while the rest did not */
-            below = w->individual[r] < o->threshold && others[r] >= o->threshold;
+            below = below || w->relative[r] < o->threshold;
+        }
         /* the culprit: the section that slowed the most against the peers, among those big enough */
         for (int k = 0; k < HB_NSECTIONS; k++) {
             if (k == HB_SEC_COMM || k == HB_SEC_CHECKPOINT || !(sec[k] > 0) || sec[k] < o->min_share * c) continue;

@@ -11,17 +11,20 @@
  *                doing the same work (the same pipeline stage, which each rank reports);
  *   individual = this rank's best window median so far / this one's  (1: as fast as it ever was)
  * The verdict uses the compute: a rank is *below* in a window when its relative compute score is
- * under the threshold, and after K consecutive windows below it is a straggler, whether it was
- * slow from its first step or became slow (an earlier rule also asked the individual score to be
- * low, so a rank slow from the start, individual 1, was never flagged). The compute, not each
+ * under the threshold, or when its individual score is while the median individual score of the
+ * other ranks is not (it slowed, the rest did not); after K consecutive windows below it is a
+ * straggler, whether it was slow from its first step (relative) or became slow (individual, or
+ * relative). An earlier rule asked both scores to be low, so a rank slow from the start,
+ * individual 1, was never flagged; the relative score alone missed a rank that became 1.5x slower
+ * when it had been the fastest of peers whose compute differed by 25% on a shared machine (its
+ * peers' median was 1.25x its own old time: relative 0.83). The compute, not each
  * section, because a straggler matters by how much it slows the step, and because a sum of
  * sections is steadier than any one of them. The peers' median (not the fastest rank, and not
  * counting the rank itself) is the reference because the fastest of several noisy ranks is the
  * luckiest, which made healthy ranks score 0.75 under load (bench/straggler_results.md). Cohorts
  * keep out a rank slower by role (a pipeline stage holding the LM head); a slowdown of the whole
- * machine slows the peers too (relative stays 1). A rank without peers (one rank per pipeline
- * stage) is below when its individual score is under the threshold while the median individual
- * score of the other ranks is not (it slowed, the rest did not). The culprit reported with a
+ * machine slows the peers too (relative stays 1, and the others' individual scores fall with its
+ * own). A rank without peers (one rank per pipeline stage) has only the individual test. The culprit reported with a
  * straggler is the section with the lowest relative score (against the peers' medians of that
  * section) among those that are at least min_share of the rank's compute. Not scored: comm (time waiting for
  * others, long on the fast ranks) and checkpoint (the in-memory copy is shared between a

@@ -99,6 +99,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
         }
         double now = sup_now(), deadline = grace_until ? grace_until : progress_deadline(s);
         if (all_done_since > 0 && all_done_since + grace < deadline) deadline = all_done_since + grace;
+        if (s->clock_due < deadline) deadline = s->clock_due;
         if (s->metrics) {
             double mt = now + metrics_timeout(s->metrics);
             if (mt < deadline) deadline = mt;
@@ -131,6 +132,7 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             break;
         }
         if (!s->failed && !sup_graceful_signal) progress_check_timeouts(s);
+        if (!s->failed && !sup_graceful_signal) faults_clock_check(s);
         if (s->nparked) sup_reap_parked(s, 0); /* launchers of earlier attempts finishing their abort */
         /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
          * rank stopped after its last heartbeat: the run is complete, end it rather than wait */

@@ -121,6 +121,8 @@ typedef struct Sup {
     Timeline *tl;            /* per attempt */
     int fault_fired_this_attempt;
     long long next_fault_step; /* no unfired fault is due below this step */
+    double clock_due;        /* --inject-rate: when this attempt's clock fault is due (INFINITY: none) */
+    ClockDraw clock_draw;    /* and what it is */
     long long *holds; /* steps every rank waits at for GO this attempt (fault steps) */
     int nholds;
     int *held_ranks, nheld;  /* ranks waiting for GO */
@@ -199,6 +201,8 @@ void faults_begin_attempt(Sup *s);      /* hold steps (MYRIAD_HB_HOLD), slowed r
 int holds_has(const Sup *s, long long step);
 void holds_add(Sup *s, int r, long long step); /* rank r waits for GO at step */
 void holds_release(Sup *s);            /* GO to every held rank whose step every running rank reached */
+void faults_clock_arm(Sup *s);         /* every rank connected: --inject-rate's next fault is due (a draw) */
+void faults_clock_check(Sup *s);       /* fire it when due, while the job computes steps */
 
 /* sup_teardown.c: ending an attempt */
 /* Kill the attempt's ranks and its launcher; returns once every rank is gone (the launcher may be

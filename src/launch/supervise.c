@@ -532,7 +532,7 @@ int supervise(SuperviseOpts *o) {
             s->stop_time[r] = 0;
         }
         s->all_connected = 0, s->job_step = -1, s->failed = 0, s->why[0] = 0;
-        s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1;
+        s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1, s->clock_due = INFINITY;
         s->source[0] = 0, s->copy_rejected = 0;
         progress_begin_attempt(s);
         if (s->straggler) straggler_restart(s->straggler);

@@ -11,6 +11,7 @@ void model_config_defaults(ModelConfig *c, ModelArch arch) {
     c->arch = arch;
     /* dense unless asked (MoE settings are not family defaults) */
     c->experts = c->top_k = c->shared_experts = c->expert_ffn = c->moe_every = 0;
+    c->vocab_pad = 0; /* no padded vocabulary: a run chooses one (--vocab-pad), a model file never has one */
     c->capacity_factor = c->aux_loss_coef = 0;
     c->rope_scaling = ROPE_PLAIN, c->rope_factor = c->rope_low_freq_factor = c->rope_high_freq_factor = 0;
     c->rope_original_max_seq = 0, c->attn_bias = c->mlp_bias = 0;
@@ -63,6 +64,8 @@ int model_config_validate(const ModelConfig *c) {
     if (c->arch == ARCH_GPT2 && (c->rope_scaling || c->attn_bias || c->mlp_bias))
         return myr_error("gpt2 has learned positions and always has biases: rope_scaling, attention_bias and mlp_bias "
                          "are Llama settings");
+    if (c->vocab_pad < 0 || c->vocab_pad > 65536)
+        return myr_error("--vocab-pad must be in 0..65536 (got %d; 1 or 0: no padding)", c->vocab_pad);
     if (c->experts < 0) return myr_error("experts must be >= 0 (got %d)", c->experts);
     if (c->experts == 0) return 0;
     if (c->top_k < 1) return myr_error("--top-k must be at least 1 (got %d)", c->top_k);
@@ -75,6 +78,21 @@ int model_config_validate(const ModelConfig *c) {
     if (!(c->aux_loss_coef >= 0)) return myr_error("--aux-loss-coef must be >= 0");
     if (!isfinite(c->capacity_factor)) return myr_error("--capacity-factor must be finite");
     return 0;
+}
+
+int model_vocab_lo(const ModelConfig *c, int tp, int r) { return (int)((int64_t)c->vocab * r / tp); }
+
+int model_vocab_count(const ModelConfig *c, int tp, int r) {
+    return model_vocab_lo(c, tp, r + 1) - model_vocab_lo(c, tp, r);
+}
+
+/* Every rank the same number of rows, the largest share rounded up to the multiple, so that the
+ * GEMM strides are aligned on every rank; the tokens each rank holds do not move, so a padded run
+ * computes exactly what an unpadded one of the same layout does. */
+int model_vocab_rows(const ModelConfig *c, int tp, int r) {
+    if (c->vocab_pad <= 1) return model_vocab_count(c, tp, r);
+    int64_t most = ((int64_t)c->vocab + tp - 1) / tp, k = c->vocab_pad;
+    return (int)((most + k - 1) / k * k);
 }
 
 int model_layer_is_moe(const ModelConfig *c, int l) {

@@ -27,6 +27,11 @@ typedef struct {
     int rope_original_max_seq;  /* llama3: original_max_position_embeddings */
     int attn_bias, mlp_bias;    /* Llama: biases on q/k/v/o (attention_bias), gate/up/down (mlp_bias) */
     int tied_embeddings; /* lm_head shares the token embedding (GPT-2: 1, Llama: usually 0) */
+    /* padded vocabulary (--vocab-pad, as llm.c's 50257 -> 50304): each tensor-parallel rank's rows
+     * of tok_emb and lm_head, the logits' row stride, are rounded up to a multiple of this; <= 1:
+     * none. A layout choice like --tp, not part of the model: the padding rows are never looked
+     * up, never predicted, stay zero, and no export or checkpoint holds them (model_vocab_rows). */
+    int vocab_pad;
     /* mixture of experts (docs/MOE.md); experts == 0 is a dense model and the rest is ignored */
     int experts;           /* routed experts per MoE layer */
     int top_k;             /* experts chosen per token */
@@ -41,6 +46,12 @@ typedef struct {
 void model_config_defaults(ModelConfig *c, ModelArch arch);
 /* Check the shape; on error returns -1 with a one-line reason (e.g. hidden not divisible by heads). */
 int model_config_validate(const ModelConfig *c);
+/* The vocabulary split over tp ranks: rank r holds tokens [model_vocab_lo(c, tp, r), + its
+ * model_vocab_count) (as without padding), in model_vocab_rows >= count rows of its slices of
+ * tok_emb / lm_head (the logits' row stride), the rows past count being padding. */
+int model_vocab_lo(const ModelConfig *c, int tp, int r);
+int model_vocab_count(const ModelConfig *c, int tp, int r);
+int model_vocab_rows(const ModelConfig *c, int tp, int r);
 /* Layer l of c replaces its MLP by experts. */
 int model_layer_is_moe(const ModelConfig *c, int l);
 /* Inner size of one expert. */

@@ -287,13 +287,7 @@ static int write_index(const HfExport *e, const char *dir) {
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return myr_error("out of memory writing %s", path);
-    AtomicFile a;
-    int rc = atomic_open(&a, path);
-    if (!rc) {
-        rc = atomic_write(&a, text, strlen(text));
-        if (!rc) rc = atomic_write(&a, "\n", 1);
-        rc = rc ? (atomic_abort(&a), -1) : atomic_commit(&a);
-    }
+    int rc = atomic_write_text(path, text);
     free(text);
     return rc;
 }

@@ -29,7 +29,7 @@ static void slot(HfSlotList *l, const ParamTable *t, const char *internal, int64
     s->p = param_table_find(t, internal);
     if (!s->p) myr_die("internal: no tensor %s for the Hugging Face name %s", internal, s->hf);
     s->row0 = row0;
-    s->rows = rows < 0 ? s->p->shape[0] : rows;
+    s->rows = rows < 0 ? s->p->global_shape[0] : rows; /* the tensor's own rows, never a padded vocabulary's */
     s->transpose = transpose;
 }
 
@@ -150,7 +150,7 @@ void hf_slots_free(HfSlotList *l) {
     l->n = l->cap = 0;
 }
 
-int64_t hf_slot_cols(const HfSlot *s) { return s->p->ndim == 2 ? s->p->shape[1] : 1; }
+int64_t hf_slot_cols(const HfSlot *s) { return s->p->ndim == 2 ? s->p->global_shape[1] : 1; }
 
 int hf_slot_shape(const HfSlot *s, int64_t shape[2]) {
     int64_t cols = hf_slot_cols(s);

@@ -64,8 +64,9 @@ int model_plan_ep(Model *m, const ModelConfig *cfg, int unit_align, int tp, int 
     m->heads_local = cfg->heads / tp;
     m->kv_local = cfg->kv_heads / tp;
     m->ffn_local = cfg->ffn / tp;
-    m->vocab_lo = (int)((int64_t)cfg->vocab * tp_rank / tp);
-    m->vocab_local = (int)((int64_t)cfg->vocab * (tp_rank + 1) / tp) - m->vocab_lo;
+    m->vocab_lo = model_vocab_lo(cfg, tp, tp_rank);
+    m->vocab_local = model_vocab_count(cfg, tp, tp_rank);
+    m->vocab_rows = model_vocab_rows(cfg, tp, tp_rank);
     if (st->layer_lo < 0 || st->layer_hi > cfg->layers || st->layer_lo > st->layer_hi)
         return myr_error("stage layers [%d, %d) are outside the model's %d layers", st->layer_lo, st->layer_hi,
                          cfg->layers);
@@ -275,7 +276,7 @@ static Counts activation_counts(const Model *m, int B, int T) {
     k.reals += NL * C; /* the stage's output (the last layer's res_out) */
     if (m->stage.last) {
         k.reals += NL * 2 + N;                    /* normf mean / rstd, losses */
-        k.acts += NL * C + gathered + N * (size_t)m->vocab_local; /* normf (+ gathered), logits */
+        k.acts += NL * C + gathered + N * (size_t)m->vocab_rows; /* normf (+ gathered), logits (padded rows) */
     }
     return k;
 }
@@ -370,7 +371,7 @@ static void ensure_activations(Model *m, int B, int T) {
         a->normf_in = sp ? TAKE_A(N * C) : a->normf;
         a->normf_mean = TAKE_R(NL);
         a->normf_rstd = TAKE_R(NL);
-        a->logits = TAKE_A(N * (size_t)m->vocab_local);
+        a->logits = TAKE_A(N * (size_t)m->vocab_rows);
         a->losses = TAKE_R(N);
     }
     if (p > end) myr_die("internal: activations overrun their allocation by %zu bytes", (size_t)(p - end));
@@ -492,16 +493,16 @@ static void sum_replicated_grads(Model *m, int unit) {
  * rank gets the loss of the whole vocabulary without any rank holding all logits. */
 static double vocab_parallel_cross_entropy(Model *m, int N, double grad_scale) {
     act *z = m->a.logits;
-    int V = m->vocab_local;
+    int V = m->vocab_local, ld = m->vocab_rows;
     size_t bytes = (size_t)N * sizeof(double);
     double *mx = malloc(bytes), *sum = malloc(bytes), *zt = malloc(bytes);
     double *d = dev_alloc_bytes(3 * bytes), *dmx = d, *dsum = d + N, *dzt = d + 2 * (size_t)N;
-    vocab_shard_row_max(z, N, V, dmx);
+    vocab_shard_row_max(z, N, V, ld, dmx);
     dev_to_host(mx, dmx, bytes);
     m->tp.sum_exact(m->tp.ctx, mx, (size_t)N, 1);
     host_to_dev(dmx, mx, bytes);
-    vocab_shard_row_sumexp(z, N, V, dmx, dsum);
-    vocab_shard_target_logit(z, m->targets, m->vocab_lo, N, V, dzt);
+    vocab_shard_row_sumexp(z, N, V, ld, dmx, dsum);
+    vocab_shard_target_logit(z, m->targets, m->vocab_lo, N, V, ld, dzt);
     dev_to_host(sum, dsum, bytes);
     dev_to_host(zt, dzt, bytes);
     m->tp.sum_exact(m->tp.ctx, sum, (size_t)N, 0);
@@ -509,7 +510,7 @@ static double vocab_parallel_cross_entropy(Model *m, int N, double grad_scale) {
     host_to_dev(dsum, sum, bytes);
     host_to_dev(dzt, zt, bytes);
     double loss = vocab_shard_losses(m->a.losses, dmx, dsum, dzt, N);
-    if (grad_scale > 0) vocab_shard_grad(z, m->targets, m->vocab_lo, N, V, dmx, dsum, grad_scale / N);
+    if (grad_scale > 0) vocab_shard_grad(z, m->targets, m->vocab_lo, N, V, ld, dmx, dsum, grad_scale / N);
     dev_free(d);
     free(mx);
     free(sum);
@@ -636,7 +637,8 @@ double model_forward_stage(Model *m, const int32_t *x, const real *input, const 
         if (targets) targets = cp_local_tokens(m, targets, B, T, 1);
     }
     ensure_activations(m, B, T);
-    int N = B * T, C = c->hidden, V = m->vocab_local;
+    /* V tokens of this rank in Vr rows of the head (a padded vocabulary: Vr > V) */
+    int N = B * T, C = c->hidden, V = m->vocab_local, Vr = m->vocab_rows;
     int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
     int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     int lo = m->stage.layer_lo, hi = m->stage.layer_hi;
@@ -686,7 +688,7 @@ layers:
     refresh_weights(m, unit_head(m));
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);
     gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
-    matmul_forward(a->logits, 0, a->normf_in, WT(lm_head), NULL, N, C, V);
+    matmul_forward(a->logits, 0, a->normf_in, WT(lm_head), NULL, N, C, Vr); /* padding columns: 0 */
     HOOK(after_forward, unit_head(m));
     if (!targets) {
         dev_sync(); /* the logits are read next anyway; and the staging buffer is free again */
@@ -694,7 +696,8 @@ layers:
     }
     tokens_to_device(m->targets, m->staging + N, targets, (size_t)N);
     double loss = tp ? vocab_parallel_cross_entropy(m, N, grad_scale)
-                     : cross_entropy_forward_backward(a->logits, a->losses, m->targets, N, V, grad_scale > 0, grad_scale);
+                     : cross_entropy_forward_backward(a->logits, a->losses, m->targets, N, V, Vr, grad_scale > 0,
+                                                      grad_scale);
     m->ready_for_backward = grad_scale > 0;
     return loss + c->aux_loss_coef * m->moe_aux;
 }
@@ -710,7 +713,12 @@ void model_stage_input_grad_to_host(const Model *m, real *host) {
 }
 
 void model_logits_to_host(const Model *m, float *host) {
-    act_to_host_f32(host, m->a.logits, (size_t)m->B * m->T * (size_t)m->vocab_local);
+    size_t rows = (size_t)m->B * m->T, V = (size_t)m->vocab_local, ld = (size_t)m->vocab_rows;
+    if (ld == V) {
+        act_to_host_f32(host, m->a.logits, rows * V);
+        return;
+    }
+    for (size_t r = 0; r < rows; r++) act_to_host_f32(host + r * V, act_at(m->a.logits, r * ld), V);
 }
 
 void model_backward(Model *m) { model_backward_stage(m, NULL); }
@@ -719,7 +727,7 @@ void model_backward_stage(Model *m, const real *dout_stage) {
     if (!m->ready_for_backward) myr_die("internal: model_backward without a training forward");
     const ModelConfig *c = &m->cfg;
     int B = m->B, T = m->T, N = B * T, C = c->hidden, H = m->heads_local, KV = m->kv_local, hd = C / c->heads;
-    int QKV = qkv_width(m), F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local;
+    int QKV = qkv_width(m), F = m->ffn_local, F1 = fc_width(m), Y = H * hd, V = m->vocab_local, Vr = m->vocab_rows;
     int NL = (int)local_rows(m, (size_t)N), row0 = m->tp.sp ? m->tp.rank * NL : 0;
     int gpt2 = c->arch == ARCH_GPT2, tp = m->tp.size > 1, sp = m->tp.sp;
     Activations *a = &m->a;
@@ -731,7 +739,8 @@ void model_backward_stage(Model *m, const real *dout_stage) {
         goto layers;
     }
     HOOK(before_backward, unit_head(m));
-    matmul_backward(s->d_norm, 1, g->lm_head, NULL, a->logits, a->normf_in, WT(lm_head), N, C, V, 0);
+    /* the padding columns of dlogits are 0: their lm_head rows get no gradient */
+    matmul_backward(s->d_norm, 1, g->lm_head, NULL, a->logits, a->normf_in, WT(lm_head), N, C, Vr, 0);
     complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C); /* column-parallel input gradient */
     dev_zero(s->d_res, (size_t)NL * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm_local, a->res_out, m->p.normf_w, a->normf_mean,

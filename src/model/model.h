@@ -130,6 +130,10 @@ typedef struct {
     StageSpec stage;     /* the layers this model object holds (pipeline parallelism) */
     /* this rank's share of the dimensions tensor parallelism splits (the whole when tp is 1) */
     int heads_local, kv_local, ffn_local, vocab_local, vocab_lo;
+    /* rows of this rank's tok_emb / lm_head slices and the logits' row stride: vocab_local, or
+     * more with a padded vocabulary (cfg.vocab_pad; model_vocab_rows): the rows past vocab_local
+     * are zero, never looked up, never predicted */
+    int vocab_rows;
     const ModelHooks *hooks; /* NULL: single process, everything resident */
     ParamTable table;
     real *params, *grads; /* fp32 master weights and their gradients (device) */
@@ -234,7 +238,7 @@ void model_params_view_done(Model *m, real *view, int write_back);
 /* The parameters (table.total elements, padding included) to / from host memory. */
 void model_params_to_host(const Model *m, real *host);
 void model_params_from_host(Model *m, const real *host);
-/* This forward's logits [B*T, vocab_local] as host fp32. */
+/* This forward's logits [B*T, vocab_local] as host fp32 (the padding columns left out). */
 void model_logits_to_host(const Model *m, float *host);
 /* Forward over x[B*T] (positions 0..T-1 per row). With targets, returns the mean cross-entropy
  * plus aux_loss_coef x the load-balancing loss (MoE models; m->moe_aux holds it unweighted)
@@ -244,7 +248,7 @@ double model_forward(Model *m, const int32_t *x, const int32_t *targets, int B, 
 /* Accumulate parameter gradients (+=) for the last forward (which must have had grad_scale > 0). */
 void model_backward(Model *m);
 void model_zero_grad(Model *m);
-size_t model_num_params(const Model *m); /* tensor elements (no padding) */
+size_t model_num_params(const Model *m); /* tensor elements (no unit padding; a padded vocabulary's rows count: they take memory) */
 /* Training FLOPs per token: 6 x (matmul parameters) + causal attention 6 x L x T x C (fwd+bwd). */
 double model_flops_per_token(const ModelConfig *c, int T);
 /* Bytes of stored activations for B x T (what the forward keeps for backward; one slot), and

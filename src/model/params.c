@@ -11,6 +11,11 @@ static const ModelConfig *cur_cfg;
 
 static int64_t vocab_lo(int64_t V, int tp, int r) { return V * r / tp; }
 
+/* Rows of rank r's slice of a SHARD_VOCAB tensor that hold tokens (the rest is padding). */
+static int64_t vocab_real_rows(const ParamInfo *p, int tp, int r) {
+    return vocab_lo(p->global_shape[0], tp, r + 1) - vocab_lo(p->global_shape[0], tp, r);
+}
+
 /* Local rows / columns of a tensor of global shape [d0, d1] split as `kind`. */
 static void local_shape(ShardKind kind, int64_t d0, int64_t d1, int64_t *l0, int64_t *l1) {
     int t = cur_tp, r = cur_rank;
@@ -19,7 +24,7 @@ static void local_shape(ShardKind kind, int64_t d0, int64_t d1, int64_t *l0, int
     switch (kind) {
     case SHARD_ROWS: case SHARD_QKV: case SHARD_GATE_UP: *l0 = d0 / t; break;
     case SHARD_COLS: *l1 = d1 / t; break;
-    case SHARD_VOCAB: *l0 = vocab_lo(d0, t, r + 1) - vocab_lo(d0, t, r); break;
+    case SHARD_VOCAB: *l0 = model_vocab_rows(cur_cfg, t, r); break; /* d0 is the vocabulary */
     default: break;
     }
 }
@@ -189,6 +194,7 @@ void param_shard_copy(const ModelConfig *c, const ParamInfo *p, int tp, int tp_r
                       int to_local) {
     int64_t rows = p->shape[0], cols = p->shape[1], gcols = p->global_shape[1];
     int64_t col0 = p->shard == SHARD_COLS ? tp_rank * cols : 0;
+    if (p->shard == SHARD_VOCAB) rows = vocab_real_rows(p, tp, tp_rank); /* padding rows are no global rows */
     for (int64_t lr = 0; lr < rows; lr++) {
         real *g = global + global_row(c, p, tp, tp_rank, lr) * gcols + col0, *l = local + lr * cols;
         if (to_local) memcpy(l, g, (size_t)cols * sizeof(real));
@@ -216,6 +222,9 @@ static int row_blocks(const ModelConfig *c, const ParamInfo *p, int tp, int r, R
         b[0] = (RowBlock){0, rows / 2, global_row(c, p, tp, r, 0)};
         b[1] = (RowBlock){rows / 2, rows / 2, global_row(c, p, tp, r, rows / 2)};
         return 2;
+    case SHARD_VOCAB: /* the padding rows after the tokens belong to no box */
+        b[0] = (RowBlock){0, vocab_real_rows(p, tp, r), global_row(c, p, tp, r, 0)};
+        return 1;
     default: b[0] = (RowBlock){0, rows, global_row(c, p, tp, r, 0)}; return 1;
     }
 }

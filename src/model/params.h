@@ -36,7 +36,10 @@
  *   COLS     input columns split (attn_out_w, mlp_out_w: row-parallel)
  *   QKV      the q, k and v row blocks each split by heads (qkv_w, qkv_b)
  *   GATE_UP  the gate and up row blocks each split (Llama fc_w)
- *   VOCAB    rows split by vocabulary range [V*r/tp, V*(r+1)/tp) (tok_emb, lm_head) */
+ *   VOCAB    rows split by vocabulary range [V*r/tp, V*(r+1)/tp) (tok_emb, lm_head), each slice
+ *            padded with zero rows to model_vocab_rows (config.h, --vocab-pad). The padding rows
+ *            are in the local shape and the flat layout but in no global box: global_shape is the
+ *            real [V, C], so exports and checkpoints never hold padding. */
 typedef enum { SHARD_NONE, SHARD_ROWS, SHARD_COLS, SHARD_QKV, SHARD_GATE_UP, SHARD_VOCAB } ShardKind;
 
 /* The layers and ends one pipeline stage holds: layers [layer_lo, layer_hi), the embedding if

@@ -66,7 +66,7 @@ int weight_init_create(WeightInit **out, const ModelConfig *c, uint64_t seed) {
             t->std = !strcmp(b, "attn_out_w") || !strcmp(b, "mlp_out_w") || !strcmp(b, "shared_out_w") ? residual_std
                                                                                                            : 0.02;
             t->stream = stream;
-            stream += p->numel;
+            stream += (uint64_t)(t->rows * t->cols); /* the global tensor: a padded vocabulary's rows draw nothing */
         }
         uint64_t h = name_hash(t->name) & (uint64_t)(w->slots - 1);
         while (w->slot[h] >= 0) h = (h + 1) & (uint64_t)(w->slots - 1);

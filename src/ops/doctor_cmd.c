@@ -127,8 +127,7 @@ static void parse(DoctorOpts *o, CommOptions *co, int argc, char **argv) {
 }
 
 static void write_out(const char *path, const char *json) {
-    AtomicFile a;
-    if (atomic_open(&a, path) || atomic_write(&a, json, strlen(json)) || atomic_write(&a, "\n", 1) || atomic_commit(&a))
+    if (atomic_write_text(path, json))
         myr_die("doctor: --out %s: %s", path, myr_last_error());
 }
 

@@ -244,6 +244,19 @@ void sim_layer_cost_kind(const SimModel *m, const GpuSpec *g, const Network *net
         double rs = l->sp ? sim_coll_time(net, COLL_REDUCE_SCATTER, ALG_AUTO, rs_b, tg)
                           : sim_coll_time(net, COLL_ALLREDUCE, ALG_AUTO, rs_b, tg);
         int q = role.qkv, out = role.out, fc1 = role.fc1, fc2 = role.fc2;
+        /* TE userbuffers' "pipeline" reduce-scatter overlap with set_sm_margin: the GEMM whose output
+         * is reduce-scattered is launched on the SMs the communication kernel leaves (num_sm of the
+         * overlap config; e.g. MLPerf GPT-3 configs: proj_fprop 24, fc2_fprop 20 in v3.0, 4 in v3.1,
+         * 1 (ring exchange) in v4.1), so it runs sms / (sms - num_sm) longer (compute-bound GEMM) */
+        if (l->tp_overlap && l->sp && g->sms > 0) {
+            int ub[2] = {l->ub_sm_proj, l->ub_sm_fc2}, gi[2] = {out, fc2};
+            for (int k = 0; k < 2; k++)
+                if (ub[k] > 0 && ub[k] < g->sms) {
+                    double longer = gf[gi[k]] * ((double)g->sms / (g->sms - ub[k]) - 1);
+                    gf[gi[k]] += longer;
+                    o->gemm_f += longer;
+                }
+        }
         o->tp_f = exposed_ag(l, ag, gf[q]) + exposed_rs(l, rs, gf[out]) + exposed_ag(l, ag, gf[fc1]) +
                   exposed_rs(l, rs, gf[fc2]);
         double ag_grad = l->sp ? sim_coll_time(net, COLL_ALLGATHER, ALG_AUTO, rs_b, tg) : 0;

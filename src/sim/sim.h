@@ -191,6 +191,9 @@ typedef struct {
     int ep_overlap;          /* all-to-all overlapped with another micro-batch's compute (Megatron-core's 1F1B a2a
                               * overlap; DualPipe always) */
     int comm_sms;            /* SMs the communication kernels hold while overlapped (DeepSeek-V3: 20 of 132) */
+    /* TP overlap (TE userbuffers) with set_sm_margin: SMs the reduce-scatter kernel overlapped with the
+     * output-projection / fc2 forward GEMM holds, which that GEMM is launched without (0 = none) */
+    int ub_sm_proj, ub_sm_fc2;
     double moe_imbalance;    /* busiest expert's tokens over the mean, dropless routing */
 } Layout;
 void sim_layout_defaults(Layout *l);

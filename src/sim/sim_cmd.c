@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "sim/goodput_predict.h"
 #include "sim/sim_opts.h"
 #include "sim/validate.h"
 #include "util/opts.h"
@@ -292,6 +293,7 @@ static int validate_main(int argc, char **argv) {
 
 int cmd_sim(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "validate")) return validate_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "goodput")) return sim_goodput_main(argc - 1, argv + 1);
     SimOpts o;
     int rc = sim_opts_parse(argc, argv, &o, 0);
     if (rc == 1) return 0;

@@ -132,6 +132,7 @@ static const char sim_usage[] =
     "usage: myriad sim [--model NAME|FILE | --arch gpt2|llama|nemotron --layers N --hidden N --heads N --vocab N ...]\n"
     "                  [--gpu NAME] [--cluster NAME|FILE] [--gpus N] [layout flags] [--tokens X] [--json] [--trace FILE]\n"
     "       myriad sim validate FILE.csv [options] (see myriad sim validate --help)\n"
+    "       myriad sim goodput [options] (a fault soak's effective training time; see myriad sim goodput --help)\n"
     "Simulates one training step: time and breakdown, MFU, memory per GPU, days to train.\n"
     "Without --cluster the GPU's default cluster design is used, sized to --gpus (the output says which).\n"
     "Configs: configs/hardware, configs/clusters, configs/models (or a path to a .json file).\n"

@@ -53,7 +53,7 @@ static const Preset presets[] = {
      "bf16_with_fp8_mixed() sets fp8_param_gather = True; Megatron-Bridge performance summary 25.11",
      {ATTN_FUSED, 1, 1, 1, 1, 1, 2, 1, 1, 0, 0, FP8_DELAYED, 1, 1, 0, 1}},
     {"mlperf",
-     "NVIDIA's MLPerf Training GPT-3 submissions (NeMo-based, tuned): as nemo, with GEMMs 1.2x as fast as the "
+     "NVIDIA's MLPerf Training GPT-3 submissions (NeMo-based, tuned): as nemo, with GEMMs 1.23x as fast as the "
      "other Megatron/NeMo runs reach (FITTED: tuned kernels, layer CUDA graphs, vboost) and the data-parallel "
      "reduction charged in full (added after seeing validation errors: one-layer chunks leave only the pipeline "
      "cooldown to hide it)",
@@ -126,7 +126,7 @@ int sim_software_preset(Layout *l, const char *name) {
         char env[64];
         snprintf(env, sizeof env, "MYRIAD_SWEFF_%s", presets[i].name);
         for (char *q = env; *q; q++) if (*q == '-') *q = '_';
-        if (!strcmp(name, "mlperf")) l->sw_eff = 1.218; /* FITTED (validate_fit.c), docs/SIMULATOR.md */
+        if (!strcmp(name, "mlperf")) l->sw_eff = 1.227; /* FITTED (validate_fit.c), docs/SIMULATOR.md */
         if (getenv(env)) l->sw_eff = atof(getenv(env));
         if (!strcmp(name, "myriad")) l->bucket = 25.0 * 1024 * 1024 / 4; /* --bucket-mb 25 of fp32 */
         l->cp_dkv_serial = !strcmp(name, "myriad");

@@ -134,6 +134,15 @@ int val_row_case(const ValHeader *h, char **c, ValCase *vc) {
      * attention in 2024 (TE issue 1123, Aug 2024: "TE currently supports cuDNN attention as
      * default"): MLPerf v3.x (2023) and NeMo 24.03 ran FlashAttention-2 */
     if (!strncmp(source, "mlperf-v3", 9) || !strncmp(source, "nemo-24.03", 10)) l->flash = ATTN_FA2;
+    /* MLPerf GPT-3 TP-overlap configs (set_sm_margin 1; mlcommons training_results, NVIDIA's
+     * benchmarks/gpt3 implementations): proj_fprop "pipeline" on 24 SMs in every round; fc2_fprop
+     * "pipeline" on 20 SMs in v3.0 (h100tp4pp8mbs1_tp_comm_overlap_cfg.yaml), 4 in v3.1
+     * (conf/tp_overlap/h100tp4pp8mbs1.yaml), ring exchange on 1 SM in v4.x (conf/tp_overlap/h100tp4mbs1.yaml,
+     * b200tp4mbs2.yaml) */
+    if (!strncmp(source, "mlperf", 6) && l->tp_overlap) {
+        l->ub_sm_proj = 24;
+        l->ub_sm_fc2 = !strncmp(source, "mlperf-v3.0", 11) ? 20 : !strncmp(source, "mlperf-v3.1", 11) ? 4 : 1;
+    }
     if (has(source, "narayanan2021") || has(source, "korthikanti2022")) l->dtype = l->dtype == DT_FP16 ? DT_FP16 : l->dtype;
     /* metric -> measured seconds per step */
     const char *metric = HAS("metric") ? S("metric") : "iter_time_s";

@@ -71,7 +71,8 @@ void sample_tokens(Model *m, const int32_t *prompt, int prompt_len, int n, uint6
             len = T - T / 2;
         }
         model_forward(m, ctx, NULL, 1, T, 0);
-        act_to_host_f32(z, act_at(m->a.logits, (size_t)(len - 1) * V), (size_t)V);
+        /* rows are vocab_rows apart; the padded vocabulary's columns past V are never drawn */
+        act_to_host_f32(z, act_at(m->a.logits, (size_t)(len - 1) * m->vocab_rows), (size_t)V);
         int tok = sample_draw(z, V, &rng, p);
         ctx[len++] = tok;
         out[i] = tok;

@@ -41,6 +41,7 @@ static void defaults(TrainOptions *o) {
     o->device = NULL;
     o->dtype = -1;
     o->tf32 = 0;
+    o->vocab_pad = -1;
     o->dpo.zero = 0;
     o->save_dtype = HF_SAVE_F32;
     o->save_shard_bytes = HF_DEFAULT_SHARD_BYTES;
@@ -302,6 +303,10 @@ static const char *const on_nan_names[] = {"stop", "skip", NULL};
              "activation precision (default: bf16 on cuda, fp32 on cpu); weights, gradients\n"                          \
              "and AdamW state stay fp32; on the cpu bf16 is emulated (slow)"),                                       \
     OPT_SWITCH("--tf32", &(o)->tf32, "fp32 GEMMs on the GPU may use TF32 tensor cores (default: off)"),             \
+    OPT_INT("--vocab-pad", "N", &(o)->vocab_pad, 1, 65536,                                                           \
+            "padded vocabulary: each tp rank's rows of the embedding and LM head (the logits'\n"                    \
+            "stride) a multiple of N; padding is never predicted, stays 0 and is not exported\n"                   \
+            "(default: 128 on cuda, 1 = none on cpu)"),                                                              \
     OPT_SECTION("parallelism (launch with `myriad run -n N -- train ...` or `mpirun -np N bin/myriad train ...`):"), \
     OPT_INT("--tp", "N", &(o)->tp, 1, 1 << 16,                                                                        \
             "tensor parallel: attention by heads, MLP by columns, vocab-parallel embedding\n"                         \
@@ -537,6 +542,11 @@ void train_options_parse(TrainOptions *o, int argc, char **argv) {
                       o->ffn > 0 || o->vocab > 0 || o->max_seq > 0 || moe_flags;
     if (o->init_dir && (shape_flags || o->preset || o->hf_shape_given))
         myr_die("train: --init takes the shape from DIR/config.json; drop --preset and the shape flags");
+}
+
+int train_options_vocab_pad(const TrainOptions *o, const char *device) {
+    if (o->vocab_pad > 0) return o->vocab_pad;
+    return device && !strcmp(device, "cuda") ? 128 : 1;
 }
 
 void train_options_model_config(const TrainOptions *o, ModelConfig *c) {

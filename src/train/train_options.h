@@ -60,6 +60,7 @@ typedef struct {
     const char *device; /* --device cpu|cuda; NULL: cuda when a GPU is usable, else cpu */
     int dtype;          /* --dtype fp32|bf16 as a Dtype; -1: bf16 on cuda, fp32 on cpu */
     int tf32;           /* --tf32: fp32 GEMMs on the GPU may use TF32 */
+    int vocab_pad;      /* --vocab-pad N: vocabulary rows per tp rank a multiple of N; -1: 128 on cuda, 1 (none) on cpu */
     /* parallelism */
     int dp;             /* data-parallel size; 0 = the world size / tp */
     int ep;             /* expert-parallel size (inside the data-parallel ranks; 1 = none) */
@@ -82,6 +83,9 @@ typedef struct {
 void train_options_parse(TrainOptions *o, int argc, char **argv);
 /* The model shape these options describe (not for --init). Dies with the reason if invalid. */
 void train_options_model_config(const TrainOptions *o, ModelConfig *c);
+/* The --vocab-pad of a run on `device` ("cpu" or "cuda", as selected): given, else 128 on cuda
+ * (aligned GEMM strides, as llm.c pads 50257 to 50304), 1 = none on cpu (nothing to gain). */
+int train_options_vocab_pad(const TrainOptions *o, const char *device);
 void train_usage(void);
 /* Whether --allow-changed names `what` (batch, seq, seed, lr, schedule, steps, data). */
 int train_option_allows_change(const TrainOptions *o, const char *what);

@@ -27,7 +27,8 @@ static void grab_logits(void *ctx, Model *m) {
     TrainJob *j = s->j;
     float *mine = s->piece + (size_t)j->tp_rank * s->piece_n;
     memset(mine, 0, (size_t)s->piece_n * sizeof(float));
-    act_to_host_f32(mine, act_at(m->a.logits, (size_t)s->pos * m->vocab_local), (size_t)m->vocab_local);
+    /* the row's tokens only: a padded vocabulary's columns past vocab_local are never drawn */
+    act_to_host_f32(mine, act_at(m->a.logits, (size_t)s->pos * m->vocab_rows), (size_t)m->vocab_local);
     if (j->tp > 1 && comm_all_gather(j->groups.tp, mine, s->piece, (size_t)s->piece_n, COMM_F32)) myr_die_last();
     int V = m->cfg.vocab;
     for (int r = 0; r < j->tp; r++) {

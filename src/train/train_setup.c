@@ -38,6 +38,8 @@ static void build_model(TrainJob *j) {
     } else {
         train_options_model_config(o, &cfg);
     }
+    /* a layout choice, not the model's: no file read or written holds the padding */
+    cfg.vocab_pad = train_options_vocab_pad(o, kernels_device());
     int pp = j->pp, vpp = j->vpp, V = pp * vpp;
     int *start = calloc((size_t)V, sizeof(int)), *count = calloc((size_t)V, sizeof(int));
     if (schedule_stage_layers(cfg.layers, pp, vpp, o->n_stage_layers ? o->stage_layers : NULL, o->n_stage_layers,
@@ -176,10 +178,15 @@ static void attach_parallelism(TrainJob *j) {
 static void print_banner(const TrainJob *j) {
     const TrainOptions *o = &j->o;
     const ModelConfig *c = &j->cfg;
+    char pad[96] = "";
+    int rows = model_vocab_rows(c, j->tp, 0);
+    if (rows * j->tp > c->vocab) /* said only where it adds rows */
+        snprintf(pad, sizeof pad, " (padded: %d rows%s, --vocab-pad %d)", rows * j->tp, j->tp > 1 ? " over tp" : "",
+                 c->vocab_pad);
     fprintf(stderr,
-            "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d | %llu training tokens, batch %d x %d | "
+            "myriad train: %s, %d layers, hidden %d, heads %d/%d, vocab %d%s | %llu training tokens, batch %d x %d | "
             "%d threads, peak %.1f GFLOP/s (%s)\n",
-            model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab,
+            model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, pad,
             (unsigned long long)tokens_count(j->train), o->batch, o->seq, kernels_threads(), j->peak_flops / 1e9,
             j->peak_source);
     train_memory_print(j);
@@ -202,13 +209,14 @@ static void write_meta(TrainJob *j) {
     snprintf(j->meta, sizeof j->meta,
              "{\"seed\": %llu, \"model\": {\"arch\": \"%s\", \"layers\": %d, \"hidden\": %d, \"heads\": %d, "
              "\"kv_heads\": %d, \"ffn\": %d, \"vocab\": %d, \"max_seq\": %d, \"experts\": %d}, \"layout\": {\"tp\": "
-             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"cp\": %d, \"zero\": %d}, \"batch\": %d, \"seq\": %d, "
+             "%d, \"pp\": %d, \"vpp\": %d, \"dp\": %d, \"ep\": %d, \"cp\": %d, \"zero\": %d, \"vocab_pad\": %d}, "
+             "\"batch\": %d, \"seq\": %d, "
              "\"lr\": %.17g, \"lr_schedule\": \"%s\", \"warmup\": %ld, \"min_lr\": %.17g, \"steps\": %ld, "
              "\"shuffle\": %s, \"train_tokens\": %llu}",
              (unsigned long long)o->seed, model_arch_name(c->arch), c->layers, c->hidden, c->heads, c->kv_heads,
-             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, j->cp, o->dpo.zero, o->batch,
-             o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup, ls->min_lr, o->steps,
-             o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
+             c->ffn, c->vocab, c->max_seq, c->experts, j->tp, j->pp, j->vpp, j->dp_size, j->ep, j->cp, o->dpo.zero,
+             c->vocab_pad, o->batch, o->seq, ls->lr, ls->kind == LR_COSINE ? "cosine" : "constant", ls->warmup,
+             ls->min_lr, o->steps, o->shuffle ? "true" : "false", (unsigned long long)tokens_count(j->train));
 }
 
 /* In-memory checkpoints: the job is named by MYRIAD_JOB_ID or the absolute --save DIR. */

@@ -60,7 +60,7 @@ def flags_of(words):
     return _help_cache[key]
 
 
-SUBS = {"data": {"prepare", "info"}, "sim": {"validate"}, "bench": {"comm", "sgemm", "calibrate"}, "sched": {"simulate", "place"}}
+SUBS = {"data": {"prepare", "info"}, "sim": {"validate", "goodput"}, "bench": {"comm", "sgemm", "calibrate"}, "sched": {"simulate", "place"}}
 COMMANDS = {"train", "eval", "data", "sim", "plan", "bench", "mesh", "run", "sched", "tokenize", "detokenize", "doctor", "report"}
 
 

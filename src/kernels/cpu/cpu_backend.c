@@ -54,19 +54,19 @@ static void f32_swiglu_forward(act *out, const act *inp, int N, int F) { cpu_swi
 static void f32_swiglu_backward(act *dinp, const act *inp, const act *dout, int N, int F) {
     cpu_swiglu_backward(R(dinp), CR(inp), CR(dout), N, F);
 }
-static void f32_vocab_shard_row_max(const act *logits, int N, int V, double *max) {
-    cpu_vocab_shard_row_max(CR(logits), N, V, max);
+static void f32_vocab_shard_row_max(const act *logits, int N, int V, int ld, double *max) {
+    cpu_vocab_shard_row_max(CR(logits), N, V, ld, max);
 }
-static void f32_vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
-    cpu_vocab_shard_row_sumexp(CR(logits), N, V, max, sum);
+static void f32_vocab_shard_row_sumexp(const act *logits, int N, int V, int ld, const double *max, double *sum) {
+    cpu_vocab_shard_row_sumexp(CR(logits), N, V, ld, max, sum);
 }
-static void f32_vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V,
+static void f32_vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
                                          double *out) {
-    cpu_vocab_shard_target_logit(CR(logits), targets, vocab_lo, N, V, out);
+    cpu_vocab_shard_target_logit(CR(logits), targets, vocab_lo, N, V, ld, out);
 }
-static void f32_vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
-                                 const double *sum, double scale) {
-    cpu_vocab_shard_grad(R(logits), targets, vocab_lo, N, V, max, sum, scale);
+static void f32_vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                                 const double *max, const double *sum, double scale) {
+    cpu_vocab_shard_grad(R(logits), targets, vocab_lo, N, V, ld, max, sum, scale);
 }
 static void f32_rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads,
                            int hd, int stride, int inverse) {
@@ -91,9 +91,9 @@ static void f32_attention_block_backward(real *dq, real *dk, real *dv, const act
                                          const act *v, const real *lse, const real *delta, const AttnBlock *s) {
     cpu_attention_block_backward(dq, dk, dv, CR(dout), CR(q), CR(k), CR(v), lse, delta, s);
 }
-static double f32_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
-                                double grad_scale) {
-    return cpu_cross_entropy_forward_backward(R(logits), losses, targets, N, V, want_grad, grad_scale);
+static double f32_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int ld,
+                                int want_grad, double grad_scale) {
+    return cpu_cross_entropy_forward_backward(R(logits), losses, targets, N, V, ld, want_grad, grad_scale);
 }
 static void f32_moe_gather_rows(act *out, const act *x, const int32_t *idx, const real *scale, int R_, int C) {
     cpu_moe_gather_rows(R(out), CR(x), idx, scale, R_, C);

@@ -123,30 +123,30 @@ static void b_swiglu_backward(act *dinp, const act *inp, const act *dout, int N,
     free(d);
 }
 
-static void b_vocab_shard_row_max(const act *logits, int N, int V, double *max) {
-    real *z = widen(logits, (size_t)N * V);
-    cpu_vocab_shard_row_max(z, N, V, max);
+static void b_vocab_shard_row_max(const act *logits, int N, int V, int ld, double *max) {
+    real *z = widen(logits, (size_t)N * ld);
+    cpu_vocab_shard_row_max(z, N, V, ld, max);
     free(z);
 }
 
-static void b_vocab_shard_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
-    real *z = widen(logits, (size_t)N * V);
-    cpu_vocab_shard_row_sumexp(z, N, V, max, sum);
+static void b_vocab_shard_row_sumexp(const act *logits, int N, int V, int ld, const double *max, double *sum) {
+    real *z = widen(logits, (size_t)N * ld);
+    cpu_vocab_shard_row_sumexp(z, N, V, ld, max, sum);
     free(z);
 }
 
-static void b_vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V,
+static void b_vocab_shard_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
                                        double *out) {
-    real *z = widen(logits, (size_t)N * V);
-    cpu_vocab_shard_target_logit(z, targets, vocab_lo, N, V, out);
+    real *z = widen(logits, (size_t)N * ld);
+    cpu_vocab_shard_target_logit(z, targets, vocab_lo, N, V, ld, out);
     free(z);
 }
 
-static void b_vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
-                               const double *sum, double scale) {
-    real *z = widen(logits, (size_t)N * V);
-    cpu_vocab_shard_grad(z, targets, vocab_lo, N, V, max, sum, scale);
-    narrow_free(logits, z, (size_t)N * V);
+static void b_vocab_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                               const double *max, const double *sum, double scale) {
+    real *z = widen(logits, (size_t)N * ld);
+    cpu_vocab_shard_grad(z, targets, vocab_lo, N, V, ld, max, sum, scale);
+    narrow_free(logits, z, (size_t)N * ld);
 }
 
 static void b_rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
@@ -176,11 +176,11 @@ static void b_attention_backward(act *dqkv, const act *dout, const act *qkv, con
     free(d);
 }
 
-static double b_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
-                              double grad_scale) {
-    real *z = widen(logits, (size_t)N * V);
-    double mean = cpu_cross_entropy_forward_backward(z, losses, targets, N, V, want_grad, grad_scale);
-    if (want_grad) narrow(logits, z, (size_t)N * V);
+static double b_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int ld,
+                              int want_grad, double grad_scale) {
+    real *z = widen(logits, (size_t)N * ld);
+    double mean = cpu_cross_entropy_forward_backward(z, losses, targets, N, V, ld, want_grad, grad_scale);
+    if (want_grad) narrow(logits, z, (size_t)N * ld);
     free(z);
     return mean;
 }

@@ -37,12 +37,12 @@ void cpu_position_forward_add(real *out, const real *pos, int row0, int N, int T
 void cpu_position_backward(real *dpos, const real *dout, int row0, int N, int T, int C);
 void cpu_bias_add(real *out, const real *bias, int N, int C);
 void cpu_bias_backward(real *dbias, const real *dout, int N, int C);
-void cpu_vocab_shard_row_max(const real *logits, int N, int V, double *max);
-void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max, double *sum);
-void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V,
+void cpu_vocab_shard_row_max(const real *logits, int N, int V, int ld, double *max);
+void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, int ld, const double *max, double *sum);
+void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
                                   double *out);
-void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
-                          const double *sum, double scale);
+void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                          const double *max, const double *sum, double scale);
 double cpu_vocab_shard_losses(real *losses, const double *max, const double *sum, const double *target, int N);
 void cpu_rope_tables(real *cos_t, real *sin_t, int max_seq, int hd, const float *inv_freq);
 void cpu_rope_apply(real *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
@@ -56,7 +56,7 @@ void cpu_attention_block_backward(real *dq, real *dk, real *dv, const real *dout
                                   const real *v, const real *lse, const real *delta, const AttnBlock *s);
 void cpu_attention_backward(real *dqkv, const real *dout, const real *qkv, const real *att, int B, int T, int H,
                             int KV, int hd);
-double cpu_cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V,
+double cpu_cross_entropy_forward_backward(real *logits, real *losses, const int32_t *targets, int N, int V, int ld,
                                           int want_grad, double grad_scale);
 void cpu_moe_router_topk(real *probs, int32_t *topk, real *gates, int N, int E, int k);
 void cpu_moe_router_backward(real *dlogits, const real *probs, const int32_t *topk, const real *gates,

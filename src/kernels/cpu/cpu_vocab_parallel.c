@@ -69,21 +69,22 @@ void cpu_bias_add(real *out, const real *bias, int N, int C) {
     }
 }
 
-void cpu_vocab_shard_row_max(const real *logits, int N, int V, double *max) {
+/* Rows are ld apart; columns [0, V) are this rank's tokens, [V, ld) padding (never read). */
+void cpu_vocab_shard_row_max(const real *logits, int N, int V, int ld, double *max) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const real *z = logits + (size_t)n * V;
-        real m = z[0];
-        for (int v = 1; v < V; v++)
+        const real *z = logits + (size_t)n * ld;
+        real m = -INFINITY;
+        for (int v = 0; v < V; v++)
             if (z[v] > m) m = z[v];
         max[n] = m;
     }
 }
 
-void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, const double *max, double *sum) {
+void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, int ld, const double *max, double *sum) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const real *z = logits + (size_t)n * V;
+        const real *z = logits + (size_t)n * ld;
         real m = (real)max[n];
         double s = 0;
         for (int v = 0; v < V; v++) s += exp((double)(z[v] - m));
@@ -91,22 +92,24 @@ void cpu_vocab_shard_row_sumexp(const real *logits, int N, int V, const double *
     }
 }
 
-void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
+void cpu_vocab_shard_target_logit(const real *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                                  double *out) {
     for (int n = 0; n < N; n++) {
         int t = targets[n] - vocab_lo;
-        out[n] = t >= 0 && t < V ? (double)logits[(size_t)n * V + t] : 0.0;
+        out[n] = t >= 0 && t < V ? (double)logits[(size_t)n * ld + t] : 0.0;
     }
 }
 
-void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
-                      const double *sum, double scale) {
+void cpu_vocab_shard_grad(real *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld, const double *max,
+                          const double *sum, double scale) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        real *z = logits + (size_t)n * V;
+        real *z = logits + (size_t)n * ld;
         real m = (real)max[n], inv = (real)(1.0 / sum[n]), s = (real)scale;
         for (int v = 0; v < V; v++) z[v] = R_EXP(z[v] - m) * inv * s;
         int t = targets[n] - vocab_lo;
         if (t >= 0 && t < V) z[t] -= s;
+        for (int v = V; v < ld; v++) z[v] = 0;
     }
 }
 

@@ -139,11 +139,12 @@ void cuda_bias_add(void *out, int out_dt, const void *bias, int bias_dt, int N, 
 void cuda_bias_backward(float *dbias, const void *dout, int dout_dt, int N, int C);
 
 /* ---- vocabulary-parallel cross-entropy pieces (max, sum, out: device doubles) ---- */
-void cuda_vocab_shard_row_max(const void *logits, int dt, int N, int V, double *max);
-void cuda_vocab_shard_row_sumexp(const void *logits, int dt, int N, int V, const double *max, double *sum);
+/* rows of ld values: columns [0, V) this rank's tokens, [V, ld) padding (never read; 0 in the gradient) */
+void cuda_vocab_shard_row_max(const void *logits, int dt, int N, int V, int ld, double *max);
+void cuda_vocab_shard_row_sumexp(const void *logits, int dt, int N, int V, int ld, const double *max, double *sum);
 void cuda_vocab_shard_target_logit(const void *logits, int dt, const int32_t *targets, int vocab_lo, int N, int V,
-                                   double *out);
-void cuda_vocab_shard_grad(void *logits, int dt, const int32_t *targets, int vocab_lo, int N, int V,
+                                   int ld, double *out);
+void cuda_vocab_shard_grad(void *logits, int dt, const int32_t *targets, int vocab_lo, int N, int V, int ld,
                            const double *max, const double *sum, double scale);
 /* losses[n] = log(sum[n]) - (target[n] - max[n]) rounded to fp32; waits and returns their mean
  * (summed in double in a fixed order). */
@@ -163,10 +164,11 @@ void cuda_attention_backward(void *dqkv, const void *dout, const void *qkv, cons
 
 /* ---- softmax + cross-entropy, fused: one read of each logit row for the statistics, one
  * read and one write for the gradient. losses [N] fp32. The first form waits and returns the
- * mean; the second leaves it (as a double) in mean_dev, stream-ordered. */
+ * mean; the second leaves it (as a double) in mean_dev, stream-ordered. Rows of ld values, the
+ * vocabulary in columns [0, V): the padding (--vocab-pad) is never read and gets a 0 gradient. */
 double cuda_cross_entropy_forward_backward(void *logits, int dt, float *losses, const int32_t *targets, int N, int V,
-                                           int want_grad, double grad_scale);
-void cuda_cross_entropy_async(void *logits, int dt, float *losses, const int32_t *targets, int N, int V,
+                                           int ld, int want_grad, double grad_scale);
+void cuda_cross_entropy_async(void *logits, int dt, float *losses, const int32_t *targets, int N, int V, int ld,
                               int want_grad, double grad_scale, double *mean_dev);
 
 /* ---- mixture of experts (router tensors fp32) ---- */

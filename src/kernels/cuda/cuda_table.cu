@@ -140,16 +140,19 @@ static void t_position_backward(real *dpos, const real *dout, int row0, int N, i
 }
 static void t_bias_add(real *out, const real *bias, int N, int C) { cuda_bias_add(out, CUDA_F32, bias, CUDA_F32, N, C); }
 static void t_bias_backward(real *dbias, const real *dout, int N, int C) { cuda_bias_backward(dbias, dout, CUDA_F32, N, C); }
-static void t_row_max(const act *logits, int N, int V, double *max) { cuda_vocab_shard_row_max(logits, adt, N, V, max); }
-static void t_row_sumexp(const act *logits, int N, int V, const double *max, double *sum) {
-    cuda_vocab_shard_row_sumexp(logits, adt, N, V, max, sum);
+static void t_row_max(const act *logits, int N, int V, int ld, double *max) {
+    cuda_vocab_shard_row_max(logits, adt, N, V, ld, max);
 }
-static void t_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, double *out) {
-    cuda_vocab_shard_target_logit(logits, adt, targets, vocab_lo, N, V, out);
+static void t_row_sumexp(const act *logits, int N, int V, int ld, const double *max, double *sum) {
+    cuda_vocab_shard_row_sumexp(logits, adt, N, V, ld, max, sum);
 }
-static void t_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, const double *max,
+static void t_target_logit(const act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld,
+                           double *out) {
+    cuda_vocab_shard_target_logit(logits, adt, targets, vocab_lo, N, V, ld, out);
+}
+static void t_shard_grad(act *logits, const int32_t *targets, int vocab_lo, int N, int V, int ld, const double *max,
                          const double *sum, double scale) {
-    cuda_vocab_shard_grad(logits, adt, targets, vocab_lo, N, V, max, sum, scale);
+    cuda_vocab_shard_grad(logits, adt, targets, vocab_lo, N, V, ld, max, sum, scale);
 }
 static void t_rope_apply(act *qkv, const real *cos_t, const real *sin_t, int N, int T, int heads, int kv_heads, int hd,
                          int stride, int inverse) {
@@ -163,9 +166,9 @@ static void t_attention_backward(act *dqkv, const act *dout, const act *qkv, con
                                  int T, int H, int KV, int hd) {
     cuda_attention_backward(dqkv, dout, qkv, out, saved, B, T, H, KV, hd, adt);
 }
-static double t_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int want_grad,
-                              double grad_scale) {
-    return cuda_cross_entropy_forward_backward(logits, adt, losses, targets, N, V, want_grad, grad_scale);
+static double t_cross_entropy(act *logits, real *losses, const int32_t *targets, int N, int V, int ld,
+                              int want_grad, double grad_scale) {
+    return cuda_cross_entropy_forward_backward(logits, adt, losses, targets, N, V, ld, want_grad, grad_scale);
 }
 static void t_gather_rows(act *out, const act *x, const int32_t *idx, const real *scale, int R, int C) {
     cuda_moe_gather_rows(out, x, idx, scale, R, C, adt);
