@@ -260,8 +260,8 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         if (m->moe_routing) /* layer, global sequence, position, slot, expert, kept */
             for (int n = 0; n < N; n++)
                 for (int j = 0; j < k; j++)
-                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T, seq_pos(cps, cr, T, n % T), j,
-                            s->topk_h[(size_t)n * k + j], kept[(size_t)n * k + j]);
+                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T,
+                            seq_pos(cps, cr, T, n % T), j, s->topk_h[(size_t)n * k + j], kept[(size_t)n * k + j]);
     }
     /* the counts per expert go to the experts' ranks first (expert order = rank order) */
     int32_t *send_cnt = malloc((size_t)E * sizeof(int32_t)), *recv_cnt = malloc((size_t)E * sizeof(int32_t));
