@@ -130,6 +130,7 @@ static void run_fault_cmd(Sup *s, long long step) {
     setenv("MYRIAD_FAULT_STEP", st, 1);
     fflush(stdout), fflush(stderr);
     int rc = system(s->o->fault_cmd);
+    s->el.hosts_checked = 0; /* it may have changed --hosts (tests add a host so): --elastic looks at once */
     cJSON_AddNumberToObject(e, "status", WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc));
     sup_emit(e);
 }
@@ -227,10 +228,10 @@ void faults_fire(Sup *s, int r, long long step) {
         if (s->fault_fired_this_attempt || s->failed) continue;
         if (f->job_level) { /* random: due once the slowest rank reached the step */
             if (s->job_step < f->step) continue;
-            r = f->rank; /* its drawn rank, or the slowest one still running if that one is done */
+            r = f->rank % s->o->nranks; /* its drawn rank (of a smaller --elastic size: modulo), or the slowest one still running if that one is done */
             if (s->ranks[r].done || s->ranks[r].closed)
                 for (int q = 0; q < s->o->nranks; q++)
-                    if (!s->ranks[q].done && !s->ranks[q].closed && (r == f->rank || s->ranks[q].step < s->ranks[r].step)) r = q;
+                    if (!s->ranks[q].done && !s->ranks[q].closed && (r == f->rank % s->o->nranks || s->ranks[q].step < s->ranks[r].step)) r = q;
             if (s->ranks[r].done || s->ranks[r].closed) continue;
         } else if ((f->kind == FAULT_KILL || f->kind == FAULT_HANG) && f->rank != r) continue;
         f->fired = fired = 1;

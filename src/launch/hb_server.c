@@ -224,7 +224,7 @@ void hb_read(Sup *s, int slot, unsigned gen) {
                 progress_stop_running(s, c->rank);
                 progress_unwatch(s, c->rank);
             }
-            if (!rs->done && !rs->stopped && !sup_graceful_signal && !s->failed) {
+            if (!rs->done && !rs->stopped && !sup_graceful_signal && !s->el.resizing && !s->failed) {
                 cJSON *e = sup_event("exit");
                 cJSON_AddNumberToObject(e, "rank", c->rank);
                 cJSON_AddNumberToObject(e, "pid", (double)rs->pid);

@@ -268,6 +268,10 @@ int cmd_run(int argc, char **argv) {
                            "(it starts the ranks itself, e.g. a load generator)"), S),
         OPT_GIVEN(OPT_SWITCH("--exec", &exec_mode, "the command after -- is a program, not a myriad subcommand"), S),
         OPT_SWITCH("--supervise", &supervised, "use the supervisor with all defaults"),
+        OPT_GIVEN(OPT_INT("--elastic", "MIN", &so.elastic_min, 1, 1 << 24,
+                          "a lost host with no spare left: go on at the largest data-parallel size the\n"
+                          "other hosts hold, down to MIN (global batch kept); grow back when hosts are\n"
+                          "added to --hosts (train only; needs --save-every)"), S),
         OPT_GIVEN(OPT_DOUBLE("--stop-grace", "S", &so.stop_grace, 0, 1e9,
                              "after SIGTERM/SIGUSR1 the ranks checkpoint and stop within S s (default 60)"), S),
         OPT_SECTION("pre-flight (docs/OPERATIONS.md):"),
@@ -350,6 +354,8 @@ int cmd_run(int argc, char **argv) {
             if (!strcmp(argv[i], "--steps")) so.plan.clock_last_step = atoll(argv[i + 1]);
     if (so.cut_link_cmd && !host_fault)
         myr_die("run: --cut-link-cmd runs when a host@ fault fires: add --inject host@STEP:HOST (or drop it)");
+    if (so.elastic_min && exec_mode)
+        myr_die("run: --elastic resizes the data parallelism of `myriad train`: not with --exec");
     if (so.metrics_linger > 0 && so.metrics_port < 0)
         myr_die("run: --metrics-linger keeps /metrics served after the job: add --metrics-port P");
     for (int i = 0; i < so.plan.n; i++)

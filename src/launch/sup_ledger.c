@@ -165,6 +165,7 @@ static void emit_recovery(Sup *s, int completed) {
     } phases[] = {{"detection", {LEDGER_DETECTION, -1}},
                   {"teardown", {LEDGER_TEARDOWN, -1}},
                   {"spare_wait", {LEDGER_SPARE_WAIT, -1}},
+                  {"reshard", {LEDGER_RESHARD, -1}},
                   {"launch", {LEDGER_LAUNCH, -1}},
                   {"mpi_init", {LEDGER_MPI_INIT, -1}},
                   {"setup", {LEDGER_SETUP, -1}},

@@ -131,8 +131,22 @@ WatchEnd sup_watch(Sup *s, pid_t child, int *status, volatile sig_atomic_t *stop
             end = WATCH_EXITED;
             break;
         }
-        if (!s->failed && !sup_graceful_signal) progress_check_timeouts(s);
-        if (!s->failed && !sup_graceful_signal) faults_clock_check(s);
+        if (!s->failed && !sup_graceful_signal && !s->el.resizing) progress_check_timeouts(s);
+        if (!s->failed && !sup_graceful_signal && !s->el.resizing) faults_clock_check(s);
+        if (s->el.min_dp) sup_elastic_poll(s, child); /* --elastic: hosts added, a grow (about once a second) */
+        if (s->el.resizing && !s->failed) { /* every rank checkpointed, stopped and is gone: the resize can go on */
+            int gone = 0;
+            for (int r = 0; r < s->o->nranks; r++) gone += s->ranks[r].stopped && s->ranks[r].closed;
+            if (gone == s->o->nranks) {
+                end = WATCH_RESIZED;
+                break;
+            }
+        }
+        if (s->el.resizing && sup_now() > s->el.resize_deadline && !s->failed) {
+            sup_fail(s, FAIL_HANG, "the ranks did not checkpoint and stop for the resize within %.0f s (--stop-grace)",
+                     s->o->stop_grace);
+            break;
+        }
         if (s->nparked) sup_reap_parked(s, 0); /* launchers of earlier attempts finishing their abort */
         /* every rank reported "done" (its outputs are written) but the job does not exit, e.g. a
          * rank stopped after its last heartbeat: the run is complete, end it rather than wait */

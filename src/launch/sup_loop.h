@@ -7,7 +7,9 @@
 
 #include "launch/sup_state.h"
 
-typedef enum { WATCH_FAILED, WATCH_EXITED, WATCH_STUCK, WATCH_STOPPED, WATCH_GRACE_EXPIRED } WatchEnd;
+/* WATCH_RESIZED: every rank checkpointed and stopped for an --elastic grow (their launcher, still
+ * finishing its own abort after their exit code 75, is not waited for) */
+typedef enum { WATCH_FAILED, WATCH_EXITED, WATCH_STUCK, WATCH_STOPPED, WATCH_GRACE_EXPIRED, WATCH_RESIZED } WatchEnd;
 
 /* Raise the soft open-file limit to what nranks connections need (and the hard one when
  * privileged); -1 with myr_error() naming the limit and how to raise it when it cannot. */

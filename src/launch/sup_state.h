@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "launch/elastic.h"
 #include "launch/heartbeat.h"
 #include "launch/hostfile.h"
 #include "launch/ledger.h"
@@ -150,6 +151,8 @@ typedef struct Sup {
     SupLedger led;           /* the time ledger */
     struct { pid_t pid; double t0; int termed; } *parked; /* launchers left to finish their abort (sup_teardown.c) */
     int nparked;
+    Elastic el;              /* --elastic (sup_elastic.c); o->nranks is the current attempt's size, el.full_ranks -n */
+    int max_attempts;        /* timelines allocated (failures + planned resizes) */
 } Sup;
 
 /* epoll data in the event loop: a tag, or for a connection the top bit, its slot and generation */
@@ -225,6 +228,18 @@ void sup_ledger_account(Sup *s, int cause);     /* the time since the mark went 
 double sup_ledger_close(Sup *s, int cause);
 void sup_ledger_report(Sup *s, double wall); /* the goodput event and the console summary */
 void sup_ledger_free(Sup *s);
+
+/* sup_elastic.c: --elastic (docs/OPERATIONS.md, "Going on when the spares run out") */
+void sup_elastic_start(Sup *s);                 /* before the first launch: the --hosts file as it is */
+/* A lost host has no spare (no_spare says so): the next attempt at the largest size the other hosts
+ * hold (event shrink); -1 with myr_error() when none down to MIN fits. */
+int sup_elastic_shrink(Sup *s, const char *no_spare);
+/* Running below the full size: about once a second, --hosts read again; hosts added start a planned
+ * stop (SIGUSR1 to child: the ranks checkpoint and stop) for a grow. */
+void sup_elastic_poll(Sup *s, pid_t child);
+/* Before a relaunch (after a planned stop or a failure): when the hosts hold a larger size, the next
+ * attempt runs at it (event grow); 1 when it grew. */
+int sup_elastic_grow(Sup *s, const char *why);
 
 /* sup_straggler.c: the detector's verdicts become events, evictions and metrics */
 void sup_straggler_sample(Sup *s, int r, const HbMsg *m);

@@ -103,7 +103,7 @@ static int extra_has(const SuperviseOpts *o, const char *flag) {
 /* argv for attempt `attempt` on hosts[active[0..nactive)] (hostfile already written: Open MPI's
  * for mpirun, one node per rank line for srun's --distribution=arbitrary via SLURM_HOSTFILE). */
 static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const char *hostfile, Host *hosts,
-                         int nhosts, const int *active, int nactive, int attempt) {
+                         int nhosts, const int *active, int nactive, int attempt, const Elastic *el) {
     int ncmd = 0;
     while (o->cmd[ncmd]) ncmd++;
     char **a = calloc((size_t)(ncmd + o->nextra + 48 + 2 * o->plan.n), sizeof *a); /* + --inject-nan per fault */
@@ -157,6 +157,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
     for (int i = 0; i < o->nextra; i++) a[k++] = strdup(o->extra[i]);
     for (int i = 0; i < ncmd; i++) a[k++] = strdup(o->cmd[i]);
     if (attempt > 0 && !has_resume(o->cmd)) a[k++] = strdup("--resume"), a[k++] = strdup("auto");
+    if (el->min_dp) elastic_args(el, el->cur_dp, a, &k); /* --elastic below the full size: --dp K --micro-batch M */
     for (int i = 0; i < o->plan.n; i++) /* nan@: the rank itself turns a gradient to NaN (train --inject-nan) */
         if (o->plan.faults[i].kind == FAULT_NAN && !o->plan.faults[i].fired) {
             snprintf(buf, sizeof buf, "%lld:%d", o->plan.faults[i].step, o->plan.faults[i].rank);
@@ -334,13 +335,15 @@ static int requeue_exit(Sup *s, const char *why) {
     return SLURM_EXIT_REQUEUE;
 }
 
-/* Replace lost active hosts with unused spares; -1 when a lost host has no spare left. */
+/* Replace lost active hosts with unused spares; -1 when a lost host has no spare left. The spares
+ * are the hosts not in use and not lost: the last --spares of --hosts at the start, then also hosts
+ * added to the file (--elastic) and hosts a smaller --elastic size left unused. */
 static int replace_lost_hosts(Sup *s) {
     for (int i = 0; i < s->nactive; i++) {
         Host *h = &s->hosts[s->active[i]];
         if (!h->lost) continue;
         int spare = -1;
-        for (int j = s->nhosts - s->o->spares; j < s->nhosts && spare < 0; j++) {
+        for (int j = 0; j < s->nhosts && spare < 0; j++) {
             int used = 0;
             for (int k = 0; k < s->nactive; k++) used |= s->active[k] == j;
             if (!used && !s->hosts[j].lost) spare = j;
@@ -467,6 +470,11 @@ int supervise(SuperviseOpts *o) {
                                 o->plan.faults[i].host);
         }
 
+    if (o->elastic_min) { /* the layout of the train command, asked of the trainer; refused when it cannot resize */
+        if (direct) myr_die("run: --elastic resizes a job that mpirun or srun starts, not --launcher direct");
+        if (elastic_open(&s->el, o->elastic_min, o->cmd, o->nranks) != 0) myr_die_last();
+        sup_elastic_start(s);
+    }
     const char *launcher_name = direct ? "direct" : use_srun ? "srun" : "mpirun";
     char *tool = direct ? NULL : path_find_program(use_srun ? "srun" : "mpirun");
     if (!tool && !direct)
@@ -512,16 +520,20 @@ int supervise(SuperviseOpts *o) {
 
     s->ranks = calloc((size_t)o->nranks, sizeof *s->ranks);
     s->stop_time = calloc((size_t)o->nranks, sizeof *s->stop_time);
-    s->tl = calloc((size_t)o->max_restarts + 1, sizeof *s->tl);
+    /* attempts: the first and one per restart, and with --elastic a planned relaunch (a grow) per restart */
+    s->max_attempts = o->max_restarts + 1 + (o->elastic_min ? o->max_restarts + 1 : 0);
+    s->tl = calloc((size_t)s->max_attempts, sizeof *s->tl);
     for (int r = 0; r < o->nranks; r++) s->ranks[r].best_step = -1;
     s->straggler = straggler_create(o->nranks, &o->straggler);
+    int straggler_ranks = o->nranks;
     s->m.r0_loss = s->m.tokens_per_s = s->m.mfu = NAN;
     s->m.mem_step = -1;
     sup_ledger_open(s, o->t_start > 0); /* the time ledger; a --preflight check set t_start */
     int exit_code = 1, restarts = 0, finished = 0, stopped = 0, requeue = 0, nonfinite = 0;
     char hostfile[64] = "";
 
-    for (s->attempt = 0; s->attempt <= o->max_restarts && !stop_signal && !sup_graceful_signal; s->attempt++) {
+    for (s->attempt = 0; s->attempt < s->max_attempts && restarts <= o->max_restarts && !stop_signal && !sup_graceful_signal;
+         s->attempt++) {
         s->tl[s->attempt].s0 = -1;
         for (int r = 0; r < o->nranks; r++) {
             RankState *rs = &s->ranks[r];
@@ -535,7 +547,11 @@ int supervise(SuperviseOpts *o) {
         s->fault_fired_this_attempt = 0, s->lost_host_this_attempt = -1, s->clock_due = INFINITY;
         s->source[0] = 0, s->copy_rejected = 0;
         progress_begin_attempt(s);
-        if (s->straggler) straggler_restart(s->straggler);
+        if (s->straggler && straggler_ranks != o->nranks) { /* --elastic changed the size: a detector for it */
+            straggler_free(s->straggler);
+            s->straggler = straggler_create(o->nranks, &o->straggler);
+            straggler_ranks = o->nranks;
+        } else if (s->straggler) straggler_restart(s->straggler);
         faults_begin_attempt(s);
         char att[16];
         snprintf(att, sizeof att, "%d", s->attempt);
@@ -553,7 +569,7 @@ int supervise(SuperviseOpts *o) {
         }
         char **argv = direct ? direct_argv(o, s->attempt)
                              : build_argv(o, use_srun, tool, use_srun || !s->nactive ? NULL : hostfile, s->hosts, s->nhosts,
-                                          s->active, s->nactive, s->attempt);
+                                          s->active, s->nactive, s->attempt, &s->el);
         char *line = argv_join(argv);
         if (o->dry_run) {
             if (use_srun && s->nactive) { /* what SLURM_HOSTFILE holds: the node of each rank */
@@ -603,9 +619,11 @@ int supervise(SuperviseOpts *o) {
         if (sup_graceful_signal) kill(child, SIGUSR1); /* it came while this attempt was starting */
         argv_free(argv);
 
-        int status = 0;
+        int status = 0, resized = 0;
+        s->el.resizing = 0;
         WatchEnd end = sup_watch(s, child, &status, &stop_signal);
         int exited = end == WATCH_EXITED, stuck = end == WATCH_STUCK;
+        if (end == WATCH_RESIZED) resized = 1; /* torn down below (its launcher parked) */
         if (stuck) finished = 1, exit_code = 0;
         int nstopped_now = 0;
         for (int r = 0; r < o->nranks; r++) nstopped_now += s->ranks[r].stopped;
@@ -646,7 +664,12 @@ int supervise(SuperviseOpts *o) {
             sup_emit(x);
             int nstopped = 0;
             for (int r = 0; r < o->nranks; r++) nstopped += s->ranks[r].stopped;
-            if ((code != 0 || nstopped) && (sup_graceful_signal || nstopped == o->nranks)) {
+            if (s->el.resizing && !sup_graceful_signal && nstopped == o->nranks && !s->failed) {
+                resized = 1; /* every rank checkpointed for the grow (sup_elastic.c): relaunched below */
+            } else if (s->el.resizing && !sup_graceful_signal && code != 0 && !s->failed) {
+                sup_fail(s, FAIL_LAUNCHER_EXIT, "the ranks did not all checkpoint and stop for the resize (%d of %d did; "
+                         "%s exited with code %d)", nstopped, o->nranks, launcher_name, code);
+            } else if ((code != 0 || nstopped) && (sup_graceful_signal || nstopped == o->nranks)) {
                 /* the ranks checkpointed and stopped on a signal (ours, forwarded, or Slurm's --signal
                  * sent to them directly): a requeued job resumes from there */
                 stopped = 1;
@@ -674,12 +697,22 @@ int supervise(SuperviseOpts *o) {
         else kill(-child, SIGKILL); /* anything it left in its group */
         child_pgid = 0;
         hb_close_all(s);
-        sup_ledger_account(s, s->failed ? LEDGER_TEARDOWN : LEDGER_FINISH);
+        /* a planned stop's checkpoint and exit are the resize's cost */
+        sup_ledger_account(s, s->failed ? LEDGER_TEARDOWN : resized ? LEDGER_RESHARD : LEDGER_FINISH);
+        if (s->el.min_dp && s->el.cur_dp < s->el.full_dp) s->el.degraded_steps += s->tl[s->attempt].n;
         if (!exited && sup_graceful_signal && !stop_signal) { /* the grace ran out: stopped all the same */
             stopped = 1;
             exit_code = graceful_exit_code();
         }
         if (finished || stop_signal || stopped) break;
+        if (resized) { /* a planned relaunch at the size the hosts hold now: not a restart */
+            char at[96];
+            snprintf(at, sizeof at, "a checkpoint at job step %lld", s->job_step);
+            sup_elastic_grow(s, at); /* (should the added hosts hold no more now, it goes on at its size) */
+            s->el.planned++;
+            s->el.resizing = 0;
+            continue;
+        }
         if (nonfinite) {
             cJSON *g = sup_event("giving-up");
             cJSON_AddStringToObject(g, "why", s->why);
@@ -689,9 +722,12 @@ int supervise(SuperviseOpts *o) {
             s->attempt++;
             goto done;
         }
-        if (s->attempt == o->max_restarts) break;
+        if (restarts == o->max_restarts) break;
         if (s->slurm_nodes) find_lost_nodes(s);
-        if (replace_lost_hosts(s) != 0) {
+        int replaced = replace_lost_hosts(s);
+        if (replaced != 0 && s->el.min_dp) replaced = sup_elastic_shrink(s, myr_last_error()); /* no spare: go on smaller */
+        else if (replaced == 0) sup_elastic_grow(s, "a restart"); /* below the full size: hosts added since? */
+        if (replaced != 0) {
             if (s->slurm_nodes) { /* a requeue gets other nodes: say so, and exit for it */
                 char why[512];
                 snprintf(why, sizeof why, "%s; exiting with %d so that the job is requeued (the script from "
@@ -720,7 +756,7 @@ int supervise(SuperviseOpts *o) {
         cJSON_AddStringToObject(r, "resume", "auto");
         sup_emit(r);
     }
-    if (s->attempt > o->max_restarts) s->attempt = o->max_restarts;
+    if (s->attempt >= s->max_attempts) s->attempt = s->max_attempts - 1;
     s->attempt++; /* number of attempts with timelines */
     if (sup_graceful_signal && !finished && !stop_signal && !stopped) { /* it came between two attempts */
         stopped = 1;
@@ -754,10 +790,20 @@ done:;
     cJSON_AddNumberToObject(f, "goodput", wall > 0 ? round(productive / wall * 10000) / 10000 : 0);
     cJSON_AddNumberToObject(f, "refused", (double)s->refused);
     cJSON_AddNumberToObject(f, "exit_code", exit_code);
+    if (s->el.min_dp) {
+        cJSON_AddNumberToObject(f, "degraded_steps", (double)s->el.degraded_steps);
+        cJSON_AddNumberToObject(f, "shrinks", s->el.shrinks);
+        cJSON_AddNumberToObject(f, "grows", s->el.grows);
+        cJSON_AddNumberToObject(f, "final_dp", s->el.cur_dp);
+    }
     sup_emit(f);
     fprintf(stderr, "myriad run: %s after %d restart%s; goodput %.1f%% (%.2f s productive of %.2f s wall, %lld steps)\n",
             finished ? "finished" : "stopped", restarts, restarts == 1 ? "" : "s", wall > 0 ? 100 * productive / wall : 0,
             productive, wall, steps);
+    if (s->el.min_dp && (s->el.shrinks || s->el.grows))
+        fprintf(stderr, "myriad run: elastic: ran degraded (below dp %d) for %lld step%s; %d shrink%s, %d grow%s; "
+                "ended at dp %d\n", s->el.full_dp, s->el.degraded_steps, s->el.degraded_steps == 1 ? "" : "s",
+                s->el.shrinks, s->el.shrinks == 1 ? "" : "s", s->el.grows, s->el.grows == 1 ? "" : "s", s->el.cur_dp);
     sup_ledger_report(s, wall); /* the goodput event (the last one) and the console summary */
     sup_loop_linger(s, o->metrics_linger);
     sup_ledger_free(s);
@@ -765,7 +811,7 @@ done:;
     if (hostfile[0]) unlink(hostfile);
     mpi_noise_finish();
     if (sup_events_file) fclose(sup_events_file);
-    for (int a = 0; a <= o->max_restarts; a++) free(s->tl[a].t);
+    for (int a = 0; a < s->max_attempts; a++) free(s->tl[a].t);
     free(s->tl), free(s->holds), free(s->ranks), free(s->stop_time), free(s->conns), free(s->hosts), free(s->active), free(tool);
     free(s->free_conns), free(s->held_ranks);
     straggler_free(s->straggler);

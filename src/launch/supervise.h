@@ -38,6 +38,7 @@ typedef struct {
     double node_wait;          /* at most this long for Slurm to flag lost nodes before the relaunch or exit 75;
                                 * < 0: SlurmdTimeout + 30 */
     double stop_grace;         /* after SIGTERM/SIGUSR1: seconds for the ranks to checkpoint and exit */
+    int elastic_min;           /* --elastic MIN: with no spare left go on down to data-parallel size MIN; 0 = off */
 } SuperviseOpts;
 
 /* Runs the job to completion or until restarts run out; returns the process exit code: 0, the

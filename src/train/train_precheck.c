@@ -10,10 +10,11 @@
 #include "train/train_job.h"
 #include "util/error.h"
 
-static int check(const TrainOptions *o, int world) {
+static int check(const TrainOptions *o, int world, TrainLayoutPlan *plan) {
     int tp = o->tp > 0 ? o->tp : 1, pp = o->pp, ep = o->ep, vpp = o->vpp;
     TrainLayoutPlan p;
     if (train_layout_plan(o, tp, pp, ep, vpp, world, &p)) return -1;
+    *plan = p;
     ModelConfig cfg;
     if (o->init_dir) {
         char path[4200];
@@ -42,9 +43,19 @@ static int check(const TrainOptions *o, int world) {
     return 0;
 }
 
+/* MYRIAD_PRECHECK_LAYOUT=1 also prints the layout on stdout, one line, for `myriad run --elastic`
+ * (src/launch/elastic.c): the data-parallel size, the ranks of one data-parallel replica (world /
+ * dp), the global batch, the per-rank micro-batch and micro-batches per step, and whether disk
+ * checkpoints are saved during the run (a resized job restores from them). */
 void train_precheck_if_asked(const TrainOptions *o) {
     const char *w = getenv("MYRIAD_PRECHECK_WORLD");
     if (!w || !*w) return;
-    if (check(o, atoi(w) > 0 ? atoi(w) : 1)) myr_die_last();
+    int world = atoi(w) > 0 ? atoi(w) : 1;
+    TrainLayoutPlan p;
+    if (check(o, world, &p)) myr_die_last();
+    const char *lay = getenv("MYRIAD_PRECHECK_LAYOUT");
+    if (lay && *lay == '1')
+        printf("layout dp=%d group=%d batch=%d micro=%d accum=%d saves=%d\n", p.dp_size, world / p.dp_size, o->batch,
+               p.micro, p.n_micro, o->save_dir && o->save_every != 0);
     exit(0);
 }
