@@ -11,6 +11,8 @@ echo "== collectives (issue 3): all-reduce on 4 ranks, MPI vs hierarchical (2 ra
 bin/myriad run -n 4 -- bench comm -c all_reduce -b 8 -e 8M -f 4 -n 20 -w 5 --trials 3 --algo mpi,hier --ranks-per-node 2
 echo "== context parallelism (issue 27): step time and memory per rank at cp 1, 2, 4"
 bash bench/cp_scale.sh 4096 3
+echo "== simulator on its own cp steps (issue 27): predicted vs measured cp 1 and cp 2 (one round)"
+bash bench/sim_cp_own_runs.sh 1 4 cp1,cp2
 echo "== simulator speed (issue 6)"
 bash bench/sim_speed.sh
 echo "== checkpoints (issue 5): save / async / verified load vs plain I/O"

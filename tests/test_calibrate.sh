@@ -2,7 +2,8 @@
 # test_calibrate.sh: `myriad bench calibrate` writes a hardware and a cluster file that
 # `myriad sim` reads: one GEMM row per product of the replayed step (forward, input gradient,
 # weight gradient of QKV, projection, MLP up and down, lm_head) for every --tokens x --tp, in the
-# simulator's (M, N, K) convention; bad options are refused. Rates are not asserted (timing).
+# simulator's (M, N, K) convention; --cp 2 (ring attention's blocks) feeds a cp 2 prediction; bad
+# options are refused. Rates are not asserted (timing).
 set -u
 cd "$(dirname "$0")/.."
 B=./bin/myriad
@@ -38,6 +39,18 @@ else
     fail calibrate_gemm_rows "$(cat "$T/err")"
     fail calibrate_feeds_sim "calibrate failed"
 fi
+# --cp 2: the attention timed is ring attention's blocks of one cp rank (--tokens = its rows), and
+# sim predicts a cp 2 step from the file
+if $B run -n 2 -- bench calibrate $SHAPE --layers 1 --tokens 16 --cp 2 --out "$T/cp2" >"$T/outcp" 2>"$T/errcp" </dev/null; then
+    check calibrate_cp2_feeds_sim bash -c "python3 -c \"import json; d = json.load(open('$T/cp2.hw.json')); assert 0 < d['attn_eff'] <= 1, d\" &&
+        $B sim --gpu $T/cp2.hw.json --cluster $T/cp2.cluster.json --software myriad --arch gpt2 --layers 1 --hidden 64 \
+        --heads 2 --vocab 256 --seq 32 --dtype fp32 --global-batch 1 --micro-batch 1 --recompute none --gpus 2 --cp 2 --json |
+        python3 -c 'import json,sys; d = json.load(sys.stdin); assert d[\"step_time_s\"] > 0 and d[\"breakdown_s\"][\"cp_comm\"] > 0, d'"
+else
+    fail calibrate_cp2_feeds_sim "$(cat "$T/errcp")"
+fi
+err=$($B bench calibrate $SHAPE --cp 3 --out "$T/bad" 2>&1); rc=$?
+check calibrate_rejects_cp_not_dividing_seq bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--cp 3 needs --seq divisible by 2 x cp = 6'"
 err=$($B bench calibrate $SHAPE --layers 0 --out "$T/bad" 2>&1); rc=$?
 check calibrate_rejects_layers_0 bash -c "[ $rc -ne 0 ] && echo \"$err\" | grep -q -- '--layers' && [ ! -e $T/bad.hw.json ]"
 err=$($B bench calibrate $SHAPE --hidden 63 --out "$T/bad" 2>&1); rc=$?

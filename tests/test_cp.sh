@@ -5,7 +5,8 @@
 # gradient norms and saved weights within compare_runs.py's tolerances (those of test_tp/test_dp),
 # for GPT-2 and Llama with GQA; checkpoints resumed across a change of cp; packed documents
 # (--doc-mask) against PyTorch with an explicit block-diagonal mask, in one process and at cp 2;
-# bad layouts refused with one line.
+# mixture-of-experts models at cp 2 (x ep 2, x dp 2) with the single process's routing; bad
+# layouts refused with one line.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -49,7 +50,32 @@ base="--data $T/tok.bin --batch 8 --steps 2"
 expect_one_rank_error seq_not_divisible "--cp 2 needs --seq divisible by 2 x cp = 4" $MPI -np 2 $M train --init tests/fixtures/gpt2-tiny $base --seq 6 --cp 2
 expect_one_rank_error cp_not_dividing_world "x --cp 2 = 2 does not divide the world size 3" $MPI -np 3 $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --cp 2
 expect_one_rank_error cp_bf16_refused "no blockwise (ring) attention kernels yet" $MPI -np 2 $M train --init tests/fixtures/gpt2-tiny $base --seq 8 --cp 2 --dtype bf16
-expect_one_rank_error cp_moe_refused "--cp with a mixture-of-experts model is not supported yet" $MPI -np 2 $M train --init tests/fixtures/moe-top2-dropless $base --seq 8 --cp 2
+expect_one_rank_error cp_moe_sp_refused "--sp with --experts is not supported" $MPI -np 4 $M train --init tests/fixtures/moe-top2-dropless $base --seq 8 --cp 2 --tp 2 --sp
+
+# mixture of experts under context parallelism: the routing, the capacity drops and the
+# load-balancing loss are the whole sequence's (the cp ranks gather its choices and router sums),
+# so cp 2, cp 2 x ep 2 and cp 2 x ep 2 x dp 2 train like one process (compare_runs.py's
+# tolerances) and assign every token of every layer to the same expert, kept or dropped, as the
+# single process (test_moe.sh's routing dump: layer, sequence, global position, slot, expert,
+# kept). The fixtures drop tokens (capacity factor 1) and weigh the aux loss 0.05.
+same_routing() { sort "$1".* >"$T/r1"; sort "$2".* >"$T/r2"; [ -s "$T/r1" ] && cmp -s "$T/r1" "$T/r2"; }
+moe_layouts() { # FIXTURE LAYOUT...
+    local fx=$1; shift
+    common="--init tests/fixtures/$fx --data $T/tok.bin --batch 8 --seq 16 --steps 12 --lr 3e-3 --lr-schedule cosine --warmup 3 --clip 0.5 --threads 1"
+    rm -rf "$T/ref" "$T/ref.jsonl" "$T/rref".*
+    $M train $common --log "$T/ref.jsonl" --save "$T/ref" --moe-routing "$T/rref" >/dev/null 2>"$T/err" ||
+        { fail "reference_$fx" "$(grep myriad: $T/err | head -2)"; return; }
+    for layout in "$@"; do
+        local np=${layout%% *} flags=${layout#* }
+        local name="np${np}_$(echo "$flags" | tr -d ' -')_$fx"
+        rm -f "$T/rrun".*
+        layout_check "$name" "$np" $flags --moe-routing "$T/rrun"
+        if same_routing "$T/rref" "$T/rrun"; then pass "routing_$name"
+        else fail "routing_$name" "$(diff $T/r1 $T/r2 | head -3)"; fi
+    done
+}
+moe_layouts moe-top1-capacity "2 --cp 2" "4 --cp 2 --ep 2" "8 --cp 2 --ep 2 --dp 2 --zero 1"
+moe_layouts moe-top2-capacity-shared "4 --cp 2 --ep 2" "4 --cp 2 --ep 2 --micro-batch 2 --recompute full"
 
 # checkpoints across a change of cp: saved at cp 2 x dp 2 (ZeRO 1) at step 6, resumed at cp 1 (one
 # process), at cp 4 and at cp 2 x tp 2: the continued losses equal the uninterrupted run's (1e-4)

@@ -484,6 +484,14 @@ static void test_moe_and_context_parallel_costs(void) {
     CHECK(rt.forward > rb.forward, "fp32 merges cost forward time: %g vs %g s", rt.forward, rb.forward);
     CHECK_CLOSE(rt.mem.activations, rb.mem.activations, 1e-9, 0, "same activations");
     CHECK(rt.mem.total > rb.mem.total, "gathered K/V buffer: %g vs %g", rt.mem.total, rb.mem.total);
+    /* myriad train's ring (--software myriad): each backward step's fp32 dK/dV hop is waited for,
+     * cp hops per layer that no attention block hides, where the K/V hops of the rest hide */
+    Layout s = b;
+    s.cp_dkv_serial = 1;
+    SimResult rs;
+    CHECK(sim_step(&d, &c, &g, &s, &rs, NULL) == 0, "%s", myr_last_error());
+    CHECK(rb.cp_comm < 1e-9 && rs.cp_comm > 0, "serial dK/dV hops exposed: %g vs %g s", rs.cp_comm, rb.cp_comm);
+    CHECK_CLOSE(rs.forward, rb.forward, 1e-9, 0, "forward unchanged");
 }
 
 /* TE userbuffers with set_sm_margin: the output-projection and fc2 forward GEMMs run on the SMs the

@@ -9,7 +9,9 @@
  *     trainer's order and buffers, so each product meets the cache as in training), stored in the
  *     simulator's (M, N, K) convention;
  *   attention: myriad's attention forward + backward at the first shape, as a fraction of the
- *     peak GEMM rate (attn_eff);
+ *     peak GEMM rate (attn_eff); with --cp N the blockwise kernels of ring attention instead, the
+ *     block pairs one cp rank computes of a --seq sequence cut into 2N load-balanced chunks
+ *     (the exchange between them is the MPI figures' part);
  *   cross-entropy: myriad's fused softmax cross-entropy (loss and gradient) on the first --tokens
  *     rows of --vocab logits, per logit (ce_ns_per_logit);
  *   memory bandwidth: a STREAM triad over 3 x 64 MiB with the rank's threads;
@@ -54,7 +56,7 @@ static double median(double *v, int n) {
 }
 
 typedef struct {
-    int layers, hidden, heads, ffn, vocab, seq, threads, reps;
+    int layers, hidden, heads, ffn, vocab, seq, threads, reps, cp;
     double window;
     int tokens[8], ntokens, tps[4], ntps, group;
     const char *out, *name;
@@ -296,6 +298,67 @@ static double time_attention(int b, int T, int H, int hd, int reps) {
     return t;
 }
 
+/* The buffers of one cp rank's ring attention (time_ring_attention). */
+typedef struct {
+    int b, T, N, H, hd, S;
+    const act *qkv, *kv, *dout;
+    real *out, *lse, *delta, *dq, *dkv, *neg_inf;
+} RingBench;
+
+/* Block pair (local chunk a = global chunk qc, key chunk c) of a RingBench; 0 when skipped. */
+static int ring_bench_pair(const RingBench *r, int a, int c, AttnBlock *blk) {
+    int qc = a ? 2 * r->N - 1 : 0, S = r->S, H = r->H, hd = r->hd, QKV = 3 * H * hd, W = 2 * H * hd, Y = H * hd;
+    if (c > qc) return 0;
+    *blk = (AttnBlock){r->b, S, S, H, H, hd, c == qc, QKV, W, Y, (size_t)2 * S * QKV, (size_t)r->T * W,
+                       (size_t)2 * S * Y, (size_t)H * 2 * S, (size_t)2 * S, NULL, 0, 0};
+    return 1;
+}
+
+/* One forward + backward of the rank's blocks, in the ring's order of work. */
+static void ring_bench_pass(const RingBench *r) {
+    int S = r->S, H = r->H, hd = r->hd, QKV = 3 * H * hd, W = 2 * H * hd, Y = H * hd;
+    AttnBlock blk;
+    /* each forward starts from no keys seen, as the trainer's (-inf copied in) */
+    dev_to_dev(r->lse, r->neg_inf, (size_t)r->b * H * 2 * S * sizeof(real));
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2 * r->N; c++)
+            if (ring_bench_pair(r, a, c, &blk))
+                attention_block_forward(r->out + (size_t)a * S * Y, r->lse + (size_t)a * S, act_at(r->qkv, (size_t)a * S * QKV),
+                                        act_at(r->kv, (size_t)c * S * W), act_at(r->kv, (size_t)c * S * W + Y), &blk);
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2 * r->N; c++)
+            if (ring_bench_pair(r, a, c, &blk))
+                attention_block_backward(r->dq + (size_t)a * S * Y, r->dkv + (size_t)c * S * W,
+                                         r->dkv + (size_t)c * S * W + Y, act_at(r->dout, (size_t)a * S * Y),
+                                         act_at(r->qkv, (size_t)a * S * QKV), act_at(r->kv, (size_t)c * S * W),
+                                         act_at(r->kv, (size_t)c * S * W + Y), r->lse + (size_t)a * S,
+                                         r->delta + (size_t)a * S, &blk);
+}
+
+/* Seconds of the attention one cp rank of N computes for b sequences of T tokens (ring attention,
+ * src/model/ring_attention.c): rank 0's local chunks 0 and 2N-1 (every rank has the same causal
+ * work) against each chunk c of the sequence it meets in the ring: the same chunk causal, an
+ * earlier one full, a later one skipped; forward folds each block into the running output and
+ * log-sum-exp, backward runs every pair again into dQ and the dK/dV accumulators. MHA (the
+ * calibrated shapes' heads); the exchanges are the MPI figures' part. */
+static double time_ring_attention(int b, int T, int N, int H, int hd, int reps) {
+    int S = T / (2 * N), QKV = 3 * H * hd, W = 2 * H * hd, Y = H * hd;
+    size_t rows = (size_t)b * 2 * S, L = (size_t)b * H * 2 * S, kvn = (size_t)b * T * W;
+    /* fp32 buffers written in place, as time_attention's (calibrate runs the CPU fp32 backend) */
+    real *qkv = dev_alloc(rows * QKV), *kv = dev_alloc(kvn), *dout = dev_alloc(rows * Y);
+    RingBench r = {b, T, N, H, hd, S, (const act *)qkv, (const act *)kv, (const act *)dout, dev_alloc(rows * Y),
+                   dev_alloc(L), dev_alloc(L), dev_alloc(rows * Y), dev_alloc(kvn), dev_alloc(L)};
+    for (size_t i = 0; i < rows * QKV; i++) qkv[i] = (real)((i % 97) * 0.001);
+    for (size_t i = 0; i < kvn; i++) kv[i] = (real)((i % 83) * 0.001);
+    for (size_t i = 0; i < rows * Y; i++) dout[i] = (real)((i % 89) * 0.001);
+    for (size_t i = 0; i < L; i++) r.neg_inf[i] = -INFINITY, r.delta[i] = 0;
+    double t;
+    TIMED(reps, ring_bench_pass(&r), t);
+    dev_free(qkv); dev_free(kv); dev_free(dout);
+    dev_free(r.out); dev_free(r.lse); dev_free(r.delta); dev_free(r.dq); dev_free(r.dkv); dev_free(r.neg_inf);
+    return t;
+}
+
 /* Nanoseconds per logit of myriad's fused softmax cross-entropy (loss and gradient in one pass, as
  * myriad train runs it) on N rows of V logits. On a CPU its exponentials, not its bytes, set the
  * pace (~6x the memory-bound estimate on the development machine), so the simulator takes this
@@ -385,6 +448,7 @@ static void write_files(const Opts *o, double rows[][4], int nrows, double peak,
 int bench_calibrate(int argc, char **argv) {
     Opts o = {0};
     o.layers = 4; o.hidden = 768; o.heads = 12; o.vocab = 50257; o.seq = 256; o.threads = 1; o.reps = 5; o.name = "cpu";
+    o.cp = 1;
     o.tokens[0] = 1024; o.ntokens = 1; o.tps[0] = 1; o.ntps = 1;
     const Opt opt_rows[] = {
         OPT_CALL("--out", "PREFIX", &o.out, opt_out, "writes PREFIX.hw.json and PREFIX.cluster.json (required)"),
@@ -395,6 +459,7 @@ int bench_calibrate(int argc, char **argv) {
         OPT_INT("--ffn", "F", &o.ffn, 1, 1 << 20, "MLP width (default 4 x hidden)"),
         OPT_INT("--vocab", "V", &o.vocab, 1, 1 << 24, "vocabulary of the lm_head shapes (default 50257)"),
         OPT_INT("--seq", "T", &o.seq, 1, 1 << 20, "sequence length of the attention (default 256)"),
+        OPT_INT("--cp", "N", &o.cp, 1, 1 << 10, "time ring attention's blocks of one of N cp ranks (default 1: whole)"),
         OPT_CALL("--tokens", "N[,N..]", &o, opt_tokens_list, "rows of the layer's GEMMs, one or more (default 1024)"),
         OPT_CALL("--tp", "P[,P..]", &o, opt_tp_list, "tensor-parallel shardings of the shapes (default 1)"),
         OPT_INT("--group", "G", &o.group, 2, 64, "ranks per all-reduce group, all groups at once (default all)"),
@@ -415,6 +480,10 @@ int bench_calibrate(int argc, char **argv) {
     if (o.window > 0) g_window = o.window;
     if (o.reps < 1 || o.reps > 31) myr_die("--reps expects 1 to 31");
     if (o.hidden % o.heads) myr_die("--hidden %d is not a multiple of --heads %d", o.hidden, o.heads);
+    if (o.seq % (2 * o.cp))
+        myr_die("--cp %d needs --seq divisible by 2 x cp = %d (ring attention's chunks); --seq is %d", o.cp, 2 * o.cp, o.seq);
+    if (o.cp > 1 && !attention_block_supported(NULL, 0))
+        myr_die("--cp: this backend has no blockwise (ring) attention kernels");
     if (o.ntokens * o.ntps * 3 * ROLES > MAXROWS)
         myr_die("--tokens x --tp asks for %d shapes of %d products; at most %d: run calibrate once per layout",
                 o.ntokens * o.ntps, 3 * ROLES, MAXROWS / (3 * ROLES));
@@ -433,10 +502,13 @@ int bench_calibrate(int argc, char **argv) {
     double peak = 0;
     for (int i = 0; i < n; i++) peak = fmax(peak, rows[i][3] * 1e9);
     /* attention at the first shape, as a fraction of the peak: causal forward 2 T^2 hd per head,
-     * backward 2.5x (the simulator's convention) */
-    int hd = o.hidden / o.heads, bseq = o.tokens[0] / o.seq > 0 ? o.tokens[0] / o.seq : 1;
-    double ta = time_attention(bseq, o.seq, o.heads, hd, o.reps);
-    double attn_flops = 3.5 * 4.0 * o.seq * (double)o.seq * hd * bseq * o.heads * 0.5;
+     * backward 2.5x (the simulator's convention); a cp rank's share is 1/N of it (--tokens are
+     * then the rank's rows: T / N per sequence) */
+    int hd = o.hidden / o.heads, local_seq = o.seq / o.cp;
+    int bseq = o.tokens[0] / local_seq > 0 ? o.tokens[0] / local_seq : 1;
+    double ta = o.cp > 1 ? time_ring_attention(bseq, o.seq, o.cp, o.heads, hd, o.reps)
+                         : time_attention(bseq, o.seq, o.heads, hd, o.reps);
+    double attn_flops = 3.5 * 4.0 * o.seq * (double)o.seq * hd * bseq * o.heads * 0.5 / o.cp;
     double attn_eff = fmin(1.0, attn_flops / ta / peak);
     double bw = triad_bw(o.reps), kus = kernel_overhead(o.reps);
     double ce_ns = time_cross_entropy(o.tokens[0], o.vocab, o.reps);

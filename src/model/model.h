@@ -91,6 +91,9 @@ typedef struct {
      * previous into `recv` on channel ch (0 or 1: two exchanges may be in flight); wait finishes it */
     void (*ring_start)(void *ctx, int ch, const void *send, void *recv, size_t bytes);
     void (*ring_wait)(void *ctx, int ch);
+    /* host memory: every cp rank's `bytes` of `local` into `all`, in cp rank order (the MoE
+     * router's statistics of whole sequences); bytes a multiple of 4 */
+    void (*all_gather)(void *ctx, const void *local, void *all, size_t bytes);
     void *ctx;
     int whole;                   /* 1: forwards run whole sequences on every cp rank (sampling: no split, no ring) */
     struct RingScratch *scratch; /* ring_attention.c's buffers */

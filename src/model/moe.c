@@ -1,7 +1,8 @@
 /* moe.c: the mixture-of-experts block (see moe.h and docs/MOE.md).
  *
- * Routing is defined per sequence, a group no parallel layout splits, so the single process and
- * every layout route, drop and balance the same tokens: capacity C = ceil(cf * T * k / E) per
+ * Routing is defined per sequence, so the single process and every layout route, drop and
+ * balance the same tokens (context parallelism, which splits a sequence, gathers the sequence's
+ * choices and router sums over the cp group first): capacity C = ceil(cf * T * k / E) per
  * (sequence, expert), choices considered slot-major (every token's first choice in position
  * order, then every second choice, ...), and the load-balancing loss E * sum_e f_e * P_e per
  * sequence, averaged over the sequences. This rank's kept assignments travel in one fixed order
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "model/ring_attention.h"
 #include "util/error.h"
 
 struct MoeActs {
@@ -141,11 +143,65 @@ static void mlp_backward(const Model *m, const act *x, int n, const act *fc_w, c
     dev_free(dfc);
 }
 
-/* Routing of the sequences: top-k, capacity, the aux loss and the assignments in send order. */
+/* Local row i (of T per sequence on this cp rank) -> its position in the whole sequence: the
+ * first T / 2 rows are chunk cp_global_chunk(P, r, 0), the rest chunk cp_global_chunk(P, r, 1). */
+static int seq_pos(int P, int r, int T, int i) {
+    int a = i >= T / 2;
+    return P > 1 ? cp_global_chunk(P, r, a) * (T / 2) + i - a * (T / 2) : i;
+}
+
+/* The routing statistics of whole sequences. Under context parallelism this rank holds two chunks
+ * of each of its B sequences; the capacity order (every first choice in position order, then every
+ * second choice, ...) and the aux loss's f_e and P_e are the whole sequence's, so the cp group's
+ * choices [B, T, k] (32-bit, P x) and per-sequence sums of router probabilities [B, E] are
+ * gathered. *topk_seq becomes [B, Tg, k] in position order (topk_h itself when nothing is split),
+ * psum [B, E] the sums over all Tg positions (cp ranks added in rank order). Returns Tg. */
+static int whole_sequences(Model *m, const struct MoeActs *s, int B, int T, int32_t **topk_seq, double *psum) {
+    const ModelConfig *c = &m->cfg;
+    int E = c->experts, k = c->top_k, P = cp_splits(m) ? m->cp.size : 1, Tg = T * P;
+    for (int b = 0; b < B; b++)
+        for (int e = 0; e < E; e++) {
+            double p = 0;
+            for (int t = 0; t < T; t++) p += s->probs_h[(size_t)(b * T + t) * E + e];
+            psum[(size_t)b * E + e] = p;
+        }
+    *topk_seq = s->topk_h;
+    if (P == 1) return T;
+    size_t nk = (size_t)B * T * k;
+    int32_t *all = malloc((size_t)P * nk * sizeof(int32_t)), *seq = malloc((size_t)P * nk * sizeof(int32_t));
+    double *pall = malloc((size_t)P * B * E * sizeof(double));
+    if (!all || !seq || !pall) myr_die("out of memory for the MoE routing of %d x %d tokens", B, Tg);
+    m->cp.all_gather(m->cp.ctx, s->topk_h, all, nk * sizeof(int32_t));
+    m->cp.all_gather(m->cp.ctx, psum, pall, (size_t)B * E * sizeof(double));
+    for (int r = 0; r < P; r++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++)
+                memcpy(seq + ((size_t)b * Tg + seq_pos(P, r, T, i)) * k, all + (size_t)r * nk + ((size_t)b * T + i) * k,
+                       (size_t)k * sizeof(int32_t));
+    for (int q = 0; q < B * E; q++) {
+        double p = 0;
+        for (int r = 0; r < P; r++) p += pall[(size_t)r * B * E + q];
+        psum[q] = p;
+    }
+    free(all), free(pall);
+    *topk_seq = seq;
+    return Tg;
+}
+
+/* Routing of the sequences: top-k, capacity, the aux loss and the assignments in send order.
+ * Decisions and statistics are those of whole sequences (whole_sequences), so every cp rank of a
+ * sequence agrees with the single process on which of its own tokens are kept, and all of them
+ * compute the same aux loss. Its gradient (moe_backward) is E f_e / T per local token with the
+ * local T: like the cross-entropy's 1 / T, the mean over the cp ranks makes it the whole
+ * sequence's E f_e / Tg. */
 static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    int E = c->experts, k = c->top_k, N = B * T, cap = model_expert_capacity(c, T);
-    char *kept = calloc((size_t)N * k, 1);
+    int E = c->experts, k = c->top_k, N = B * T;
+    int cps = cp_splits(m) ? m->cp.size : 1, cr = cps > 1 ? m->cp.rank : 0;
+    double *psum = malloc((size_t)B * E * sizeof(double));
+    int32_t *gk;
+    int Tg = whole_sequences(m, s, B, T, &gk, psum), cap = model_expert_capacity(c, Tg);
+    char *kept = calloc((size_t)N * k, 1), *kept_seq = calloc((size_t)Tg * k, 1);
     int *used = malloc((size_t)E * sizeof(int)), *chosen = malloc((size_t)E * sizeof(int));
     int *count = calloc((size_t)E, sizeof(int)), *pos = malloc((size_t)E * sizeof(int));
     double aux = 0;
@@ -153,24 +209,28 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         memset(used, 0, (size_t)E * sizeof(int));
         memset(chosen, 0, (size_t)E * sizeof(int));
         for (int j = 0; j < k; j++)
-            for (int t = 0; t < T; t++) {
-                int n = b * T + t, e = s->topk_h[(size_t)n * k + j];
+            for (int t = 0; t < Tg; t++) {
+                int e = gk[((size_t)b * Tg + t) * k + j];
                 chosen[e]++;
-                if (used[e] < cap) {
-                    used[e]++;
-                    count[e]++;
-                    kept[(size_t)n * k + j] = 1;
-                }
+                kept_seq[(size_t)t * k + j] = used[e] < cap;
+                if (used[e] < cap) used[e]++;
+            }
+        for (int i = 0; i < T; i++) /* this rank's rows of sequence b */
+            for (int j = 0; j < k; j++) {
+                size_t q = (size_t)(b * T + i) * k + j;
+                if (!kept_seq[(size_t)seq_pos(cps, cr, T, i) * k + j]) continue;
+                kept[q] = 1;
+                count[s->topk_h[q]]++;
             }
         double seq = 0;
         for (int e = 0; e < E; e++) {
-            double p = 0;
-            for (int t = 0; t < T; t++) p += s->probs_h[(size_t)(b * T + t) * E + e];
-            s->fsel[(size_t)b * E + e] = (real)((double)chosen[e] / ((double)T * k));
-            seq += (double)chosen[e] / ((double)T * k) * (p / T);
+            s->fsel[(size_t)b * E + e] = (real)((double)chosen[e] / ((double)Tg * k));
+            seq += (double)chosen[e] / ((double)Tg * k) * (psum[(size_t)b * E + e] / Tg);
         }
         aux += E * seq;
     }
+    if (gk != s->topk_h) free(gk);
+    free(psum), free(kept_seq);
     /* assignments grouped by expert (counting sort), tokens and slots ascending inside */
     s->A = 0;
     for (int e = 0; e < E; e++) pos[e] = s->A, s->A += count[e];
@@ -200,8 +260,8 @@ static double route(Model *m, int l, struct MoeActs *s, int B, int T) {
         if (m->moe_routing) /* layer, global sequence, position, slot, expert, kept */
             for (int n = 0; n < N; n++)
                 for (int j = 0; j < k; j++)
-                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T, n % T, j,
-                            s->topk_h[(size_t)n * k + j], kept[(size_t)n * k + j]);
+                    fprintf(m->moe_routing, "%d %d %d %d %d %d\n", l, m->moe_seq_base + n / T,
+                            seq_pos(cps, cr, T, n % T), j, s->topk_h[(size_t)n * k + j], kept[(size_t)n * k + j]);
     }
     /* the counts per expert go to the experts' ranks first (expert order = rank order) */
     int32_t *send_cnt = malloc((size_t)E * sizeof(int32_t)), *recv_cnt = malloc((size_t)E * sizeof(int32_t));
@@ -333,7 +393,8 @@ void moe_backward(Model *m, int l, const act *x, const act *dy, real *dx) {
     moe_scatter_rows(drecv, dxin, s->perm_d, s->R, C);
     exchange(m, drecv, s->recv_rows, dsend, s->send_rows, words, 1);
     moe_combine(dx, dsend, s->tok_d, NULL, s->A, C);
-    /* router: gates and the load-balancing loss (d aux / d P_e = E f_e, and P_e = mean_t p[t, e]) */
+    /* router: gates and the load-balancing loss (d aux / d P_e = E f_e, and P_e = mean_t p[t, e];
+     * f_e the whole sequence's, T this rank's rows: see route) */
     real *dgates = alloc((size_t)N * k), *daux = alloc((size_t)B * E), *dlogits = alloc((size_t)N * E);
     moe_scatter_scalars(dgates, dgate, s->slot_d, s->A);
     real *daux_h = malloc((size_t)B * E * sizeof(real));

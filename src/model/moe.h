@@ -1,6 +1,7 @@
 /* moe.h: the mixture-of-experts layer that replaces the MLP of an MoE layer (docs/MOE.md):
  * router (softmax, top-k, gates renormalised over the k), capacity per sequence with token
- * dropping (or dropless), the load-balancing loss per sequence, shared experts, and the
+ * dropping (or dropless), the load-balancing loss per sequence (whole sequences under context
+ * parallelism: their statistics gathered over the cp group), shared experts, and the
  * dispatch of token rows to the experts' ranks and back (expert parallelism through the
  * model's ExpertParallel callbacks, so the model needs no communication library). */
 #ifndef MYRIAD_MODEL_MOE_H

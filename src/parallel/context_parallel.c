@@ -3,7 +3,8 @@
  * isend to the next, started together (no ordering deadlock) and waited for together. MPI reads
  * device buffers directly when it can (dcomm_direct: the CPU backend, a CUDA-aware MPI);
  * otherwise each channel stages through pinned host memory (device -> host before the send, host
- * -> device after the receive), which moves the same bytes. */
+ * -> device after the receive), which moves the same bytes. Also the host all-gather over the
+ * group with which the MoE router forms whole-sequence statistics. */
 #include "parallel/context_parallel.h"
 
 #include <stdlib.h>
@@ -58,6 +59,14 @@ static void ring_wait(void *ctx, int ch) {
     if (r->dev_recv[ch]) host_to_dev(r->dev_recv[ch], r->host[ch][1], r->bytes[ch]);
 }
 
+/* host buffers: the router statistics (a few words per sequence and expert), moved as 32-bit words */
+static void all_gather(void *ctx, const void *local, void *all, size_t bytes) {
+    Ring *r = ctx;
+    if (bytes % 4) myr_die("internal: cp all-gather of %zu bytes (not whole words)", bytes);
+    if (comm_all_gather(r->group, local, all, bytes / 4, COMM_F32))
+        myr_die("context parallelism: all-gather: %s", myr_last_error());
+}
+
 void cp_attach(Model *m, Comm *group) {
     Ring *r = calloc(1, sizeof *r);
     if (!r) myr_die("out of memory");
@@ -66,6 +75,7 @@ void cp_attach(Model *m, Comm *group) {
     m->cp.rank = comm_rank(group);
     m->cp.ring_start = ring_start;
     m->cp.ring_wait = ring_wait;
+    m->cp.all_gather = all_gather;
     m->cp.ctx = r;
 }
 

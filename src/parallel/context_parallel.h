@@ -1,5 +1,6 @@
 /* context_parallel.h: the model's context-parallel ring exchange (model.h's ContextParallel)
- * over a comm group: nonblocking send to the next rank and receive from the previous. */
+ * over a comm group: nonblocking send to the next rank and receive from the previous; and a host
+ * all-gather over the group. */
 #ifndef MYRIAD_PARALLEL_CONTEXT_PARALLEL_H
 #define MYRIAD_PARALLEL_CONTEXT_PARALLEL_H
 

@@ -268,12 +268,19 @@ void sim_layer_cost_kind(const SimModel *m, const GpuSpec *g, const Network *net
             o->tp_b += fmax(0, ag - gb[q] / 2) + fmax(0, ag - gb[fc1] / 2) + (l->tp_overlap ? 2 * ag / t : 0);
     }
     /* context parallel (Megatron-core/TE): ring of cp - 1 K/V exchanges (backward: K/V and their
-     * gradients), each overlapped with the attention block of the step before it */
+     * gradients), each overlapped with the attention block of the step before it. myriad train
+     * overlaps the K/V hops the same way but sends each step's fp32 dK/dV accumulator on after the
+     * step's blocks and waits for it (cp hops, nothing to hide them behind) */
     if (cp > 1 && !l->cp_torch) {
         double kvbytes = (sim_mla(m) ? T * heads_local * (dqk + dv) : 2.0 * T * kv_local) * e;
         double step = sim_coll_time(net, COLL_P2P, ALG_AUTO, kvbytes, grp(2, l->tp));
         o->cp_f = (cp - 1) * fmax(0, step - o->attn_f / cp);
-        o->cp_b = (cp - 1) * fmax(0, 2 * step - o->attn_b / cp);
+        if (l->cp_dkv_serial) {
+            double dkv = sim_coll_time(net, COLL_P2P, ALG_AUTO, kvbytes * 4.0 / e, grp(2, l->tp));
+            o->cp_b = (cp - 1) * fmax(0, step - o->attn_b / cp) + cp * dkv;
+        } else {
+            o->cp_b = (cp - 1) * fmax(0, 2 * step - o->attn_b / cp);
+        }
     } else if (cp > 1) {
         /* PyTorch's experimental ring attention as torchtitan ran it in Dec 2024 (docs/SIMULATOR.md,
          * "Context parallel in PyTorch"): K/V of every local query head (the model repeats the kv

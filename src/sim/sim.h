@@ -171,6 +171,8 @@ typedef struct {
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
     int cp_torch;         /* context parallel as PyTorch's experimental ring attention (torchtitan 2024): K/V
                            * repeated to all heads, all-gathered after the first block, fp32 merges (layer.c) */
+    int cp_dkv_serial;    /* ring backward passes the fp32 dK/dV accumulators cp times, each hop waited for
+                           * before the next step's blocks (myriad train's ring_attention.c); else overlapped */
     int sw_sp;            /* the software has sequence parallelism (Korthikanti et al. 2022; not Megatron-LM of 2021) */
     int sw_selective;     /* the software has selective recompute (not Megatron-LM of 2021: full or none) */
     double sw_eff;        /* GEMM throughput this software reaches in a step, over kernel microbenchmarks (fitted) */

@@ -129,6 +129,7 @@ int sim_software_preset(Layout *l, const char *name) {
         if (!strcmp(name, "mlperf")) l->sw_eff = 1.227; /* FITTED (validate_fit.c), docs/SIMULATOR.md */
         if (getenv(env)) l->sw_eff = atof(getenv(env));
         if (!strcmp(name, "myriad")) l->bucket = 25.0 * 1024 * 1024 / 4; /* --bucket-mb 25 of fp32 */
+        l->cp_dkv_serial = !strcmp(name, "myriad");
         if (!strncmp(name, "nemo", 4) || !strcmp(name, "mlperf")) l->opt_bytes = 6; /* bf16 optimizer state */
         l->ep_a2a = l->ep_fp8_dispatch = l->ep_overlap = l->selective_ds = 0;
         if (!strcmp(name, "deepseek")) {

@@ -62,9 +62,6 @@ static void build_model(TrainJob *j) {
     j->cfg = cfg;
     if (o->doc_sep >= j->cfg.vocab)
         train_layout_error(j->rank, "--doc-mask %d is not a token of the vocabulary (0..%d)", o->doc_sep, j->cfg.vocab - 1);
-    if (j->cfg.experts && j->cp > 1)
-        train_layout_error(j->rank, "--cp with a mixture-of-experts model is not supported yet (its load-balancing "
-                           "loss is per whole sequence); train it without --cp");
     if (j->cfg.experts && o->sp)
         train_layout_error(j->rank, "--sp with --experts is not supported (the MoE block needs all rows)");
     if (o->seq > j->cfg.max_seq)
