@@ -184,7 +184,11 @@ check("ledger_prometheus_agrees_with_events (%d scrapes)" % len(scrapes + glob.g
 # console
 out = open(T + "/run.out").read()
 m = re.search(r"time ledger: effective training time ([0-9.]+)%", out)
-check("ledger_console_summary", [] if m and abs(float(m.group(1)) - 100 * S["productive"] / W) < 0.051 else ["console: %s" % (m and m.group(0))])
+# the console prints one decimal of the unrounded figures; S and W are rounded to the millisecond,
+# which moves their ratio by up to 100 * 0.0005 * (1 + P/W) / W points: a clean-clone CI run failed
+# the old 0.051 bound with the console and the event both saying 3.2% (27.7 s wall)
+tol = 0.05 + 100 * 0.0005 * (1 + S["productive"] / W) / W + 1e-6
+check("ledger_console_summary", [] if m and abs(float(m.group(1)) - 100 * S["productive"] / W) <= tol else ["console: %s" % (m and m.group(0))])
 PY
 # the report draws the same ledger
 "$M" report "$T/ev.jsonl" -o "$T/report.html" >/dev/null 2>&1
