@@ -65,13 +65,4 @@ print(statistics.median(r['ms'] for r in rows) / 1e3)")
 done <"$W/layouts"
 echo
 echo "median per layout (predicted / measured):"
-/usr/bin/python3 - "$W/all" <<'PY'
-import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    n, m, p = line.split()
-    rows.setdefault(n, []).append(float(p) / float(m))
-for n, r in rows.items():
-    med = statistics.median(r)
-    print("%-6s %6.3f  (%+.1f%%, %d rounds: %s)" % (n, med, 100 * (med - 1), len(r), " ".join("%.3f" % x for x in r)))
-PY
+/usr/bin/python3 bench/own_runs_median.py "$W/all" 6
