@@ -1,7 +1,7 @@
 /* test_kernels_cpu.c: the CPU kernels that replaced library calls or scalar loops, against
  * plain sequential references computed here in double: gemm (every transpose combination,
  * ragged edges, accumulate; both the threaded and the serial entry point), attention forward/backward,
- * cross-entropy and the gradient norm's sum of squares; plus bit-identical results for 1 and 2 threads. */
+ * cross-entropy (and the LM head) over a padded vocabulary and the gradient norm's sum of squares; plus bit-identical results for 1 and 2 threads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +157,41 @@ static void test_cross_entropy_matches_reference(void) {
  * that would dominate the softmax if read; the losses, mean and gradient of the real columns are
  * the unpadded kernel's bits, the padding's gradient is 0, and without a gradient nothing is
  * written. The vocabulary-parallel pieces likewise (and a rank with no tokens: max -inf, sum 0). */
+/* The LM head over a padded vocabulary: the V real rows of Vr give the unpadded GEMMs' bits (the
+ * model's padded runs equal unpadded ones whichever GEMM engine runs; BLAS gives other bits for
+ * another shape), the padding columns of the logits are 0, the padding rows of dw untouched. */
+static void test_lm_head_padded_vocab(void) {
+    int N = 64, IC = 48, V = 67, Vr = 128;
+    real *x = malloc(sizeof(real) * N * IC), *w = calloc((size_t)Vr * IC, sizeof(real));
+    real *zd = malloc(sizeof(real) * N * V), *zp = malloc(sizeof(real) * N * Vr);
+    real *dxd = malloc(sizeof(real) * N * IC), *dxp = malloc(sizeof(real) * N * IC);
+    real *dwd = calloc((size_t)V * IC, sizeof(real)), *dwp = malloc(sizeof(real) * Vr * IC);
+    fill(x, (size_t)N * IC, 31);
+    fill(w, (size_t)V * IC, 32);
+    for (size_t i = 0; i < (size_t)N * Vr; i++) zp[i] = 7; /* stale values in the padding */
+    cpu_matmul_forward(zd, x, w, NULL, N, IC, V);
+    cpu_lm_head_forward(zp, x, w, N, IC, V, Vr);
+    int same = 1, zero = 1;
+    for (int n = 0; n < N; n++) {
+        same &= !memcmp(zp + (size_t)n * Vr, zd + (size_t)n * V, sizeof(real) * V);
+        for (int v = V; v < Vr; v++) zero &= zp[(size_t)n * Vr + v] == 0;
+    }
+    CHECK(same && zero, "padded lm_head forward: real columns %s, padding %s", same ? "equal" : "differ",
+          zero ? "0" : "not 0");
+    fill(zd, (size_t)N * V, 33); /* dlogits; the padding columns 0, as the loss leaves them */
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < Vr; v++) zp[(size_t)n * Vr + v] = v < V ? zd[(size_t)n * V + v] : 0;
+    for (size_t i = 0; i < (size_t)Vr * IC; i++) dwp[i] = i < (size_t)V * IC ? 0 : 5;
+    cpu_matmul_backward(dxd, dwd, NULL, zd, x, w, N, IC, V, 0);
+    cpu_lm_head_backward(dxp, dwp, zp, x, w, N, IC, V, Vr);
+    int pad_rows = 1;
+    for (size_t i = (size_t)V * IC; i < (size_t)Vr * IC; i++) pad_rows &= dwp[i] == 5;
+    CHECK(!memcmp(dxd, dxp, sizeof(real) * N * IC), "padded lm_head backward: dinp differs");
+    CHECK(!memcmp(dwd, dwp, sizeof(real) * V * IC), "padded lm_head backward: dw differs");
+    CHECK(pad_rows, "padded lm_head backward wrote the padding rows of dw");
+    free(x); free(w); free(zd); free(zp); free(dxd); free(dxp); free(dwd); free(dwp);
+}
+
 static void test_cross_entropy_padded_vocab(void) {
     int N = 7, V = 67, ld = 128;
     real *dense = malloc(sizeof(real) * N * V), *pad = malloc(sizeof(real) * N * ld);
@@ -280,6 +315,7 @@ int main(void) {
     RUN(test_attention_matches_reference);
     RUN(test_cross_entropy_matches_reference);
     RUN(test_cross_entropy_padded_vocab);
+    RUN(test_lm_head_padded_vocab);
     RUN(test_bit_identical_across_threads);
     return TEST_SUMMARY();
 }

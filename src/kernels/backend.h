@@ -58,6 +58,10 @@ typedef struct KernelBackend {
                            int OC);
     void (*matmul_backward)(void *dinp, int dinp_f32, real *dw, real *dbias, const act *dout, const act *inp,
                             const act *w, int N, int IC, int OC, int accumulate_dinp);
+    /* optional (NULL: matmul_forward / matmul_backward over all Vr rows): kernels.h's LM head */
+    void (*lm_head_forward)(act *logits, const act *inp, const act *w, int N, int IC, int V, int Vr);
+    void (*lm_head_backward)(real *dinp, real *dw, const act *dlogits, const act *inp, const act *w, int N, int IC,
+                             int V, int Vr);
     void (*layernorm_forward)(act *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N,
                               int C, real eps);
     void (*layernorm_backward)(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,

@@ -375,6 +375,15 @@ void matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias, const act 
                      int N, int IC, int OC, int accumulate_dinp) {
     VCALL(matmul_backward, DA(dinp), dinp_f32, DA(dw), DA(dbias), DA(dout), DA(inp), DA(w), N, IC, OC, accumulate_dinp);
 }
+void lm_head_forward(act *logits, const act *inp, const act *w, int N, int IC, int V, int Vr) {
+    if (kb->lm_head_forward) VCALL(lm_head_forward, DA(logits), DA(inp), DA(w), N, IC, V, Vr);
+    else matmul_forward(logits, 0, inp, w, NULL, N, IC, Vr);
+}
+void lm_head_backward(real *dinp, real *dw, const act *dlogits, const act *inp, const act *w, int N, int IC, int V,
+                      int Vr) {
+    if (kb->lm_head_backward) VCALL(lm_head_backward, DA(dinp), DA(dw), DA(dlogits), DA(inp), DA(w), N, IC, V, Vr);
+    else matmul_backward(dinp, 1, dw, NULL, dlogits, inp, w, N, IC, Vr, 0);
+}
 void layernorm_forward(act *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N, int C,
                        real eps) {
     VCALL(layernorm_forward, DA(out), DA(mean), DA(rstd), DA(inp), DA(w), DA(b), N, C, eps);

@@ -152,6 +152,15 @@ void matmul_forward(void *out, int out_f32, const act *inp, const act *w, const 
  * dw += dout^T @ inp (fp32 master gradient); dbias += colsum(dout) (may be NULL). */
 void matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias, const act *dout, const act *inp, const act *w,
                      int N, int IC, int OC, int accumulate_dinp);
+/* The LM head over a padded vocabulary (model_vocab_rows): logits[N,Vr] = inp[N,IC] @ w[Vr,IC]^T, where
+ * only the first V of the Vr rows of w are real (the rest zero) and logits' columns past V come out 0;
+ * backward: dinp = dlogits @ w (fp32, overwritten), dw += dlogits^T @ inp, dlogits' columns past V 0.
+ * Why not matmul_* over Vr: the CPU multiplies only the V real rows, so padding never changes a GEMM's
+ * shape (BLAS gives other bits for another shape, and padded runs must equal unpadded ones bit for
+ * bit); CUDA multiplies all Vr, the aligned strides that are the point of padding. */
+void lm_head_forward(act *logits, const act *inp, const act *w, int N, int IC, int V, int Vr);
+void lm_head_backward(real *dinp, real *dw, const act *dlogits, const act *inp, const act *w, int N, int IC, int V,
+                      int Vr);
 
 /* ---- normalisation: fp32 statistics (mean/rstd saved per row for backward) from the fp32
  * residual stream; out (the next GEMM's input) rounded to act. Backward is fp32 throughout. ---- */

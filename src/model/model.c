@@ -688,7 +688,7 @@ layers:
     refresh_weights(m, unit_head(m));
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, a->res_out, m->p.normf_w, m->p.normf_b, NL);
     gather_rows(m, a->normf, a->normf_in, (size_t)N, (size_t)C);
-    matmul_forward(a->logits, 0, a->normf_in, WT(lm_head), NULL, N, C, Vr); /* padding columns: 0 */
+    lm_head_forward(a->logits, a->normf_in, WT(lm_head), N, C, V, Vr); /* padding columns: 0 */
     HOOK(after_forward, unit_head(m));
     if (!targets) {
         dev_sync(); /* the logits are read next anyway; and the staging buffer is free again */
@@ -740,7 +740,7 @@ void model_backward_stage(Model *m, const real *dout_stage) {
     }
     HOOK(before_backward, unit_head(m));
     /* the padding columns of dlogits are 0: their lm_head rows get no gradient */
-    matmul_backward(s->d_norm, 1, g->lm_head, NULL, a->logits, a->normf_in, WT(lm_head), N, C, Vr, 0);
+    lm_head_backward(s->d_norm, g->lm_head, a->logits, a->normf_in, WT(lm_head), N, C, V, Vr);
     complete_rows(m, s->d_norm, s->d_norm_local, (size_t)N, (size_t)C); /* column-parallel input gradient */
     dev_zero(s->d_res, (size_t)NL * C);
     norm_backward(m, s->d_res, g->normf_w, g->normf_b, s->d_norm_local, a->res_out, m->p.normf_w, a->normf_mean,

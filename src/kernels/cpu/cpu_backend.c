@@ -39,6 +39,13 @@ static void f32_matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias,
     (void)dinp_f32;
     cpu_matmul_backward(R(dinp), dw, dbias, CR(dout), CR(inp), CR(w), N, IC, OC, accumulate_dinp);
 }
+static void f32_lm_head_forward(act *logits, const act *inp, const act *w, int N, int IC, int V, int Vr) {
+    cpu_lm_head_forward(R(logits), CR(inp), CR(w), N, IC, V, Vr);
+}
+static void f32_lm_head_backward(real *dinp, real *dw, const act *dlogits, const act *inp, const act *w, int N,
+                                 int IC, int V, int Vr) {
+    cpu_lm_head_backward(dinp, dw, CR(dlogits), CR(inp), CR(w), N, IC, V, Vr);
+}
 static void f32_layernorm_forward(act *out, real *mean, real *rstd, const real *inp, const real *w, const real *b,
                                   int N, int C, real eps) {
     cpu_layernorm_forward(R(out), mean, rstd, inp, w, b, N, C, eps);
@@ -159,6 +166,8 @@ const KernelBackend cpu_f32_table = {
     .act_to_f32 = f32_act_to_f32,
     .matmul_forward = f32_matmul_forward,
     .matmul_backward = f32_matmul_backward,
+    .lm_head_forward = f32_lm_head_forward,
+    .lm_head_backward = f32_lm_head_backward,
     .layernorm_forward = f32_layernorm_forward,
     .rmsnorm_forward = f32_rmsnorm_forward,
     .gelu_forward = f32_gelu_forward,

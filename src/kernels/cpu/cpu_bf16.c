@@ -68,6 +68,24 @@ static void b_matmul_forward(void *out, int out_f32, const act *inp, const act *
     free(wf);
 }
 
+/* only the V real rows of w are widened: the kernel reads no others */
+static void b_lm_head_forward(act *logits, const act *inp, const act *w, int N, int IC, int V, int Vr) {
+    real *x = widen(inp, (size_t)N * IC), *wf = widen(w, (size_t)V * IC), *y = alloc_f32((size_t)N * Vr);
+    cpu_lm_head_forward(y, x, wf, N, IC, V, Vr);
+    narrow_free(logits, y, (size_t)N * Vr);
+    free(x);
+    free(wf);
+}
+
+static void b_lm_head_backward(real *dinp, real *dw, const act *dlogits, const act *inp, const act *w, int N, int IC,
+                               int V, int Vr) {
+    real *d = widen(dlogits, (size_t)N * Vr), *x = widen(inp, (size_t)N * IC), *wf = widen(w, (size_t)V * IC);
+    cpu_lm_head_backward(dinp, dw, d, x, wf, N, IC, V, Vr);
+    free(d);
+    free(x);
+    free(wf);
+}
+
 static void b_matmul_backward(void *dinp, int dinp_f32, real *dw, real *dbias, const act *dout, const act *inp,
                               const act *w, int N, int IC, int OC, int accumulate_dinp) {
     real *d = widen(dout, (size_t)N * OC), *x = widen(inp, (size_t)N * IC), *wf = widen(w, (size_t)OC * IC);
@@ -230,6 +248,8 @@ const KernelBackend *cpu_bf16_backend(void) {
     t.act_to_f32 = b_act_to_f32;
     t.matmul_forward = b_matmul_forward;
     t.matmul_backward = b_matmul_backward;
+    t.lm_head_forward = b_lm_head_forward;
+    t.lm_head_backward = b_lm_head_backward;
     t.layernorm_forward = b_layernorm_forward;
     t.rmsnorm_forward = b_rmsnorm_forward;
     t.gelu_forward = b_gelu_forward;

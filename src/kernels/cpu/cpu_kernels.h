@@ -14,6 +14,9 @@
 void cpu_matmul_forward(real *out, const real *inp, const real *w, const real *bias, int N, int IC, int OC);
 void cpu_matmul_backward(real *dinp, real *dw, real *dbias, const real *dout, const real *inp, const real *w, int N,
                          int IC, int OC, int accumulate_dinp);
+void cpu_lm_head_forward(real *logits, const real *inp, const real *w, int N, int IC, int V, int Vr);
+void cpu_lm_head_backward(real *dinp, real *dw, const real *dlogits, const real *inp, const real *w, int N, int IC,
+                          int V, int Vr);
 void cpu_layernorm_forward(real *out, real *mean, real *rstd, const real *inp, const real *w, const real *b, int N,
                            int C, real eps);
 void cpu_layernorm_backward(real *dinp, real *dw, real *db, const real *dout, const real *inp, const real *w,
