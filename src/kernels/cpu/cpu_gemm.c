@@ -204,6 +204,10 @@ int gemm_is_native(void) {
         const char *core = openblas_get_corename();
         use_native = native_built && !(core && (!strcasecmp(core, "skylakex") || !strcasecmp(core, "cooperlake") ||
                                                 !strcasecmp(core, "sapphirerapids")));
+        /* MYRIAD_GEMM=blas: OpenBLAS even where ours is built, so an AVX-512 machine can run the
+         * path every AVX2-only CPU takes (tests reproduce those machines' bits with it) */
+        const char *force = getenv("MYRIAD_GEMM");
+        if (force && !strcmp(force, "blas")) use_native = 0;
     }
     return use_native;
 }
