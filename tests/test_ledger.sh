@@ -59,7 +59,9 @@ done
 n=0
 while kill -0 $job 2>/dev/null; do
     if grep -q '"event":"goodput"' "$T/ev.jsonl" 2>/dev/null; then
-        curl -s --max-time 5 "http://127.0.0.1:$port/metrics" >"$T/final.prom" && break
+        # (into a temporary file: a refused connection must not leave an empty final.prom, which
+        # happens when the loop's last ordinary scrape was the one the lingering launcher stopped at)
+        curl -s --max-time 5 "http://127.0.0.1:$port/metrics" >"$T/final.tmp" && mv "$T/final.tmp" "$T/final.prom" && break
     else
         curl -s --max-time 5 "http://127.0.0.1:$port/metrics" >"$T/scrape.$(printf %04d $n).prom" 2>/dev/null && n=$((n + 1))
         sleep 1
