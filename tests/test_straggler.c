@@ -64,6 +64,13 @@ static long long run(const StragglerOptions *o, int steps, double noise, ScaleFn
     return first;
 }
 
+/* The window rule alone (no horizon): the tests of W, K, the scores and the cohorts; the horizon
+ * has its own tests below. */
+static void window_rule(StragglerOptions *o) {
+    straggler_options_default(o);
+    o->horizon_s = 0;
+}
+
 static double healthy(int r, long long s) { return 1; }
 static double rank2_slow_from_20(int r, long long s) { return r == 2 && s >= 20 ? 1.5 : 1; }
 static double all_slow_from_30(int r, long long s) { return s >= 30 ? 2 : 1; }
@@ -79,7 +86,7 @@ static double rank3_spike(int r, long long s) { return r == 3 && s >= 21 && s <=
 
 static void test_slowed_rank_flagged_within_20_steps(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     StragglerDetector *d;
     long long at = run(&o, 60, 0.05, rank2_slow_from_20, 2, &flags, &d);
@@ -95,7 +102,7 @@ static double rank2_slow_from_var(int r, long long s) { return r == 2 && s >= sl
 
 static void test_latency_at_most_19_steps_wherever_it_starts(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     long long worst = 0;
     for (slow_from = 16; slow_from <= 40; slow_from++) { /* every phase against the windows */
         int flags;
@@ -109,7 +116,7 @@ static void test_latency_at_most_19_steps_wherever_it_starts(void) {
 
 static void test_scores_equal_hand_computed_medians(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     StragglerDetector *d = straggler_create(RANKS, &o);
     straggler_begin(d, 0);
     /* noiseless: rank 2 is 1.5x slower in every compute section from step 11 on */
@@ -144,7 +151,7 @@ static void test_scores_equal_hand_computed_medians(void) {
 
 static void test_quiet_on_noise(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     run(&o, 400, 0.2, healthy, -1, &flags, NULL); /* +-20% per step, per section */
     CHECK(flags == 0, "no straggler from noise (%d flags)", flags);
@@ -152,7 +159,7 @@ static void test_quiet_on_noise(void) {
 
 static void test_whole_job_slowdown_not_a_straggler(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     run(&o, 100, 0.05, all_slow_from_30, -1, &flags, NULL);
     CHECK(flags == 0, "every rank 2x slower is not a straggler (%d flags)", flags);
@@ -160,7 +167,7 @@ static void test_whole_job_slowdown_not_a_straggler(void) {
 
 static void test_slow_from_the_start_flagged(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     /* windows end at 10 (over 1..10), 15, 20: K = 3 below -> step 20, 19 steps after step 1 */
     long long at = run(&o, 100, 0.05, rank1_heavier, 1, &flags, NULL);
@@ -177,7 +184,7 @@ static void test_slow_from_the_start_flagged(void) {
 
 static void test_slower_by_role_not_a_straggler(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     cohort_of = two_stages; /* stage 1 holds the LM head: 1.5x the work of stage 0 */
     run(&o, 100, 0.05, stage1_heavier, -1, &flags, NULL);
@@ -191,7 +198,7 @@ static void test_slower_by_role_not_a_straggler(void) {
 
 static void test_faster_rank_does_not_flag_the_others(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     /* against the fastest rank the others would score 0.7; against their peers' median, 1 */
     run(&o, 100, 0.05, rank0_faster, -1, &flags, NULL);
@@ -204,7 +211,7 @@ static void test_faster_rank_does_not_flag_the_others(void) {
  * flags it. The spread alone flags nothing. */
 static void test_became_slow_among_spread_peers(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     run(&o, 200, 0.05, odd_ranks_slower, -1, &flags, NULL);
     CHECK(flags == 0, "peers 25%% apart for the whole run: none (%d flags)", flags);
@@ -214,7 +221,7 @@ static void test_became_slow_among_spread_peers(void) {
 
 static void test_without_peers(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     cohort_of = own_stage; /* pp 4, dp 1: nobody does the same work */
     long long at = run(&o, 100, 0.05, rank2_slow_from_20, 2, &flags, NULL);
@@ -228,7 +235,7 @@ static void test_without_peers(void) {
 
 static void test_one_window_spike_not_a_straggler(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     int flags;
     run(&o, 100, 0.05, rank3_spike, -1, &flags, NULL);
     CHECK(flags == 0, "3x slower for 5 steps: in 2 medians only, fewer than K (%d)", flags);
@@ -239,7 +246,7 @@ static void test_one_window_spike_not_a_straggler(void) {
 
 static void test_negligible_section_not_scored(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     StragglerDetector *d = straggler_create(RANKS, &o);
     straggler_begin(d, 0);
     int flags = 0;
@@ -261,7 +268,7 @@ static void test_negligible_section_not_scored(void) {
 
 static void test_missing_samples_and_restart(void) {
     StragglerOptions o;
-    straggler_options_default(&o);
+    window_rule(&o);
     StragglerDetector *d = straggler_create(RANKS, &o);
     straggler_begin(d, 0);
     const StragglerWindow *w = NULL;
@@ -304,9 +311,61 @@ static void test_culprit_section_named(void) {
         while ((w = straggler_advance(d, s)))
             if (w->flagged[1]) flagged = (int)s, culprit = w->section[1];
     }
+    /* the default options: without step times (NAN) the horizon is the window, so the window rule */
     CHECK(flagged == 40 && culprit == HB_SEC_BACKWARD, "rank 1 flagged at %d with culprit %s", flagged,
           culprit >= 0 ? straggler_section_name(culprit) : "none");
     straggler_free(d);
+}
+
+/* The horizon (default 60 s; these tests use 30). The run() job's step time is the median of the ranks' 0.1-0.4 s,
+ * 0.25 s: a window adds 5 x 0.25 = 1.25 s, so the horizon is the last 24 windows (120 steps). */
+static long long slow_until;
+static double rank2_slow_between(int r, long long s) { return r == 2 && s >= slow_from && s < slow_until ? 1.5 : 1; }
+
+static void test_passing_slowdown_not_a_straggler(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    CHECK(o.horizon_s == 60, "the default horizon is 60 s (%g)", o.horizon_s);
+    o.horizon_s = 30;
+    /* rank 2 1.5x slower for 50 steps (12.5 s of the job's time, 10 windows of 24): what a
+     * healthy rank on a shared core did for seconds at a time (bench/straggler_results.md) */
+    slow_from = 200, slow_until = 250;
+    int flags;
+    long long at = run(&o, 400, 0.05, rank2_slow_between, 2, &flags, NULL);
+    CHECK(at < 0 && flags == 0, "a 12.5 s slowdown within a 30 s horizon: not flagged (at %lld, %d flags)", at, flags);
+    StragglerOptions w;
+    window_rule(&w);
+    at = run(&w, 400, 0.05, rank2_slow_between, 2, &flags, NULL);
+    CHECK(at == 215 && flags == 1, "the window rule alone flags it at 215 (%lld, %d flags)", at, flags);
+}
+
+static void test_lasting_slowdown_flagged_over_the_horizon(void) {
+    StragglerOptions o;
+    straggler_options_default(&o);
+    o.horizon_s = 30;
+    /* rank 2 1.5x slower from step 200 on: its windows are slow from 205 (6 of 10 steps); its
+     * horizon median (24 windows, the mean of the 12th and 13th) is slow once 13 of them are:
+     * the window at 205 + 12 x 5 = 265, by which the window rule's K = 3 has long held */
+    slow_from = 200, slow_until = 1 << 30;
+    int flags;
+    StragglerDetector *d;
+    long long at = run(&o, 400, 0.05, rank2_slow_between, 2, &flags, &d);
+    CHECK(at == 265 && flags == 1, "flagged at 265, once (%lld, %d flags)", at, flags);
+    const StragglerWindow *w = straggler_advance(d, 1 << 30); /* one more window (405): the state at its end */
+    CHECK(w && w->horizon_relative[2] < 0.7 && w->horizon_relative[2] > 0.63 && w->horizon_relative[0] == 1,
+          "horizon scores: rank 2 %.3f (~1/1.5), rank 0 %.3f", w ? w->horizon_relative[2] : NAN, w ? w->horizon_relative[0] : NAN);
+    CHECK(w && fabs(w->horizon_s - 30) < 1e-6, "the horizon spans 30 s (%.17g)", w ? w->horizon_s : NAN);
+    straggler_free(d);
+    /* slow from the start, 2 ranks (step time the median of 0.1 and 0.2 s: 0.75 s a window): no
+     * verdict before the horizon spans 30 s, its 40th window (step 10 + 39 x 5 = 205) */
+    RANKS = 2;
+    at = run(&o, 250, 0.05, rank1_heavier, 1, &flags, NULL);
+    CHECK(at == 205 && flags == 1, "2 ranks, rank 1 slower from step 1: flagged when the horizon fills, at 205 (%lld)", at);
+    RANKS = 4;
+    /* H = 10 s (8 windows): the slowdown from 200 is flagged at the 5th slow window, 225 */
+    o.horizon_s = 10;
+    at = run(&o, 400, 0.05, rank2_slow_between, 2, &flags, NULL);
+    CHECK(at == 225 && flags == 1, "with a 10 s horizon: at 225 (%lld)", at);
 }
 
 int main(void) {
@@ -324,5 +383,7 @@ int main(void) {
     RUN(test_negligible_section_not_scored);
     RUN(test_missing_samples_and_restart);
     RUN(test_culprit_section_named);
+    RUN(test_passing_slowdown_not_a_straggler);
+    RUN(test_lasting_slowdown_flagged_over_the_horizon);
     return TEST_SUMMARY();
 }

@@ -264,6 +264,9 @@ int cmd_run(int argc, char **argv) {
         OPT_GIVEN(OPT_INT("--straggler-window", "W", &so.straggler.window, 1, 32, "steps per window (5)"), S),
         OPT_GIVEN(OPT_INT("--straggler-windows", "K", &so.straggler.consecutive, 1, 1000,
                           "windows below the threshold in a row that make a straggler (3)"), S),
+        OPT_GIVEN(OPT_DOUBLE("--straggler-horizon", "S", &so.straggler.horizon_s, 0, 86400,
+                             "and slow over its last S seconds of steps (60; 0 = off): a passing\n"
+                             "slowdown (another tenant on a shared core) is not a straggler"), S),
         OPT_GIVEN(OPT_INT("--metrics-port", "P", &so.metrics_port, 0, 65535,
                           "serve Prometheus metrics on http://ADDR:P/metrics (0: any free port)"), S),
         OPT_GIVEN(OPT_STR("--metrics-addr", "ADDR", &so.metrics_addr, "address for --metrics-port (default: every interface)"), S),

@@ -18,6 +18,12 @@ struct StragglerDetector {
     Sample *samples;      /* [nranks * ring], by step % ring */
     double *best;         /* [nranks * STRAGGLER_SECTIONS]: best (lowest) window median so far */
     int *cohort;          /* [nranks]: the rank's role (pipeline stage); peers share one */
+    /* the horizon: the last hz_cap windows' compute medians per rank, newest at hz_head - 1 */
+    int hz_cap, hz_count, hz_head;
+    double *hz_c;         /* [nranks * hz_cap]: a window's compute median (NAN: none) */
+    double *hz_span;      /* [hz_cap]: the seconds of steps a window adds (W x the job's median step time; NAN unknown) */
+    double *hz_best;      /* [nranks]: best (lowest) horizon median so far */
+    int *reported;        /* [nranks]: flagged, and not recovered since (straggler_advance) */
     long long next_end;   /* last step of the next window to evaluate; -1 until restarted */
     StragglerWindow w;
 };
@@ -28,6 +34,10 @@ void straggler_options_default(StragglerOptions *o) {
     o->threshold = 0.75;
     o->min_share = 0.1;
     o->warmup = 0; /* the medians and the peers' reference absorb the first steps' costs (all ranks pay them) */
+    /* healthy ranks on shared 2-core VMs ran 1.3-1.6x slower for 3-6 s at a time on one machine and
+     * ~20 s on another (bench/straggler_results.md): a horizon of 60 s tolerates episodes up to
+     * 30 s and flags a lasting slowdown in ~30-60 s, small against the hours a straggler costs */
+    o->horizon_s = 60;
 }
 
 const char *straggler_section_name(int section) {
@@ -43,7 +53,17 @@ StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
     if (d->o.consecutive < 1) d->o.consecutive = 1;
     d->nranks = nranks;
     d->ring = 3 * d->o.window;
+    if (!(d->o.horizon_s >= 0)) d->o.horizon_s = 0;
+    /* ~8 MiB of horizon at any rank count: 1024 windows for a small job, 104 at 10,000 ranks (whose
+     * steps take seconds: 104 windows of 5 steps are minutes) */
+    d->hz_cap = nranks > 0 ? (1 << 20) / nranks : 16;
+    if (d->hz_cap > 1024) d->hz_cap = 1024;
+    if (d->hz_cap < 16) d->hz_cap = 16;
     size_t n = (size_t)nranks, ns = n * STRAGGLER_SECTIONS;
+    d->hz_c = malloc(n * (size_t)d->hz_cap * sizeof *d->hz_c);
+    d->hz_span = malloc((size_t)d->hz_cap * sizeof *d->hz_span);
+    d->hz_best = malloc(n * sizeof *d->hz_best);
+    d->reported = calloc(n, sizeof *d->reported);
     d->samples = malloc(n * (size_t)d->ring * sizeof *d->samples);
     d->best = malloc(ns * sizeof *d->best);
     d->cohort = calloc(n, sizeof *d->cohort);
@@ -54,8 +74,10 @@ StragglerDetector *straggler_create(int nranks, const StragglerOptions *o) {
     w->sec_individual = malloc(n * sizeof(double)), w->fastest_s = malloc(n * sizeof(double));
     w->best_s = malloc(n * sizeof(double)), w->section_s = malloc(ns * sizeof(double));
     w->section = malloc(n * sizeof(int)), w->below = calloc(n, sizeof(int)), w->flagged = malloc(n * sizeof(int));
+    w->horizon_relative = malloc(n * sizeof(double)), w->horizon_individual = malloc(n * sizeof(double));
     if (!d->samples || !d->best || !d->cohort || !w->step_s || !w->relative || !w->individual || !w->sec_relative ||
-        !w->sec_individual || !w->fastest_s || !w->best_s || !w->section_s || !w->section || !w->below || !w->flagged) {
+        !w->sec_individual || !w->fastest_s || !w->best_s || !w->section_s || !w->section || !w->below || !w->flagged ||
+        !d->hz_c || !d->hz_span || !d->hz_best || !d->reported || !w->horizon_relative || !w->horizon_individual) {
         straggler_free(d);
         return NULL;
     }
@@ -68,6 +90,8 @@ void straggler_free(StragglerDetector *d) {
     StragglerWindow *w = &d->w;
     free(w->step_s), free(w->relative), free(w->individual), free(w->sec_relative), free(w->sec_individual);
     free(w->fastest_s), free(w->best_s), free(w->section_s), free(w->section), free(w->below), free(w->flagged);
+    free(w->horizon_relative), free(w->horizon_individual);
+    free(d->hz_c), free(d->hz_span), free(d->hz_best), free(d->reported);
     free(d->samples), free(d->best), free(d->cohort), free(d);
 }
 
@@ -75,6 +99,8 @@ void straggler_restart(StragglerDetector *d) {
     for (size_t i = 0; i < (size_t)d->nranks * d->ring; i++) d->samples[i].step = -1;
     for (size_t i = 0; i < (size_t)d->nranks * STRAGGLER_SECTIONS; i++) d->best[i] = INFINITY;
     memset(d->w.below, 0, (size_t)d->nranks * sizeof *d->w.below);
+    for (int r = 0; r < d->nranks; r++) d->hz_best[r] = INFINITY, d->reported[r] = 0;
+    d->hz_count = d->hz_head = 0;
     d->next_end = -1;
 }
 
@@ -164,6 +190,65 @@ static void loo_medians(int n, const int *group, const double *value, size_t str
     }
 }
 
+/* The horizon (straggler.h): pushes this window's compute medians, then each rank's median over
+ * its last H seconds of windows and its scores against its peers' (w->horizon_*). below_long[r]:
+ * the horizon says below (the window's rule on the horizon medians); 1 for every rank with the
+ * horizon off, 0 until a rank's horizon spans H. */
+static void horizon_scores(StragglerDetector *d, StragglerWindow *w, Item *items, double *col, double *others, int *below_long) {
+    int n = d->nranks, cap = d->hz_cap;
+    const StragglerOptions *o = &d->o;
+    double step[64], job_step = NAN; /* the job's step time: the median of the ranks' (steps are synchronous) */
+    int ns = 0;
+    for (int r = 0; r < n && ns < 64; r++)
+        if (w->step_s[r] > 0) step[ns++] = w->step_s[r];
+    if (ns) job_step = median(step, ns);
+    int at = d->hz_head;
+    d->hz_span[at] = job_step > 0 ? o->window * job_step : NAN;
+    for (int r = 0; r < n; r++) {
+        double c = w->section_s[(size_t)r * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE];
+        d->hz_c[(size_t)r * cap + at] = c > 0 ? c : NAN;
+    }
+    d->hz_head = (at + 1) % cap;
+    if (d->hz_count < cap) d->hz_count++;
+    double *h = calloc((size_t)(n > 0 ? n : 1), sizeof *h); /* the horizon medians */
+    double *v = malloc((size_t)cap * sizeof *v);
+    /* the horizon's windows: the newest ones spanning H (the span is the job's, the same for every rank) */
+    double span = 0;
+    int nwin = 0, known = 1;
+    while (nwin < d->hz_count && span < o->horizon_s) {
+        double sp = d->hz_span[(at - nwin + cap) % cap];
+        if (!(sp > 0)) {
+            known = 0;
+            break;
+        }
+        span += sp, nwin++;
+    }
+    int full = span >= o->horizon_s || d->hz_count == cap;
+    for (int r = 0; r < n; r++) {
+        int m = 0;
+        for (int i = 0; i < nwin; i++) {
+            double c = d->hz_c[(size_t)r * cap + (at - i + cap) % cap];
+            if (c > 0) v[m++] = c;
+        }
+        double c = w->section_s[(size_t)r * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE];
+        /* without step times the horizon is the window */
+        h[r] = !known ? (c > 0 ? c : NAN) : full && m > 0 ? median(v, m) : NAN;
+        if (h[r] > 0 && h[r] < d->hz_best[r]) d->hz_best[r] = h[r];
+        w->horizon_individual[r] = h[r] > 0 ? d->hz_best[r] / h[r] : NAN;
+    }
+    free(v);
+    loo_medians(n, d->cohort, h, 1, items, col);
+    for (int r = 0; r < n; r++) w->horizon_relative[r] = h[r] > 0 && col[r] > 0 ? (col[r] < h[r] ? col[r] / h[r] : 1.0) : NAN;
+    loo_medians(n, NULL, w->horizon_individual, 1, items, others);
+    for (int r = 0; r < n; r++) {
+        below_long[r] = h[r] > 0 && ((w->horizon_relative[r] < o->threshold) ||
+                                     (w->horizon_individual[r] < o->threshold && others[r] >= o->threshold));
+        if (o->horizon_s <= 0) below_long[r] = 1;
+    }
+    w->horizon_s = known ? span : NAN; /* what the horizon medians cover */
+    free(h);
+}
+
 const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_step) {
     if (d->next_end < 0 || job_step < d->next_end) return NULL;
     StragglerWindow *w = &d->w;
@@ -182,6 +267,8 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
     Item *items = malloc((size_t)(n > 0 ? n : 1) * sizeof *items);
     double *ref = malloc((size_t)(n > 0 ? n : 1) * S * sizeof *ref), *others = malloc((size_t)(n > 0 ? n : 1) * sizeof *others);
     double *col = malloc((size_t)(n > 0 ? n : 1) * sizeof *col);
+    int *below_long = malloc((size_t)(n > 0 ? n : 1) * sizeof *below_long);
+    horizon_scores(d, w, items, col, others, below_long);
     for (int k = 0; k < S; k++) {
         loo_medians(n, d->cohort, &w->section_s[k], (size_t)S, items, col);
         for (int r = 0; r < n; r++) ref[(size_t)r * S + k] = col[r];
@@ -230,8 +317,13 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
                 w->section[r] = k, w->sec_relative[r] = rel, w->sec_individual[r] = best[k] / sec[k];
         }
         w->below[r] = below ? w->below[r] + 1 : 0;
-        w->flagged[r] = w->below[r] == o->consecutive;
+        /* reported again only after it recovered: over its horizon (a peer's passing slowdown can
+         * lift one window of a lasting straggler above the threshold), or without one, in a window */
+        if (o->horizon_s > 0 ? !below_long[r] : !w->below[r]) d->reported[r] = 0;
+        /* K windows in a row, and over the horizon too: not a passing slowdown */
+        w->flagged[r] = w->below[r] >= o->consecutive && below_long[r] && !d->reported[r];
+        if (w->flagged[r]) d->reported[r] = 1;
     }
-    free(items), free(ref), free(others), free(col);
+    free(items), free(ref), free(others), free(col), free(below_long);
     return w;
 }

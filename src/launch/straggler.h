@@ -29,7 +29,18 @@
  * section) among those that are at least min_share of the rank's compute. Not scored: comm (time waiting for
  * others, long on the fast ranks) and checkpoint (the in-memory copy is shared between a
  * background thread and the main thread by design, so the main thread's part varies).
- * Cost per sample: a copy into a ring; per window: O(ranks x sections x (W log W + log ranks)). */
+ * The horizon: a window's medians span 2W steps, a fraction of a second on a fast job, while a
+ * healthy rank on a shared machine can run 1.3-1.6x slower for several seconds at a time (another
+ * tenant on its core: bench/straggler_results.md), long enough for K windows in a row. So each
+ * rank also keeps its compute medians of the last H seconds of steps (one per window, each
+ * counted as W steps at the window's median step time) and their median, the horizon median,
+ * scored as above (peers' horizon medians; its own best horizon median). A straggler needs K
+ * windows below in a row *and* its horizon below; a slowdown shorter than H/2 cannot move a
+ * horizon median (fewer than half its windows), a lasting one does once it fills half the
+ * horizon. No verdict before the horizon spans H (the first H seconds of an attempt); without
+ * step times (NAN) the horizon is the window.
+ * Cost per sample: a copy into a ring; per window: O(ranks x sections x (W log W + log ranks))
+ * plus a median over each rank's horizon (at most its ring of window medians). */
 #ifndef MYRIAD_LAUNCH_STRAGGLER_H
 #define MYRIAD_LAUNCH_STRAGGLER_H
 
@@ -44,6 +55,7 @@ typedef struct {
     double threshold;  /* default 0.75 */
     double min_share;  /* a section under this share of the rank's compute is never the culprit (0.1) */
     int warmup;        /* windows ignored after each (re)start besides the first partial one (default 1) */
+    double horizon_s;  /* H: the verdict also needs the rank slow over its last H seconds of steps (default 60; 0: off) */
 } StragglerOptions;
 
 void straggler_options_default(StragglerOptions *o);
@@ -60,8 +72,10 @@ typedef struct {
     double *fastest_s, *best_s; /* the reference: the peers' median compute (NAN: no peer); this rank's best so far */
     int *section;          /* the culprit section (-1: none big enough) */
     double *sec_relative, *sec_individual; /* the culprit's scores */
+    double *horizon_relative, *horizon_individual; /* the same scores over the horizon; NAN until it spans H */
+    double horizon_s;      /* seconds of steps the horizon spans (the job's: its windows' W steps each); NAN unknown */
     int *below;            /* consecutive windows below the threshold, this one included */
-    int *flagged;          /* became a straggler in this window (below == K) */
+    int *flagged;          /* became a straggler in this window (below >= K and its horizon below; once until it recovers) */
 } StragglerWindow;
 
 typedef struct StragglerDetector StragglerDetector;

@@ -41,6 +41,11 @@ static void log_window(Sup *s, const StragglerWindow *w) {
     for (int r = 0; r < n; r++) cJSON_AddItemToArray(a, number_or_null(w->relative[r], 1e4));
     a = cJSON_AddArrayToObject(e, "individual");
     for (int r = 0; r < n; r++) cJSON_AddItemToArray(a, number_or_null(w->individual[r], 1e4));
+    a = cJSON_AddArrayToObject(e, "horizon_relative");
+    for (int r = 0; r < n; r++) cJSON_AddItemToArray(a, number_or_null(w->horizon_relative[r], 1e4));
+    a = cJSON_AddArrayToObject(e, "horizon_individual");
+    for (int r = 0; r < n; r++) cJSON_AddItemToArray(a, number_or_null(w->horizon_individual[r], 1e4));
+    cJSON_AddItemToObject(e, "horizon_s", number_or_null(w->horizon_s, 1e3));
     sup_emit(e);
 }
 
@@ -76,6 +81,9 @@ static void flag(Sup *s, const StragglerWindow *w, int r) {
     cJSON_AddItemToObject(e, "individual", number_or_null(w->individual[r], 1e4));
     cJSON_AddItemToObject(e, "section_relative", number_or_null(k >= 0 ? w->sec_relative[r] : w->relative[r], 1e4));
     cJSON_AddItemToObject(e, "section_individual", number_or_null(k >= 0 ? w->sec_individual[r] : w->individual[r], 1e4));
+    cJSON_AddItemToObject(e, "horizon_relative", number_or_null(w->horizon_relative[r], 1e4));
+    cJSON_AddItemToObject(e, "horizon_individual", number_or_null(w->horizon_individual[r], 1e4));
+    cJSON_AddItemToObject(e, "horizon_s", number_or_null(w->horizon_s, 1e3));
     cJSON_AddItemToObject(e, "median_s", number_or_null(w->section_s[(size_t)r * STRAGGLER_SECTIONS + STRAGGLER_COMPUTE], 1e6));
     cJSON_AddItemToObject(e, "reference_s", number_or_null(w->fastest_s[r], 1e6)); /* the peers' median */
     cJSON_AddItemToObject(e, "best_s", number_or_null(w->best_s[r], 1e6));
