@@ -2,7 +2,7 @@
 # bench/goodput_predict.sh: predicted vs measured effective training time of a fault soak at two
 # fault rates (issue 30, acceptance 4; docs/SIMULATOR.md "Goodput of a fault soak").
 #   1. the soaks: the job under `myriad run --inject-rate kill+hang:MTBF,seed=SEED` for each MTBF
-#      in MTBFS (default 20 and 60 s of up time), one after the other;
+#      in MTBFS (default 10 and 30 s of up time; STEPS 15,000: ~20 and ~7 faults in 3-4 minutes of steps on a quiet 2-core machine), one after the other;
 #   2. calibration runs beside each soak, back to back from its start to its end: the same job with
 #      CAL_KILLS kills and CAL_HANGS hangs at fixed steps (--inject kill@/hang@, no Poisson clock),
 #      where the step time, the start and finish, and the down time of one kill and of one hang
@@ -22,13 +22,14 @@ cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 M=${MYRIAD:-$PWD/bin/myriad}
 OUT=${OUT:-/tmp/myriad-goodput-predict}
-MTBFS=${MTBFS:-"20 60"}
+MTBFS=${MTBFS:-"10 30"}
 SEED=${SEED:-1}
-STEPS=${STEPS:-1200}
+STEPS=${STEPS:-15000}
 HANG=${HANG:-3}
 CAL_KILLS=${CAL_KILLS:-2}
 CAL_HANGS=${CAL_HANGS:-2}
-CAL_STEPS=${CAL_STEPS:-$(( 30 * (CAL_KILLS + CAL_HANGS) + 30 ))}
+CAL_EVERY=${CAL_EVERY:-300} # steps between the calibration's faults: a stretch of steps like the soak's between faults
+CAL_STEPS=${CAL_STEPS:-$(( CAL_EVERY * (CAL_KILLS + CAL_HANGS + 1) ))}
 rm -rf "$OUT" && mkdir -p "$OUT"
 /usr/bin/python3 bench/make_tokens.py "$OUT/tok.bin" 100000 67 5 >/dev/null
 train="--arch gpt2 --layers 2 --hidden 64 --heads 4 --ffn 256 --vocab 67 --max-seq 32 --data $OUT/tok.bin --batch 16 --seq 32 \
@@ -48,11 +49,11 @@ run() { # NAME STEPS FAULT-FLAGS...
     [ $rc -eq 0 ] || { echo "$name failed (exit $rc):"; tail -5 "$OUT/$name.out"; return 1; }
 }
 
-# the calibration's faults: the kills first, then the hangs, every 30 steps, ranks 1, 2, 3, 0, ...
+# the calibration's faults: the kills first, then the hangs, every CAL_EVERY steps, ranks 1, 2, 3, 0, ...
 faults=""
 for i in $(seq 1 $(( CAL_KILLS + CAL_HANGS ))); do
     kind=kill; [ "$i" -gt "$CAL_KILLS" ] && kind=hang
-    faults="$faults${faults:+,}$kind@$(( 30 * i )):$(( i % 4 ))"
+    faults="$faults${faults:+,}$kind@$(( CAL_EVERY * i )):$(( i % 4 ))"
 done
 for mtbf in $MTBFS; do
     run "soak-$mtbf" "$STEPS" --inject-rate "kill+hang:$mtbf,seed=$SEED" &

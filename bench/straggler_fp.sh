@@ -11,7 +11,8 @@
 #            idle and busy, 1.5 H + 10 seconds of steps: the step it was flagged at, the first step whose
 #            horizon spans H, and the flag's distance from it (the rule's latency past the horizon).
 # Usage: bash bench/straggler_fp.sh [RUNS] [SECONDS] [DETECT_RUNS]   (results: bench/straggler_results.md)
-#        RANKS="2 4" LOADS="0 1" FACTOR=1.5 HORIZON=60 select the cases. Step counts come from a 60-step calibration run of each
+#        RANKS="2 4" LOADS="0 1" FACTOR=1.5 HORIZON=60 select the cases; HEALTHY_STEPS and SLOWED_STEPS fix the
+#        step counts (#28's acceptance: 200-step healthy runs) instead of sizing them in seconds. Step counts come from a 60-step calibration run of each
 #        case (its median step time), so every run spans its seconds on any machine.
 set -u
 cd "$(dirname "$0")/.."
@@ -89,8 +90,8 @@ for load in $LOADS; do
         # the steps that span the runs' seconds here: a 60-step run's median step time
         "$M" run -n "$ranks" --events "$T/cal.jsonl" -- train $model --dp "$ranks" --steps 60 >"$T/cal.out" 2>&1
         step_s=$(jq -s '[.[] | select(.event == "rank-times") | .step_s[] | select(. != null)] | sort | .[length / 2 | floor] // 0.05' "$T/cal.jsonl")
-        STEPS=$(/usr/bin/python3 -c "print(int(($HORIZON + $SECONDS_H) / $step_s))")
-        DETECT_STEPS=$(/usr/bin/python3 -c "print(int((1.5 * $HORIZON + 10) / $step_s))")
+        STEPS=${HEALTHY_STEPS:-$(/usr/bin/python3 -c "print(int(($HORIZON + $SECONDS_H) / $step_s))")}
+        DETECT_STEPS=${SLOWED_STEPS:-$(/usr/bin/python3 -c "print(int((1.5 * $HORIZON + 10) / $step_s))")}
         echo "# ranks=$ranks load=$load: step ${step_s} s: healthy runs $STEPS steps, slowed runs $DETECT_STEPS"
         for run in $(seq 1 "$RUNS"); do
             n=$((n + 1))

@@ -111,13 +111,13 @@ static void pool(Calibration *into, const Calibration *c, int nth) {
 }
 
 typedef struct {
-    const char *path[8];
+    const char *path[64]; /* a soak of minutes has a calibration run beside it every ~10 s */
     int n;
 } CalFiles;
 
 static int add_cal(void *dst, const char *v) {
     CalFiles *f = dst;
-    if (f->n == 8) return myr_error("sim goodput: at most 8 --calibration files");
+    if (f->n == 64) return myr_error("sim goodput: at most 64 --calibration files: pool fewer, longer calibration runs (CAL_STEPS)");
     f->path[f->n++] = v;
     return 0;
 }
