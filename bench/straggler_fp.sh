@@ -11,9 +11,9 @@
 #            idle and busy, 1.5 H + 10 seconds of steps: the step it was flagged at, the first step whose
 #            horizon spans H, and the flag's distance from it (the rule's latency past the horizon).
 # Usage: bash bench/straggler_fp.sh [RUNS] [SECONDS] [DETECT_RUNS]   (results: bench/straggler_results.md)
-#        RANKS="2 4" LOADS="0 1" FACTOR=1.5 HORIZON=60 select the cases; HEALTHY_STEPS and SLOWED_STEPS fix the
-#        step counts (#28's acceptance: 200-step healthy runs) instead of sizing them in seconds. Step counts come from a 60-step calibration run of each
-#        case (its median step time), so every run spans its seconds on any machine.
+#        RANKS="2 4" LOADS="0 1" FACTOR=1.5 HORIZON=60 select the cases. Step counts come from a 60-step calibration run of each
+#        case (its median step time), so every run spans its seconds on any machine; HEALTHY_STEPS and SLOWED_STEPS fix
+#        them instead (#28's acceptance: 200-step healthy runs).
 set -u
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1

@@ -17,7 +17,9 @@
 #   - Prometheus: myriad_time_seconds_total{cause} never decreases between scrapes, never exceeds
 #     myriad_wall_seconds, and a scrape after the end (--metrics-linger) equals the goodput event;
 #   - the console summary names the same effective training time;
-#   - the run report draws the same ledger (its data block).
+#   - the run report draws the same ledger (its data block);
+#   - `myriad sim goodput` given the soak's log 64 times as calibration predicts what the log alone
+#     does, and refuses a 65th file in one line.
 # Skipped with the reason when namespaces cannot be made here.
 set -u
 cd "$(dirname "$0")/.."
@@ -206,4 +208,31 @@ bars = {c: float(s) for c, s in re.findall(r'data-cause="(\w+)" data-seconds="([
 ok = led.get("seconds") == g["seconds"] and led.get("timeline") == g["timeline"] and \
     bars == {c: s for c, s in g["seconds"].items() if s > 0} and 'data-plot="cause_timeline"' in html
 print(("ok" if ok else "FAIL") + " ledger_report_draws_the_ledger" + ("" if ok else " (%s vs %s)" % (bars, g["seconds"])))
+PY
+
+# `myriad sim goodput` pools calibration runs: the soak's log given 64 times predicts what it
+# predicts alone (identical runs pooled are that run), and a 65th file is refused in one line
+one=(--calibration "$T/ev.jsonl")
+many=(); for _ in $(seq 1 64); do many+=("${one[@]}"); done
+pred="--inject-rate kill+hang:20,seed=3 --steps 500 --hang-timeout 4 --json"
+"$M" sim goodput $pred "${one[@]}" >"$T/p1.json" 2>"$T/p1.err"
+"$M" sim goodput $pred "${many[@]}" >"$T/p64.json" 2>"$T/p64.err"
+"$M" sim goodput $pred "${many[@]}" "${one[@]}" >/dev/null 2>"$T/p65.err"
+rc65=$?
+/usr/bin/python3 - "$T" "$rc65" <<'PY'
+import json, sys
+T, rc65 = sys.argv[1], int(sys.argv[2])
+problems = []
+try:
+    a, b = json.load(open(T + "/p1.json")), json.load(open(T + "/p64.json"))
+    for k in ("expected", "replay"):
+        if abs(a[k]["effective"] - b[k]["effective"]) > 1e-9: problems.append("%s: %s alone, %s pooled" % (k, a[k]["effective"], b[k]["effective"]))
+    ra, rb = a["recovery_s"], b["recovery_s"]
+    if abs(a["step_s"] - b["step_s"]) > 1e-12 or ra.keys() != rb.keys() or any(abs(ra[k] - rb[k]) > 1e-9 for k in ra):
+        problems.append("inputs: step %s, recovery %s alone; %s, %s pooled" % (a["step_s"], ra, b["step_s"], rb))
+except Exception as e:
+    problems.append("no prediction: %s %s" % (e, open(T + "/p1.err").read()[-300:] + open(T + "/p64.err").read()[-300:]))
+err = open(T + "/p65.err").read().strip().splitlines()
+if rc65 == 0 or len(err) != 1 or "at most 64 --calibration files" not in err[0]: problems.append("65 files: exit %d, %s" % (rc65, err))
+print(("ok" if not problems else "FAIL") + " ledger_calibration_pooled" + ("" if not problems else " (" + "; ".join(problems)[:900] + ")"))
 PY

@@ -110,14 +110,18 @@ static void pool(Calibration *into, const Calibration *c, int nth) {
     }
 }
 
+/* a soak of minutes has a calibration run beside it every ~30 s (bench/goodput_predict.sh) */
+#define MAX_CALIBRATIONS 64
+
 typedef struct {
-    const char *path[64]; /* a soak of minutes has a calibration run beside it every ~10 s */
+    const char *path[MAX_CALIBRATIONS];
     int n;
 } CalFiles;
 
 static int add_cal(void *dst, const char *v) {
     CalFiles *f = dst;
-    if (f->n == 64) return myr_error("sim goodput: at most 64 --calibration files: pool fewer, longer calibration runs (CAL_STEPS)");
+    if (f->n == MAX_CALIBRATIONS)
+        return myr_error("at most %d --calibration files: pool fewer, longer calibration runs", MAX_CALIBRATIONS);
     f->path[f->n++] = v;
     return 0;
 }
@@ -138,7 +142,7 @@ static int add_recovery(void *dst, const char *v) {
             if (!strcmp(t, fault_clock_kind_name(i))) k = i;
         double x = eq ? strtod(eq + 1, &end) : -1;
         if (k < 0 || !end || end == eq + 1 || *end || !(x >= 0))
-            rc = myr_error("sim goodput: --recovery '%s' is not KIND=SECONDS[,...] (KIND kill, hang or host; seconds >= 0)", v);
+            rc = myr_error("--recovery '%s' is not KIND=SECONDS[,...] (KIND kill, hang or host; seconds >= 0)", v);
         else r->s[k] = x;
     }
     free(copy);
@@ -163,7 +167,7 @@ int sim_goodput_main(int argc, char **argv) {
         OPT_CALL("--calibration", "EVENTS", &cf, add_cal,
                  "event log of another finished run of the same job (myriad run --events) with\n"
                  "failures of each kind: the step time, start, finish and recovery times measured\n"
-                 "there (repeatable: the runs pooled)"),
+                 "there (repeatable, up to 64 runs: pooled)"),
         OPT_INT("--mem-ckpt-every", "C", &mem_every, 0, 1 << 30, "the run's in-memory copy interval in steps (default 1, myriad run's default)"),
         OPT_INT("--save-every", "D", &save_every, 0, 1 << 30, "its disk checkpoint interval (the copy interval when --mem-ckpt-every 0)"),
         OPT_DOUBLE("--step-s", "S", &m.step_s, 0, 1e9, "up time of one step (instead of the calibration's)"),
