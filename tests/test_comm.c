@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "mpi_test.h"
 #include "test.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 /* ------------------------------------------------------------------ unit tests (no MPI) */
@@ -248,6 +249,39 @@ static void test_all_reduce_nonblocking_overlap(void) {
     int done = 0;
     while (!done) CHECK(comm_test(&r, &done) == 0, "%s", myr_last_error());
     CHECK(v == np - 1, "max of ranks: %g", v);
+}
+
+/* The time inside comm_progress and comm_test counts as waiting (comm_wait_cpu_seconds), as in
+ * comm_wait: a poll runs the collectives' stages, their reductions and copies, which are
+ * communication, not the caller's compute; counted as compute they made the ranks that sum more
+ * (a tree's inner ranks) look slower to the straggler detector. With nothing in flight a poll
+ * reads no clock and counts nothing. */
+static void test_polls_count_as_waiting(void) {
+    size_t n = (size_t)1 << 20; /* 4 MiB: its stages do real summing */
+    float *buf = malloc(n * sizeof *buf);
+    fill(buf, COMM_F32, me, 0, n, 300);
+    double before = comm_wait_cpu_seconds();
+    CHECK(comm_progress() == 0 && comm_wait_cpu_seconds() == before, "nothing in flight: a poll counts nothing");
+    CommRequest *r;
+    CHECK(comm_iall_reduce(comm_world(), buf, buf, n, COMM_F32, COMM_SUM, &r) == 0, "%s", myr_last_error());
+    double spent = 0; /* this thread's CPU time inside the polls, by the caller's own clock */
+    for (int done = 0, i = 0; !done; i++) {
+        double c0 = clock_thread_cpu_s();
+        int rc = i % 2 ? comm_test(&r, &done) : comm_progress();
+        spent += clock_thread_cpu_s() - c0;
+        CHECK(rc == 0, "%s", myr_last_error());
+    }
+    double counted = comm_wait_cpu_seconds() - before;
+    /* counted is inside spent; below it by a clock read per poll (~0.5 us, polls of a few us: 0.7 of
+     * spent seen), so a quarter is a floor that only an uncounted poll falls under (0) */
+    CHECK(spent > 0 && counted > 0.25 * spent && counted <= spent * 1.0001 + 1e-6,
+          "polls' CPU time %.6f s counted as waiting: %.6f s", spent, counted);
+    for (size_t k = 0; k < n; k += 4099) {
+        double sc, want = ref_reduce(COMM_F32, COMM_SUM, np, k, 300, &sc);
+        expect(buf, COMM_F32, k, want, tolerance(COMM_F32, COMM_SUM, sc, 1), "polled all_reduce");
+    }
+    EXPECT_NONE_WRONG("polled all_reduce");
+    free(buf);
 }
 
 static void test_reduce_scatter(void) {
@@ -555,6 +589,7 @@ int main(int argc, char **argv) {
     MRUN(test_algorithm_selection);
     MRUN(test_all_reduce);
     MRUN(test_all_reduce_nonblocking_overlap);
+    MRUN(test_polls_count_as_waiting);
     if (algo != COMM_ALGO_HIER) { /* (hierarchical rounds bf16 once per level by design) */
         MRUN(test_all_reduce_bf16_accumulates_in_fp32);
         MRUN(test_reduce_scatter);

@@ -169,12 +169,13 @@ static void test_slow_from_the_start_flagged(void) {
     StragglerOptions o;
     window_rule(&o);
     int flags;
-    /* windows end at 10 (over 1..10), 15, 20: K = 3 below -> step 20, 19 steps after step 1 */
+    /* windows end at 5 (the attempt's first median, over 1..5), 10 (1..10), 15: K = 3 below -> step
+     * 15, 14 steps after step 1 (a first median of 10 steps made it 19: one inside #28's 20) */
     long long at = run(&o, 100, 0.05, rank1_heavier, 1, &flags, NULL);
-    CHECK(at == 20 && flags == 1, "a rank 1.5x slower from step 1 (individual score 1) flagged at %lld (%d flags)", at, flags);
+    CHECK(at == 15 && flags == 1, "a rank 1.5x slower from step 1 (individual score 1) flagged at %lld (%d flags)", at, flags);
     RANKS = 2; /* with one peer, the other rank is its reference */
     at = run(&o, 100, 0.05, rank1_heavier, 1, &flags, NULL);
-    CHECK(at == 20 && flags == 1, "2 ranks: flagged at %lld (%d flags)", at, flags);
+    CHECK(at == 15 && flags == 1, "2 ranks: flagged at %lld (%d flags)", at, flags);
     at = run(&o, 100, 0.05, rank2_slow_from_20, 2, &flags, NULL);
     CHECK(at == -1 && flags == 0, "2 ranks: no rank 2 (%d flags)", flags);
     run(&o, 400, 0.2, healthy, -1, &flags, NULL);
@@ -280,15 +281,23 @@ static void test_missing_samples_and_restart(void) {
             straggler_sample(d, r, s, sec, 0.1 * (r + 1));
         }
     w = straggler_advance(d, 10);
+    CHECK(w && w->first_step == 1 && w->last_step == 5, "the first median: the first window alone, 1..5 (%lld..%lld)",
+          w ? w->first_step : -1, w ? w->last_step : -1);
+    w = straggler_advance(d, 10);
+    CHECK(w && w->first_step == 1 && w->last_step == 10, "then two windows, 1..10");
     CHECK(w && isnan(w->relative[3]) && isnan(w->step_s[3]) && !w->flagged[3], "a rank without samples is not scored");
     CHECK(w && fabs(w->relative[0] - 1) < 1e-9, "the others are");
     CHECK(straggler_advance(d, 10) == NULL, "each window once");
     straggler_restart(d);
     CHECK(straggler_advance(d, 100) == NULL, "nothing evaluated after a restart until straggler_begin");
-    straggler_begin(d, 42); /* resumed at 42: 43..45 partial (never in a median), then the median over 46..55 */
-    CHECK(straggler_advance(d, 54) == NULL, "the partial window and the window in progress");
+    straggler_begin(d, 42); /* resumed at 42: 43..45 partial (never in a median), then 46..50, 46..55 */
+    CHECK(straggler_advance(d, 49) == NULL, "the partial window and the window in progress");
+    w = straggler_advance(d, 50);
+    CHECK(w && w->first_step == 46 && w->last_step == 50, "first median after a resume at 42: 46..50 (%lld..%lld)",
+          w ? w->first_step : -1, w ? w->last_step : -1);
+    CHECK(straggler_advance(d, 54) == NULL, "the window in progress");
     w = straggler_advance(d, 55);
-    CHECK(w && w->first_step == 46 && w->last_step == 55, "first median after a resume at 42: 46..55 (%lld..%lld)",
+    CHECK(w && w->first_step == 46 && w->last_step == 55, "the next after a resume at 42: 46..55 (%lld..%lld)",
           w ? w->first_step : -1, w ? w->last_step : -1);
     straggler_free(d);
 }
@@ -357,10 +366,10 @@ static void test_lasting_slowdown_flagged_over_the_horizon(void) {
     CHECK(w && fabs(w->horizon_s - 30) < 1e-6, "the horizon spans 30 s (%.17g)", w ? w->horizon_s : NAN);
     straggler_free(d);
     /* slow from the start, 2 ranks (step time the median of 0.1 and 0.2 s: 0.75 s a window): no
-     * verdict before the horizon spans 30 s, its 40th window (step 10 + 39 x 5 = 205) */
+     * verdict before the horizon spans 30 s, its 40th window (step 5 + 39 x 5 = 200) */
     RANKS = 2;
     at = run(&o, 250, 0.05, rank1_heavier, 1, &flags, NULL);
-    CHECK(at == 205 && flags == 1, "2 ranks, rank 1 slower from step 1: flagged when the horizon fills, at 205 (%lld)", at);
+    CHECK(at == 200 && flags == 1, "2 ranks, rank 1 slower from step 1: flagged when the horizon fills, at 200 (%lld)", at);
     RANKS = 4;
     /* H = 10 s (8 windows): the slowdown from 200 is flagged at the 5th slow window, 225 */
     o.horizon_s = 10;

@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "launch/mpi_noise.h"
 #include "launch/preflight.h"
+#include "launch/rank_binding.h"
 #include "launch/slurm_script.h"
 #include "launch/supervise.h"
 #include "launch/train_precheck_run.h"
@@ -296,10 +297,12 @@ int cmd_run(int argc, char **argv) {
         .name = "run",
         .usage = "usage: myriad run -n N [options] -- <subcommand> [args...]",
         .rows = rows,
-        .footer = "Runs `mpirun -np N --oversubscribe --bind-to none <this binary> <subcommand> ...`; sets\n"
+        .footer = "Runs `mpirun -np N --oversubscribe --bind-to B <this binary> <subcommand> ...`; sets\n"
                   "OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) when run as root and OMP_NUM_THREADS=max(1, cores/N)\n"
-                  "unless already set; exits with mpirun's exit code. The first Ctrl-C (or SIGTERM) makes every\n"
-                  "rank checkpoint and stop (exit 130, 143); a second Ctrl-C stops at once.\n",
+                  "unless already set; B is core:overload-allowed with one thread per rank on this machine\n"
+                  "alone, else none (--mpirun-arg --bind-to, --cpu-set or --rankfile wins); exits with\n"
+                  "mpirun's exit code. The first Ctrl-C (or SIGTERM) makes every rank checkpoint and stop\n"
+                  "(exit 130, 143); a second Ctrl-C stops at once.\n",
         .stop_at_positional = 1};
     first = opts_parse(&cmd, argc, argv);
     n = so.nranks;
@@ -354,6 +357,7 @@ int cmd_run(int argc, char **argv) {
     char self[PATH_MAX];
     if (path_self(self, sizeof self) != 0) myr_die("run: %s", myr_last_error());
 
+    launch_env(n); /* first: the binding depends on OMP_NUM_THREADS */
     char np[16];
     snprintf(np, sizeof np, "%d", n);
     char **args = calloc(argc + nextra + 16, sizeof *args);
@@ -363,14 +367,13 @@ int cmd_run(int argc, char **argv) {
     args[k++] = "-np";
     args[k++] = np;
     args[k++] = "--oversubscribe"; /* more ranks than cores is fine for tests and emulated nodes */
-    args[k++] = "--bind-to";       /* binding each rank to one core would stack oversubscribed ranks */
-    args[k++] = "none";
+    const char *bind = rank_binding(extra_v, nextra, 0);
+    if (bind) args[k++] = "--bind-to", args[k++] = (char *)bind;
     for (int i = 0; i < nextra; i++) args[k++] = (char *)extra_v[i];
     args[k++] = self;
     for (int i = first; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
 
-    launch_env(n);
     if (dry) {
         for (int i = 0; args[i]; i++) printf("%s%s", i ? " " : "", args[i]);
         printf("\n");

@@ -25,6 +25,7 @@ struct StragglerDetector {
     double *hz_best;      /* [nranks]: best (lowest) horizon median so far */
     int *reported;        /* [nranks]: flagged, and not recovered since (straggler_advance) */
     long long next_end;   /* last step of the next window to evaluate; -1 until restarted */
+    long long first_median; /* the attempt's first step a median may hold (straggler_begin) */
     StragglerWindow w;
 };
 
@@ -106,9 +107,13 @@ void straggler_restart(StragglerDetector *d) {
 
 void straggler_begin(StragglerDetector *d, long long start_step) {
     long long W = d->o.window, first = start_step < 0 ? 0 : start_step;
-    /* the first median spans the 2 windows after the first whole window past start_step and the
-     * warm-up windows: start-up and first steps never enter a median */
-    d->next_end = (first + W - 1) / W * W + W * (2 + d->o.warmup);
+    /* the partial window up to a multiple of W and the warm-up windows never enter a median; the
+     * first median is the next whole window, W steps, the later ones 2W. A
+     * first median of 2W steps would put the earliest verdict on a rank slow from its first step
+     * K + 1 windows in (19 steps at W 5, K 3, one step inside #28's 20); W steps put it at K (14) */
+    long long whole = (first + W - 1) / W * W;
+    d->first_median = whole + 1 + W * d->o.warmup;
+    d->next_end = whole + W * (1 + d->o.warmup);
 }
 
 void straggler_set_cohort(StragglerDetector *d, int rank, int cohort) {
@@ -254,6 +259,7 @@ const StragglerWindow *straggler_advance(StragglerDetector *d, long long job_ste
     StragglerWindow *w = &d->w;
     const StragglerOptions *o = &d->o;
     w->last_step = d->next_end, w->first_step = d->next_end - 2 * o->window + 1; /* rolling: windows overlap by half */
+    if (w->first_step < d->first_median) w->first_step = d->first_median;        /* the attempt's first window */
     d->next_end += o->window;
     int n = d->nranks, S = STRAGGLER_SECTIONS;
     for (int r = 0; r < n; r++) {

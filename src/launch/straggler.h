@@ -54,7 +54,7 @@ typedef struct {
     int consecutive;   /* K: windows below the threshold in a row (default 3) */
     double threshold;  /* default 0.75 */
     double min_share;  /* a section under this share of the rank's compute is never the culprit (0.1) */
-    int warmup;        /* windows ignored after each (re)start besides the first partial one (default 1) */
+    int warmup;        /* windows ignored after each (re)start besides the first partial one (default 0) */
     double horizon_s;  /* H: the verdict also needs the rank slow over its last H seconds of steps (default 60; 0: off) */
 } StragglerOptions;
 
@@ -85,8 +85,9 @@ void straggler_free(StragglerDetector *d);
 /* A new attempt: samples, histories and counts start over; nothing is evaluated until
  * straggler_begin names the attempt's start. */
 void straggler_restart(StragglerDetector *d);
-/* The attempt computes from step start_step + 1: the first median spans the two whole windows
- * after the first whole window past start_step and `warmup` more. */
+/* The attempt computes from step start_step + 1: the partial window up to the next multiple of W
+ * and `warmup` whole windows after it never enter a median; the first median is the next whole
+ * window (W steps, evaluated at its end), every later one spans 2W steps. */
 void straggler_begin(StragglerDetector *d, long long start_step);
 /* Rank `rank` belongs to cohort `cohort` (ranks of one cohort do the same work: its pipeline stage;
  * all ranks are in cohort 0 until told otherwise). */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "launch/mpi_noise.h"
+#include "launch/rank_binding.h"
 #include "launch/slurm.h"
 #include "util/error.h"
 #include "util/hostlist.h"
@@ -143,8 +144,8 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         snprintf(buf, sizeof buf, "%d", o->nranks);
         a[k++] = strdup(buf);
         a[k++] = strdup("--oversubscribe");
-        a[k++] = strdup("--bind-to");
-        a[k++] = strdup("none");
+        const char *bind = rank_binding((const char *const *)o->extra, o->nextra, hostfile != NULL);
+        if (bind) a[k++] = strdup("--bind-to"), a[k++] = strdup(bind);
         if (hostfile) a[k++] = strdup("--hostfile"), a[k++] = strdup(hostfile);
         /* remote daemons do not inherit the launcher's environment: export ours by name
          * (values travel inside Open MPI's launch message, never on a command line) */

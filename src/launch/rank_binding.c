@@ -1,0 +1,21 @@
+/* rank_binding.c: the --bind-to policy of `myriad run`'s mpirun (see rank_binding.h). */
+#include "launch/rank_binding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int given(const char *const *extra, int nextra, const char *const *flags, size_t nflags) {
+    for (int i = 0; i < nextra; i++)
+        for (size_t f = 0; f < nflags; f++)
+            if (!strncmp(extra[i], flags[f], strlen(flags[f]))) return 1; /* also --bind-to=core */
+    return 0;
+}
+
+const char *rank_binding(const char *const *extra, int nextra, int hostfile) {
+    static const char *const binding[] = {"--bind-to", "--cpu-set", "--rankfile", "-rf"};
+    static const char *const hosts[] = {"--hostfile", "--machinefile", "--host", "-H", "-hostfile", "-machinefile"};
+    if (given(extra, nextra, binding, sizeof binding / sizeof *binding)) return NULL;
+    if (hostfile || given(extra, nextra, hosts, sizeof hosts / sizeof *hosts)) return "none";
+    const char *t = getenv("OMP_NUM_THREADS");
+    return t && !strcmp(t, "1") ? "core:overload-allowed" : "none";
+}
