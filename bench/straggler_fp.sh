@@ -27,9 +27,10 @@ T=$(mktemp -d /tmp/myriad-straggler-fp-XXXXXX)
 spinners=()
 stop_load() { local p; for p in "${spinners[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; spinners=(); }
 trap 'stop_load; rm -rf "$T"' EXIT
-start_load() { # both cores busy: two processes spinning beside the job
-    local i
-    for i in 1 2; do sh -c 'while :; do :; done' & spinners+=($!); done
+start_load() { # both cores busy: a process spinning on each core beside the job (pinned: two unpinned
+    # ones drifted onto one core for tens of steps, slowing that core's ranks 1.1-1.45x against the other's)
+    local c
+    for c in $(seq 0 $(($(getconf _NPROCESSORS_ONLN) - 1))); do taskset -c "$c" sh -c 'while :; do :; done' & spinners+=($!); done
 }
 /usr/bin/python3 bench/make_tokens.py "$T/tok.bin" 50000 67 5 >/dev/null
 model="--arch gpt2 --layers 4 --hidden 256 --heads 4 --ffn 1024 --vocab 67 --max-seq 64 --data $T/tok.bin --batch 16 --seq 64 \
