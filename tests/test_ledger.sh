@@ -97,7 +97,11 @@ total = sum(S.values())
 problems = []
 if abs(total - W) > 0.01 * W: problems.append("causes sum to %.3f s, wall %.3f s" % (total, W))
 if fin and abs(fin[-1]["wall_s"] - W) > 1e-9: problems.append("finished wall %s, goodput wall %s" % (fin[-1]["wall_s"], W))
-if abs(g["effective"] - round(S["productive"] / W, 4)) > 1e-4: problems.append("effective %s" % g["effective"])
+# effective is rounded to 4 places from the unrounded seconds, productive and wall to the ms: its
+# ratio here may differ by one last place plus the ms roundings' share (a failure at 1e-4 seen: a
+# boundary case, not a wrong figure)
+if abs(g["effective"] - S["productive"] / W) > 0.5e-4 + 0.0005 * (1 + S["productive"] / W) / W + 1e-9:
+    problems.append("effective %s" % g["effective"])
 for c in S:
     a = sum(r[c] for r in g["attempts"])
     if abs(a - S[c]) > 0.001 * len(g["attempts"]) + 1e-9: problems.append("%s: attempts add to %.3f, total %.3f" % (c, a, S[c]))
