@@ -579,14 +579,6 @@ static void poll_end(PollMark m) {
     if (m.wall > 0) comm_count_wait(clock_wall_s() - m.wall, clock_thread_cpu_s() - m.cpu);
 }
 
-static int progress_all(void);
-int comm_progress(void) {
-    PollMark m = poll_begin();
-    int rc = progress_all();
-    poll_end(m);
-    return rc;
-}
-
 static int progress_all(void) {
     int rc = 0;
     double now = MPI_Wtime();
@@ -601,6 +593,13 @@ static int progress_all(void) {
     return rc;
 }
 
+int comm_progress(void) {
+    PollMark m = poll_begin();
+    int rc = progress_all();
+    poll_end(m);
+    return rc;
+}
+
 static int finish(CommRequest **rp) {
     CommRequest *r = *rp;
     *rp = NULL;
@@ -608,14 +607,6 @@ static int finish(CommRequest **rp) {
     int rc = 0;
     if (r->failed) rc = req_report(r);
     if (r->failed != 2) req_free(r);
-    return rc;
-}
-
-static int test_one(CommRequest **rp, int *done);
-int comm_test(CommRequest **rp, int *done) {
-    PollMark m = poll_begin();
-    int rc = test_one(rp, done);
-    poll_end(m);
     return rc;
 }
 
@@ -634,6 +625,13 @@ static int test_one(CommRequest **rp, int *done) {
     if (s == 0 && check_deadline(r, MPI_Wtime()) == 0) return 0;
     *done = 1;
     return finish(rp);
+}
+
+int comm_test(CommRequest **rp, int *done) {
+    PollMark m = poll_begin();
+    int rc = test_one(rp, done);
+    poll_end(m);
+    return rc;
 }
 
 /* wall and CPU seconds this thread has spent waiting in comm_wait: the exposed communication of

@@ -4,10 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+int launch_args_have(const char *const *args, int nargs, const char *flag) {
+    for (int i = 0; i < nargs; i++)
+        if (!strncmp(args[i], flag, strlen(flag))) return 1; /* a prefix: also --bind-to=core */
+    return 0;
+}
+
 static int given(const char *const *extra, int nextra, const char *const *flags, size_t nflags) {
-    for (int i = 0; i < nextra; i++)
-        for (size_t f = 0; f < nflags; f++)
-            if (!strncmp(extra[i], flags[f], strlen(flags[f]))) return 1; /* also --bind-to=core */
+    for (size_t f = 0; f < nflags; f++)
+        if (launch_args_have(extra, nextra, flags[f])) return 1;
     return 0;
 }
 

@@ -95,12 +95,6 @@ static int rank_hosts(const Host *hosts, const int *active, int nactive, int nra
     return used;
 }
 
-static int extra_has(const SuperviseOpts *o, const char *flag) {
-    for (int i = 0; i < o->nextra; i++)
-        if (!strncmp(o->extra[i], flag, strlen(flag))) return 1;
-    return 0;
-}
-
 /* argv for attempt `attempt` on hosts[active[0..nactive)] (hostfile already written: Open MPI's
  * for mpirun, one node per rank line for srun's --distribution=arbitrary via SLURM_HOSTFILE). */
 static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const char *hostfile, Host *hosts,
@@ -126,7 +120,7 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         /* Slurm keeps a failed step that had a task on a dead node until that node answers again,
          * holding its share of the other nodes: a relaunch must be allowed to overlap it */
         if (attempt > 0) a[k++] = strdup("--overlap");
-        if (!extra_has(o, "--mpi")) a[k++] = strdup("--mpi=pmix"); /* Open MPI ranks wire up through PMIx */
+        if (!launch_args_have((const char *const *)o->extra, o->nextra, "--mpi")) a[k++] = strdup("--mpi=pmix"); /* Open MPI ranks wire up through PMIx */
         char **lost = malloc((size_t)(nhosts + 1) * sizeof *lost);
         int nlost = 0;
         for (int i = 0; i < nhosts; i++)
