@@ -354,7 +354,9 @@ int doctor_run(const DoctorPlan *p, DoctorResults *res, DoctorSetup *setup) {
     snprintf(setup->device, sizeof setup->device, "%s", kernels_device());
     snprintf(setup->dtype, sizeof setup->dtype, "%s", doctor_gemm_dtype());
     snprintf(setup->memory, sizeof setup->memory, "%s", doctor_memory_check());
-    snprintf(setup->device_name, sizeof setup->device_name, "%s", kernels_device_info(&d) ? "unknown" : d.name);
+    /* the driver's name may be longer than the report's field: cut it, on purpose */
+    snprintf(setup->device_name, sizeof setup->device_name, "%.*s", (int)sizeof setup->device_name - 1,
+             kernels_device_info(&d) ? "unknown" : d.name);
     run_free(&x);
     return 0;
 }
