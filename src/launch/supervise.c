@@ -120,7 +120,8 @@ static char **build_argv(SuperviseOpts *o, int use_srun, const char *tool, const
         /* Slurm keeps a failed step that had a task on a dead node until that node answers again,
          * holding its share of the other nodes: a relaunch must be allowed to overlap it */
         if (attempt > 0) a[k++] = strdup("--overlap");
-        if (!launch_args_have((const char *const *)o->extra, o->nextra, "--mpi")) a[k++] = strdup("--mpi=pmix"); /* Open MPI ranks wire up through PMIx */
+        /* Open MPI ranks wire up through PMIx */
+        if (!launch_args_have((const char *const *)o->extra, o->nextra, "--mpi")) a[k++] = strdup("--mpi=pmix");
         char **lost = malloc((size_t)(nhosts + 1) * sizeof *lost);
         int nlost = 0;
         for (int i = 0; i < nhosts; i++)
