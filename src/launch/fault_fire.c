@@ -192,6 +192,7 @@ static void strike(Sup *s, Fault *f, int r, long long step, const ClockDraw *d) 
     if (f->kind == FAULT_HANG) {
         s->stop_time[r] = sup_now();
         progress_stop_running(s, r); /* the others are released without it; the hang timeout finds it */
+        holds_release(s);
     }
 }
 

@@ -60,11 +60,6 @@ int sup_random_bytes(uint8_t *out, size_t n) {
     return 0;
 }
 
-void hb_send_line(int fd, const char *s) {
-    size_t len = strlen(s);
-    (void)!send(fd, s, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 void hb_close_conn(Sup *s, int slot) {
     Conn *c = &s->conns[slot];
     if (c->fd < 0) return;
@@ -140,6 +135,7 @@ static void rank_event(Sup *s, int r, const char *name) {
             rs->done = 1;
             s->ndone++;
             progress_stop_running(s, r);
+            holds_release(s); /* it no longer holds the others back */
             progress_unwatch(s, r);
         }
         return;
@@ -156,11 +152,20 @@ static void rank_event(Sup *s, int r, const char *name) {
     sup_emit(e);
 }
 
+/* A rank's step (STEP, or FROM: where it resumed) to the progress tracker; when the job step (the
+ * slowest rank's) advances, the job-level (random) faults due by then fire and the straggler
+ * detector judges the steps every rank has finished. */
+static void report_progress(Sup *s, int r, long long step, int from) {
+    if (!progress_report(s, r, step, from)) return;
+    if (s->job_step >= s->next_fault_step) faults_fire(s, -1, s->job_step);
+    sup_straggler_advance(s);
+}
+
 /* A STEP: progress, its duration by the rank's clock, what it measured, faults and holds. */
 static void step(Sup *s, int r, const HbMsg *m) {
     RankState *rs = &s->ranks[r];
     long long prev = rs->step;
-    progress_report(s, r, m->step, 0);
+    report_progress(s, r, m->step, 0);
     if (m->step == prev + 1 && rs->last_t_us > 0) rs->step_s = (m->t_us - rs->last_t_us) * 1e-6;
     else rs->step_s = NAN; /* the first step after a start or a jump: no duration */
     rs->last_t_us = m->t_us;
@@ -199,7 +204,7 @@ static void handle_line(Sup *s, Conn *c, char *line) {
     if (m.type == HB_EVENT) rank_event(s, c->rank, m.name);
     else if (m.type == HB_FROM) { /* resumed: next step is m.step + 1 */
         sup_ledger_from(s, c->rank, &m);
-        progress_report(s, c->rank, m.step, 1);
+        report_progress(s, c->rank, m.step, 1);
         /* a fault step at or before it is still due: the rank waits for GO of the latest one
          * (hb_start), released once every running rank has reached it and its faults fired */
         long long due = -1;
@@ -222,6 +227,7 @@ void hb_read(Sup *s, int slot, unsigned gen) {
             if (!rs->closed) {
                 rs->closed = 1;
                 progress_stop_running(s, c->rank);
+                holds_release(s);
                 progress_unwatch(s, c->rank);
             }
             if (!rs->done && !rs->stopped && !sup_graceful_signal && !s->el.resizing && !s->failed) {

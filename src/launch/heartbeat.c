@@ -269,6 +269,13 @@ static int send_all(const char *buf, size_t len) {
     return 0;
 }
 
+/* The launcher's replies (OK, NO, GO): a non-blocking send that drops what the socket cannot take
+ * now and never raises SIGPIPE, since a rank that is gone must not stop the supervisor. */
+void hb_send_line(int fd, const char *s) {
+    size_t len = strlen(s);
+    (void)!send(fd, s, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static int send_signed(char *line, size_t cap) {
     if (sign_key(line, cap, &hb.key, hb.nonce) != 0) return -1;
     size_t len = strlen(line);

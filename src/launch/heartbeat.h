@@ -104,5 +104,7 @@ int hb_verify(char *line, const uint8_t secret[HB_SECRET_BYTES], const char *non
 int hb_verify_key(char *line, const HmacKey *key, const char *nonce_hex);
 /* Parse a verified line (MAC stripped) into m; -1 with myr_error() on malformed input. */
 int hb_parse(const char *line, HbMsg *m);
+/* The launcher's reply to a rank (OK, NO, GO lines): never blocks, never raises SIGPIPE. */
+void hb_send_line(int fd, const char *s);
 
 #endif

@@ -113,13 +113,13 @@ void progress_stop_running(Sup *s, int r) {
     rs->running = 0;
     s->nrunning--;
     if (rs->step == s->run_min && --s->run_at_min == 0) rescan_run_min(s);
-    holds_release(s); /* it no longer holds the others back */
 }
 
-/* Job step = the slowest rank's step, once every rank has reported; extends the timeline. */
-static void advance_job_step(Sup *s) {
+/* Job step = the slowest rank's step, once every rank has reported; extends the timeline.
+ * 1: it advanced. */
+static int advance_job_step(Sup *s) {
     long long mn = s->min_step;
-    if (mn < 0 || mn <= s->job_step) return;
+    if (mn < 0 || mn <= s->job_step) return 0;
     Timeline *tl = &s->tl[s->attempt];
     if (s->job_step < 0) { /* once per attempt */
         long long lo = LLONG_MAX, recomputed = 0;
@@ -155,18 +155,17 @@ static void advance_job_step(Sup *s) {
         }
     }
     s->job_step = mn;
-    if (mn >= s->next_fault_step) faults_fire(s, -1, mn); /* job-level (random) faults */
-    sup_straggler_advance(s);
+    return 1;
 }
 
 /* A rank reported `step` (from: its resumed position, the next step it computes is step + 1). */
-void progress_report(Sup *s, int r, long long step, int from) {
+int progress_report(Sup *s, int r, long long step, int from) {
     RankState *rs = &s->ranks[r];
     if (rs->first_step < 0) rs->first_step = from ? step + 1 : step;
     if (!from && step > rs->best_step) rs->best_step = step;
     if (step <= rs->step) {
         if (from) progress_touch(s, r);
-        return;
+        return 0;
     }
     long long old = rs->step;
     rs->step = step;
@@ -174,8 +173,9 @@ void progress_report(Sup *s, int r, long long step, int from) {
     if (rs->running && old == s->run_min && --s->run_at_min == 0) rescan_run_min(s);
     if (old == s->min_step && --s->n_at_min == 0) {
         rescan_min(s); /* once per step of the job: O(1) per heartbeat on average */
-        advance_job_step(s);
+        return advance_job_step(s);
     }
+    return 0;
 }
 
 /* ---------- timeouts ---------- */

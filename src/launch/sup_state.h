@@ -3,9 +3,11 @@
  * event loop of one attempt: epoll over the listener, the connections, the launched child and
  * the metrics server), hb_server.c (heartbeat connections and their messages), rank_progress.c
  * (job step, goodput timeline, hang and start timeouts), fault_fire.c (injected faults and the
- * hold steps, cmd@), sup_straggler.c (straggler verdicts, evictions), metrics.c (/metrics) and
- * event_log.c (the JSON-lines event log). Behaviour and formats: docs/LAUNCHER.md and
- * docs/OPERATIONS.md. */
+ * hold steps, cmd@), sup_straggler.c (straggler verdicts, evictions), metrics.c (/metrics),
+ * sup_state.c (the graceful-stop signal, sup_fail) and event_log.c (the JSON-lines event log).
+ * No two of them call each other, directly or round a loop (tests/test_layering.sh): supervise.c
+ * is on top, sup_state.c and event_log.c at the bottom. Behaviour and formats: docs/LAUNCHER.md
+ * and docs/OPERATIONS.md. */
 #ifndef MYRIAD_LAUNCH_SUP_STATE_H
 #define MYRIAD_LAUNCH_SUP_STATE_H
 
@@ -168,18 +170,17 @@ double sup_now(void);            /* monotonic seconds */
 cJSON *sup_event(const char *name);
 void sup_emit(cJSON *obj);       /* adds "t", prints, appends to the file; takes ownership */
 
-/* supervise.c */
+/* sup_state.c */
 /* SIGTERM or SIGUSR1 received: the ranks were asked (SIGUSR1, which mpirun and srun forward) to
  * checkpoint and stop; the run ends when they have, or after --stop-grace. 0: none. */
 extern volatile sig_atomic_t sup_graceful_signal;
 /* The attempt failed (the first reason counts): kind is a FAIL_* for the metrics. */
 void sup_fail(Sup *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *sup_fail_kind_name(int kind); /* "rank-exit", "hang", ... (metrics and events) */
-int sup_random_bytes(uint8_t *out, size_t n);
 
 /* hb_server.c */
+int sup_random_bytes(uint8_t *out, size_t n);
 int hb_listen(const char *host, int nranks, int *port_out);
-void hb_send_line(int fd, const char *s);
 void hb_accept(Sup *s);                  /* every pending connection */
 void hb_read(Sup *s, int slot, unsigned gen); /* readable connection (epoll data) */
 void hb_close_conn(Sup *s, int slot);
@@ -190,8 +191,9 @@ void hb_close_all(Sup *s);
 void progress_timeline_add(Timeline *tl, long long step, double t);
 void progress_begin_attempt(Sup *s);
 void progress_connected(Sup *s, int r);                  /* HELLO accepted */
-void progress_report(Sup *s, int r, long long step, int from); /* STEP (from 0) or FROM (1) */
-void progress_stop_running(Sup *s, int r);               /* done, closed or SIGSTOPped */
+/* STEP (from 0) or FROM (1); 1: the job step advanced (the caller fires what is due then) */
+int progress_report(Sup *s, int r, long long step, int from);
+void progress_stop_running(Sup *s, int r);               /* done, closed or SIGSTOPped; then holds_release() */
 void progress_unwatch(Sup *s, int r);                    /* done or closed: no hang watch */
 void progress_touch(Sup *s, int r);                      /* it progressed now */
 double progress_deadline(const Sup *s);                  /* when a timeout could next fire */

@@ -24,7 +24,6 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,6 @@
 #include "util/sha256.h"
 
 static volatile sig_atomic_t stop_signal, child_pgid;
-volatile sig_atomic_t sup_graceful_signal;
 
 static void say(const char *s) {
     for (size_t n = strlen(s); n > 0;) {
@@ -224,25 +222,6 @@ static void report_leftover_copies(void) {
         sup_emit(x);
     }
     closedir(d);
-}
-
-const char *sup_fail_kind_name(int kind) {
-    static const char *kinds[FAIL_KINDS] = {"rank-exit", "hang", "never-connected", "launcher-exit", "host-lost", "straggler"};
-    return kind >= 0 && kind < FAIL_KINDS ? kinds[kind] : "?";
-}
-
-void sup_fail(Sup *s, int kind, const char *fmt, ...) {
-    if (s->failed) return;
-    s->failed = 1;
-    /* ranks that die with a lost host are counted as the host's loss */
-    if (s->lost_host_this_attempt >= 0 && kind != FAIL_STRAGGLER) kind = FAIL_HOST_LOST;
-    s->fail_kind = kind;
-    s->m.failures[kind]++;
-    sup_ledger_declared(s, sup_fail_kind_name(kind));
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->why, sizeof s->why, fmt, ap);
-    va_end(ap);
 }
 
 static int write_hostfile(Sup *s, char *path) {
