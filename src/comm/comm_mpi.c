@@ -1,7 +1,8 @@
 /* comm_mpi.c: the MPI backend's setup: MPI_Init, the world group, groups from rank lists,
  * node discovery (shared-memory split, or emulated nodes of --ranks-per-node consecutive
  * ranks) and the per-group node / cross-node sub-communicators used by the hierarchical
- * all-reduce. The operations themselves are in comm_mpi_ops.c. */
+ * all-reduce. The operations themselves are in comm_mpi_ops.c, the timeout's side channel in
+ * comm_mpi_watch.c, and what all three share in comm_mpi_state.c. */
 #include "comm/comm_mpi.h"
 
 #include <stdarg.h>
@@ -15,48 +16,9 @@
 #include <mpi-ext.h> /* MPIX_Query_cuda_support, when this Open MPI has the CUDA extension */
 #endif
 
-CommOptions comm_opts;
-Comm *comm_groups;
 static Comm *world;
 static int my_node_id; /* node of this process: smallest world rank on it */
 static int we_initialized_mpi;
-
-MPI_Datatype comm_mpi_type(CommDtype dt) { return dt == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
-
-const char *comm_mpi_errstr(int rc, char *buf, int cap) {
-    int len = 0;
-    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) snprintf(buf, cap, "MPI error %d", rc);
-    return buf;
-}
-
-static int vfail(const Comm *c, const char *opname, const char *fmt, va_list ap) {
-    char reason[600];
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    if (!c) return myr_error("comm: %s: %s", opname, reason);
-    return myr_error("comm: %s on group '%s' (rank %d of %d, world rank %d): %s", opname, c->name,
-                     c->rank, c->size, c->world_ranks[c->rank], reason);
-}
-
-int comm_fail(const Comm *c, const char *opname, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(c, opname, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-int comm_error(const Comm *c, const char *opname, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(c, opname, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-int64_t comm_count_collective(Comm *c) { return ++c->seq; }
-double comm_timeout_seconds(void) { return comm_opts.timeout_s; }
-double comm_query_grace(double timeout) { return comm_watch_grace(timeout); }
-void comm_serve_queries(void) { comm_watch_serve(); }
 
 void comm_set_attachment(Comm *c, void *p, void (*destroy)(void *p)) {
     c->attach = p;

@@ -69,7 +69,7 @@ struct CommRequest {
     CommRequest *prev_active, *next_active; /* top-level requests in flight */
 };
 
-/* comm_mpi.c */
+/* comm_mpi_state.c */
 extern CommOptions comm_opts;
 extern Comm *comm_groups;          /* list of live groups */
 MPI_Datatype comm_mpi_type(CommDtype dt);

@@ -68,6 +68,7 @@ void comm_watch_serve(void) {
 }
 
 void comm_watch_cleanup(void) { reap_replies(1); }
+void comm_serve_queries(void) { comm_watch_serve(); }
 
 static size_t append(char *out, size_t cap, size_t len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static size_t append(char *out, size_t cap, size_t len, const char *fmt, ...) {
@@ -78,6 +79,8 @@ static size_t append(char *out, size_t cap, size_t len, const char *fmt, ...) {
     va_end(ap);
     return k < 0 ? len : len + (size_t)k;
 }
+
+double comm_query_grace(double timeout) { return comm_watch_grace(timeout); }
 
 double comm_watch_grace(double timeout) {
     double grace = timeout * 0.25;
