@@ -1,7 +1,7 @@
 /* ckpt_commit.c: the commit protocol. Every rank's shard is durable (written, fsynced,
  * renamed) -> all ranks agree that all succeeded -> rank 0 merges the piece tables into
  * manifest.json (temp name, fsync, rename, fsync dir: the commit point) -> DIR/latest is
- * replaced the same way -> --keep retention deletes older checkpoints. Also the crash hook. */
+ * replaced the same way -> --keep retention deletes older checkpoints. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -17,34 +17,6 @@
 #include "ckpt/crc32c.h"
 #include "io/atomic_file.h"
 #include "util/error.h"
-
-/* ---- crash hook (torn-write tests) */
-static long crash_at, crash_passed;
-
-void ckpt_test_crash_at(long k) {
-    crash_at = k;
-    crash_passed = 0;
-}
-long ckpt_test_crash_points(void) { return crash_passed; }
-
-void ckpt_crash_env(void) {
-    const char *e = getenv("MYRIAD_CKPT_CRASH_AT");
-    if (e && *e && crash_at == 0) ckpt_test_crash_at(strtol(e, NULL, 10));
-}
-
-void ckpt_crash_point(void) {
-    crash_passed++;
-    if (crash_at > 0 && crash_passed == crash_at) _exit(86);
-}
-
-int ckpt_fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return myr_error("cannot open directory %s: %s", dir, strerror(errno));
-    int rc = 0;
-    if (fsync(fd) && errno != EINVAL) rc = myr_error("fsync of directory %s failed: %s", dir, strerror(errno));
-    close(fd);
-    return rc;
-}
 
 int ckpt_check_meta(const char *meta_json) {
     if (!meta_json) return 0;
@@ -198,20 +170,6 @@ int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc
     }
     ckpt_writer_abort(w);
     return 0;
-}
-
-int ckpt_writer_commit(CkptWriter *w, Comm *world, const char *meta_json) {
-    if (ckpt_check_world(w, world) || ckpt_check_meta(meta_json)) {
-        ckpt_writer_abort(w);
-        return -1;
-    }
-    if (ckpt_async_pending() && ckpt_async_wait()) {
-        ckpt_writer_abort(w);
-        return -1;
-    }
-    char *table = NULL;
-    int rc = ckpt_write_shard_keep(w, &table);
-    return ckpt_finish_commit(w, world, meta_json, rc, table);
 }
 
 /* ---- manifest */

@@ -1,6 +1,6 @@
 /* ckpt_writer.c: one rank's side of a save: collect pieces, lay them out in the shard file
  * (64-byte aligned), write + fsync it with per-block CRC-32C, and describe it as a piece table
- * (JSON) for the manifest. Also the async variant: snapshot copy + background thread. */
+ * (JSON) for the manifest; the memory of the async save's snapshots (ckpt_save.c). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +16,6 @@
 #include "ckpt/crc32c.h"
 #include "ckpt/ckpt_writer.h"
 #include "io/atomic_file.h"
-#include "util/background.h"
 #include "util/error.h"
 
 static int mkdir_p(const char *path) {
@@ -136,7 +135,7 @@ static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Room for `bytes` rounded up to the direct-I/O alignment (atomic_write_image), in 2 MiB pages
  * where the kernel grants them (a few hundred faults per gigabyte instead of 262144). */
-static uint8_t *snapshot_take(size_t bytes, size_t *cap) {
+uint8_t *ckpt_snapshot_take(size_t bytes, size_t *cap) {
     size_t huge = (size_t)2 << 20, need = (bytes + huge - 1) / huge * huge;
     pthread_mutex_lock(&spare_lock);
     uint8_t *p = NULL;
@@ -167,7 +166,7 @@ static void snapshot_release(uint8_t *p, size_t bytes) {
  * priority: at the lowest, a busy machine starves it past the first save, which then pays twice. */
 static void *reserve_main(void *arg) {
     size_t bytes = (size_t)(uintptr_t)arg, cap = 0;
-    uint8_t *p = snapshot_take(bytes, &cap);
+    uint8_t *p = ckpt_snapshot_take(bytes, &cap);
     if (p) {
         memset(p, 0, cap);
         snapshot_release(p, cap);
@@ -351,82 +350,5 @@ int ckpt_write_shard_keep(CkptWriter *w, char **table_json) {
 int ckpt_writer_write_shard(CkptWriter *w, char **table_json) {
     int rc = ckpt_write_shard_keep(w, table_json);
     ckpt_writer_abort(w);
-    return rc;
-}
-
-/* ---- async: one save in flight per process */
-static CkptWriter *pending;
-
-static void *async_main(void *arg) {
-    CkptWriter *w = arg;
-    background_thread_priority(); /* checksums and writes: nothing waits for them until the next save */
-    w->thread_rc = ckpt_write_shard_keep(w, &w->table);
-    if (w->thread_rc) snprintf(w->thread_err, sizeof w->thread_err, "%s", myr_last_error());
-    atomic_store(&w->thread_done, 1);
-    return NULL;
-}
-
-int ckpt_async_pending(void) { return pending != NULL; }
-
-int ckpt_writer_commit_async(CkptWriter *w, Comm *world, const char *meta_json) {
-    if (pending && ckpt_async_wait()) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", myr_last_error());
-        int64_t step = w->step;
-        ckpt_writer_abort(w);
-        return myr_error("the previous async checkpoint save failed, this one (step %" PRId64 ") was not started: %s",
-                         step, msg);
-    }
-    if (ckpt_check_world(w, world) || ckpt_check_meta(meta_json)) {
-        ckpt_writer_abort(w);
-        return -1;
-    }
-    /* Snapshot: the shard's image in memory, so the caller may change its buffers at once. */
-    w->snapshot = snapshot_take(w->file_bytes, &w->snapshot_bytes);
-    w->meta = strdup(meta_json ? meta_json : "{}");
-    if (!w->snapshot || !w->meta) {
-        ckpt_writer_abort(w);
-        return myr_error("out of memory for the async checkpoint snapshot (%" PRIu64 " bytes)", w->file_bytes);
-    }
-    uint64_t end = 0; /* the image is the file: padding zeroed, to the direct-I/O alignment */
-    for (int i = 0; i < w->n; i++) {
-        WPiece *p = &w->p[i];
-        memset(w->snapshot + end, 0, p->offset - end);
-        if (p->bytes) memcpy(w->snapshot + p->offset, p->data, p->bytes);
-        p->data = w->snapshot + p->offset;
-        end = p->offset + p->bytes;
-    }
-    memset(w->snapshot + end, 0, (end + ATOMIC_DIRECT_ALIGN - 1) / ATOMIC_DIRECT_ALIGN * ATOMIC_DIRECT_ALIGN - end);
-    w->world = world;
-    if (pthread_create(&w->thread, NULL, async_main, w)) {
-        ckpt_writer_abort(w);
-        return myr_error("cannot start the checkpoint writer thread");
-    }
-    pending = w;
-    return 0;
-}
-
-/* Every rank reports whether its shard is written; when all are, the commit runs now rather than
- * at the next save, so a failure in between resumes from this checkpoint. */
-int ckpt_async_poll(void) {
-    CkptWriter *w = pending;
-    if (!w) return 0;
-    float busy = atomic_load(&w->thread_done) ? 0.f : 1.f, any = busy;
-    if (w->world && comm_all_reduce(w->world, &busy, &any, 1, COMM_F32, COMM_MAX)) return -1;
-    return any > 0 ? 0 : ckpt_async_wait();
-}
-
-int ckpt_async_wait(void) {
-    CkptWriter *w = pending;
-    if (!w) return 0;
-    pending = NULL;
-    pthread_join(w->thread, NULL);
-    if (w->thread_rc) myr_error("%s", w->thread_err);
-    char *table = w->table;
-    w->table = NULL;
-    char *meta = w->meta;
-    w->meta = NULL;
-    int rc = ckpt_finish_commit(w, w->world, meta, w->thread_rc, table);
-    free(meta);
     return rc;
 }

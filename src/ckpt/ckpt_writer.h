@@ -1,5 +1,6 @@
-/* ckpt_writer.h: the writer's state, shared by ckpt_writer.c (pieces, shard file, async
- * thread) and ckpt_commit.c (agreement across ranks, manifest, latest, retention). */
+/* ckpt_writer.h: the writer's state, shared by ckpt_writer.c (pieces, shard file), ckpt_commit.c
+ * (agreement across ranks, manifest, latest, retention), ckpt_save.c (sync and async commits) and
+ * ckpt_durable.c (directory fsync, crash points). */
 #ifndef MYRIAD_CKPT_WRITER_H
 #define MYRIAD_CKPT_WRITER_H
 
@@ -55,6 +56,9 @@ int ckpt_check_world(const CkptWriter *w, Comm *world);
 int ckpt_check_meta(const char *meta_json);
 /* The collective end of a commit: agree on rc, gather tables, rank 0 commits. Frees w and table. */
 int ckpt_finish_commit(CkptWriter *w, Comm *world, const char *meta_json, int rc, char *table);
-int ckpt_fsync_dir(const char *dir);
+int ckpt_fsync_dir(const char *dir); /* ckpt_durable.c */
+/* Room for an async snapshot of `bytes` (the spare one of the last save when its size fits);
+ * *cap: its size. ckpt_writer_abort returns it to the spare. */
+uint8_t *ckpt_snapshot_take(size_t bytes, size_t *cap);
 
 #endif
