@@ -13,7 +13,7 @@ inputs=${FUZZ_INPUTS:-100000}
 tok_inputs=${FUZZ_TOK_INPUTS:-${FUZZ_INPUTS:-25000}}
 seed=${FUZZ_SEED:-20240520}
 mkdir -p build/fuzz
-srcs=(src/io/safetensors.c src/io/hf_config.c src/io/atomic_file.c src/io/quote.c src/data/shards.c
+srcs=(src/io/safetensors.c src/model/hf_config.c src/io/atomic_file.c src/io/quote.c src/data/shards.c
       src/model/config.c src/model/rope_scaling.c src/util/error.c tests/fuzz/fuzz_parsers.c)
 if ! gcc -std=gnu11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
         -Isrc "${srcs[@]}" -lcjson -lm -o build/fuzz/fuzz_parsers 2>build/fuzz/build.log; then

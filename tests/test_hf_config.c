@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "files.h"
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "test.h"
 #include "util/error.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/hf_weights.h"

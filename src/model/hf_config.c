@@ -1,5 +1,5 @@
 /* hf_config.c: read/write Hugging Face config.json for the gpt2, llama and mixtral families. */
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "io/atomic_file.h"
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "io/safetensors.h"
 #include "model/hf_slots.h"
 #include "model/hf_weights.h"

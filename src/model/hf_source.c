@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "io/quote.h"
 #include "io/safetensors.h"
 #include "model/hf_slots.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "kernels/kernels.h"
 #include "io/path_check.h"
 #include "model/hf_weights.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "parallel/schedule.h"
 #include "train/train_job.h"
 #include "util/error.h"

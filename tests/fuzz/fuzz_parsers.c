@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "data/shards.h"
-#include "io/hf_config.h"
+#include "model/hf_config.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 
