@@ -48,12 +48,6 @@ static int split(char *line, char **cols, int max) {
     return n;
 }
 
-int val_col(const ValHeader *h, const char *name) {
-    for (int i = 0; i < h->ncol; i++)
-        if (!strcmp(h->names[i], name)) return i;
-    return -1;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);

@@ -12,7 +12,7 @@ typedef struct {
     int ncol;
 } ValHeader;
 
-int val_col(const ValHeader *h, const char *name); /* column index or -1 */
+int val_col(const ValHeader *h, const char *name); /* column index or -1 (validate_row.c) */
 
 /* One step-time row as the simulator sees it. */
 typedef struct {

@@ -12,6 +12,12 @@
 #include "sim/validate.h"
 #include "util/error.h"
 
+int val_col(const ValHeader *h, const char *name) {
+    for (int i = 0; i < h->ncol; i++)
+        if (!strcmp(h->names[i], name)) return i;
+    return -1;
+}
+
 static int has(const char *notes, const char *word) { return strstr(notes, word) != NULL; }
 
 /* The integer after `key` in notes ("CP8" -> 8, "local batch 32" -> 32); 0 when absent. */
