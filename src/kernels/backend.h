@@ -121,7 +121,7 @@ typedef struct KernelBackend {
     void (*reduce_bf16)(uint16_t *out, const uint16_t *src, int nsrc, size_t n, int op, int divisor);
 } KernelBackend;
 
-/* The CPU tables (DTYPE_BF16 is NULL in the f64 build). */
+/* The CPU tables (dispatch.c; DTYPE_BF16 is NULL in the f64 build). */
 const KernelBackend *cpu_backend(Dtype dtype);
 /* The CUDA table for o->dtype on GPU o->local_rank % visible GPUs, initialised (device set,
  * cuBLASLt handle, streams; TF32 only when o->allow_tf32); NULL with a one-line reason in why

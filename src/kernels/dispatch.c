@@ -14,6 +14,12 @@
 #include "util/error.h"
 
 static const KernelBackend *kb = &cpu_f32_table;
+
+/* Chosen here, above both CPU tables: cpu_bf16.c builds its table from cpu_f32_table. */
+const KernelBackend *cpu_backend(Dtype dtype) {
+    if (dtype == DTYPE_F32) return &cpu_f32_table;
+    return cpu_bf16_backend(); /* NULL in the f64 build */
+}
 static KernelBackend guarded_table; /* the CPU table with guarded memory */
 static int guarded;       /* GUARD_CLOSED: memory opened around each call */
 static int guard_mode;    /* what kernels_select installed (GUARD_OFF when it is not the CPU) */

@@ -190,9 +190,3 @@ const KernelBackend cpu_f32_table = {
     .moe_combine = f32_moe_combine,
     .moe_row_dot = f32_moe_row_dot,
 };
-
-
-const KernelBackend *cpu_backend(Dtype dtype) {
-    if (dtype == DTYPE_F32) return &cpu_f32_table;
-    return cpu_bf16_backend(); /* NULL in the f64 build */
-}
