@@ -153,7 +153,7 @@ _Noreturn void train_exit_all(int code);
  * whether any rank failed, after the lowest failing rank has printed its reason (collective). */
 int train_agree_failure(TrainJob *j, int failed);
 
-double train_now_s(void);
+double train_now_s(void); /* monotonic seconds (train_phases.c) */
 /* Every parameter of every rank is finite (collective). */
 int train_params_finite(TrainJob *j);
 

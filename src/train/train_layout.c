@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/kernels.h"
 #include "parallel/device_comm.h"
@@ -15,12 +14,6 @@
 #include "train/train_job.h"
 #include "train/train_phases.h"
 #include "util/error.h"
-
-double train_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void train_layout_error(int rank, const char *fmt, ...) {
     if (rank == 0) {

@@ -1,7 +1,15 @@
 /* train_phases.c: start-up phase times of a run (train_phases.h). */
 #include "train/train_phases.h"
 
+#include <time.h>
+
 #include "train/train_job.h"
+
+double train_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static double began[TRAIN_PHASES], ended[TRAIN_PHASES];
 
