@@ -69,6 +69,12 @@ echo "export OMPI_MCA_btl_tcp_if_include=127.0.0.0/8"
 EOF
     chmod +x "$d/etc/taskprolog.sh"
     printf 'AutoDetect=off\nName=gpu File=/dev/null\n' >"$d/etc/gres.conf"
+    # mpi/pmix runs fences without data (Open MPI's last barrier in MPI_Init) over its tree
+    # collective by default; with every node at NodeHostname=localhost that tree is degenerate and
+    # the barrier returns before the other nodes reach it, so a rank could get an ob1 MATCH before
+    # add_procs registered its handlers (SIGSEGV in MPI_Init, ~1 in 15 steps under CPU load).
+    # The ring collective, already used for fences with data, waits for every node.
+    echo 'PMIxCollFence=ring' >"$d/etc/mpi.conf"
     cat >"$d/etc/slurm.conf" <<EOF
 ClusterName=myriadtest
 SlurmctldHost=$(hostname -s)(127.0.0.1)
