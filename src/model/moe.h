@@ -7,7 +7,7 @@
 #ifndef MYRIAD_MODEL_MOE_H
 #define MYRIAD_MODEL_MOE_H
 
-#include "model/model.h"
+#include "model/model_types.h"
 
 /* out [N, C] (written) = the MoE block of layer l on x [N, C] (the normalised rows); under tensor
  * parallelism a partial sum over the group, like a row-parallel matmul's output. Keeps what

@@ -5,7 +5,7 @@
 #ifndef MYRIAD_MODEL_RING_ATTENTION_H
 #define MYRIAD_MODEL_RING_ATTENTION_H
 
-#include "model/model.h"
+#include "model/model_types.h"
 
 /* Whether this forward splits the sequence over the cp group (cp size > 1 and not `whole`). */
 int cp_splits(const Model *m);
