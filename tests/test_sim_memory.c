@@ -142,10 +142,35 @@ static void test_fp32_and_full_recompute(void) {
     CHECK_CLOSE(r.activations, 2 * s * b * h * 2, 1e-12, 0, "full recompute keeps each layer's input");
 }
 
+/* PyTorch's eager loss (torchtitan of 2024, torchtitan-eager) holds 12 bytes per logit at its
+ * peak on the last stage (logits.float(), log_softmax's output, then nll_loss's and log_softmax's
+ * gradients), against 4 (fp32 logits) for a fused or in-place loss; only the last stage changes. */
+static void test_eager_loss_bytes(void) {
+    SimModel m = gpt(4, 512, 8, 50000, 1024);
+    double s = 1024, b = 2, V = 50000, t = 2;
+    Layout a, e;
+    sim_layout_defaults(&a);
+    CHECK(sim_software_preset(&a, "torchtitan") == 0, "preset");
+    e = a;
+    CHECK(sim_software_preset(&e, "torchtitan-2024") == 0, "preset");
+    CHECK(a.ce_peak_bytes == 4 && e.ce_peak_bytes == 12, "bytes per logit %g, %g", a.ce_peak_bytes, e.ce_peak_bytes);
+    a.tp = e.tp = 2, a.dp = e.dp = 2, a.micro_batch = e.micro_batch = 2, a.global_batch = e.global_batch = 16;
+    a.seq = e.seq = 1024;
+    SimMemory ra, re;
+    sim_memory(&m, &a, &ra);
+    sim_memory(&m, &e, &re);
+    CHECK_CLOSE(re.comm_buffers - ra.comm_buffers, 8 * s * b * V / t, 1e-9, 0, "8 more bytes per logit");
+    CHECK_CLOSE(re.reserve - ra.reserve, 0.05 * 8 * s * b * V / t, 1e-9, 0, "and their fragmentation reserve");
+    CHECK_CLOSE(re.activations, ra.activations, 1e-12, 0, "nothing else changes");
+    CHECK(strcmp(sim_software_class("torchtitan-2024"), "torchtitan") == 0 &&
+              strcmp(sim_software_class("nemo"), "nemo") == 0, "software classes");
+}
+
 int main(void) {
     RUN(test_gpt_1f1b_zero1);
     RUN(test_zero_stages_and_experts);
     RUN(test_inflight_layers_by_schedule);
     RUN(test_fp32_and_full_recompute);
+    RUN(test_eager_loss_bytes);
     return TEST_SUMMARY();
 }

@@ -16,8 +16,8 @@
  *     output (torchtitan's op policy); full recompute keeps the layer input; times the layers a
  *     stage holds at its peak in its schedule (uneven chunks weighted by their layers).
  *   buffers/workspace: 1 GiB (CUDA context, cuBLAS workspace, NCCL buffers) plus the transient
- *     buffers of backward: one layer's recomputed activations, fp32 logits on the last stage, the
- *     sequence-parallel gathered input, ZeRO-3 gathered layers.
+ *     buffers of backward: one layer's recomputed activations, the loss's logits on the last stage
+ *     (ce_peak_bytes per logit), the sequence-parallel gathered input, ZeRO-3 gathered layers.
  *   reserve: the caching allocator's fragmentation, 5% of the activations and transient buffers
  *     (the memory that is allocated and freed every micro-batch). */
 #include <math.h>
@@ -302,7 +302,7 @@ static void stage_memory(const SimModel *m, const Layout *l, int s, SimMemory *x
     }
     double e = sim_dtype_bytes(l->dtype == DT_FP8 ? DT_BF16 : l->dtype);
     int last = s == l->pp - 1 || (l->schedule == SCHED_DUALPIPE && s == 0);
-    if (last) transient += 4.0 * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* fp32 logits */
+    if (last) transient += l->ce_peak_bytes * ((double)l->seq / l->cp) * b * m->vocab / l->tp; /* the loss's logits */
     if (l->tp > 1 && l->sp) transient += e * l->seq / l->cp * b * m->hidden;              /* gathered input */
     /* PyTorch's ring attention all-gathers the K/V of every local query head (layer.c) */
     if (l->cp > 1 && l->cp_torch) transient += 2.0 * e * l->seq * b * m->hidden / l->tp;

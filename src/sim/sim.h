@@ -169,6 +169,9 @@ typedef struct {
     int optimizer_passes; /* 0 = Megatron's fused mixed-precision Adam; 1 = a plain fp32 AdamW (torch) */
     int fp8_cache;        /* fp8 weights (and transposes) cast once per step and kept (Transformer Engine) */
     int fused_ce;         /* vocab-parallel cross-entropy as one fused kernel (else fp32 eager ops) */
+    double ce_peak_bytes; /* bytes per logit the loss holds at its peak on the last stage: 4 (fp32 logits;
+                             fused or Megatron's in-place eager ops), 12 for PyTorch's eager
+                             F.cross_entropy on logits.float() (software.c) */
     int cp_torch;         /* context parallel as PyTorch's experimental ring attention (torchtitan 2024): K/V
                            * repeated to all heads, all-gathered after the first block, fp32 merges (layer.c) */
     int cp_dkv_serial;    /* ring backward passes the fp32 dK/dV accumulators cp times, each hop waited for
@@ -200,6 +203,9 @@ void sim_layout_defaults(Layout *l);
 /* Software presets (software.c): which mechanisms a generation of training software has. -1 with
  * the list of names if unknown. sim_software_list prints name, summary and sources. */
 int sim_software_preset(Layout *l, const char *name);
+/* The class a preset's runs are compared in (validated.c): a dated variant of a software is its
+ * software (torchtitan-2024 -> torchtitan); others are themselves. */
+const char *sim_software_class(const char *name);
 void sim_software_list(FILE *out);
 const char *sim_recompute_name(Recompute r);
 int sim_recompute_parse(const char *s, Recompute *out);

@@ -79,6 +79,14 @@ static const Preset presets[] = {
      "mm), benchmarks/llama3_h100_202412_torchtitan.md; torchtitan 9dec370 models/llama/model.py (repeat_kv), "
      "config_manager.py (context_parallel_rotate_method allgather); torch/distributed/tensor/experimental/_attention.py",
      {ATTN_FA2, 1, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 1, 1}},
+    {"torchtitan-2024",
+     "torchtitan of 2024 (before 2025-04) with torch.compile: as torchtitan, but only the transformer blocks compiled; "
+     "the output layer and the loss ran eager (F.cross_entropy on logits.float(): cast, log_softmax, nll_loss and "
+     "their backwards as separate kernels, 12 bytes per logit held at the loss's peak)",
+     "torchtitan 9dec370 train.py (loss_fn; '# TODO: compiling loss function causes CUDA errors, turning off for "
+     "now'), torchtitan/parallelisms/parallelize_llama.py (apply_compile: per TransformerBlock); the loss is "
+     "compiled from pytorch/torchtitan bbb1b616e (2025-04-02, build_loss_fn)",
+     {ATTN_FA2, 1, 1, 1, 1, 3, 4, 0, 0, 1, 1, FP8_CURRENT, 0, 0, 1, 0, 1}},
     {"torchtitan-eager",
      "torchtitan without torch.compile: as torchtitan, with every elementwise op (RMSNorm in fp32, rotary through "
      "complex views, SwiGLU, residual adds) as its own PyTorch kernel",
@@ -103,6 +111,10 @@ static const Preset presets[] = {
 };
 #define NPRESETS (int)(sizeof presets / sizeof presets[0])
 
+const char *sim_software_class(const char *name) {
+    return !strcmp(name, "torchtitan-2024") ? "torchtitan" : name;
+}
+
 int sim_software_preset(Layout *l, const char *name) {
     if (!strcmp(name, "current")) name = "megatron-core";
     for (int i = 0; i < NPRESETS; i++) {
@@ -113,6 +125,10 @@ int sim_software_preset(Layout *l, const char *name) {
         l->selective_op = v[9]; l->reshard = v[10]; l->fp8_scaling = v[11]; l->fp8_gather = v[12];
         l->fp8_cache = v[13]; l->optimizer_passes = v[14]; l->fused_ce = v[15]; l->cp_torch = v[16];
         l->sw_eff = 1.0;
+        /* PyTorch's eager loss: logits.float() (4 B/logit) and log_softmax's saved output (4); its
+         * backward writes nll_loss's dense gradient (4) and log_softmax's input gradient (4) while
+         * the output is still held (the bf16 logits are deleted before backward, train.py) */
+        l->ce_peak_bytes = !strcmp(name, "torchtitan-2024") || !strcmp(name, "torchtitan-eager") ? 12.0 : 4.0;
         l->sw_sp = l->sw_selective = 1;
         if (!strcmp(name, "megatron-2021")) {
             /* Narayanan et al. 2021 predates sequence parallelism and selective recompute (Korthikanti

@@ -40,7 +40,9 @@ static const char *software_of(const char *source, const char *notes) {
         /* torch.compile is named when used; "no compile"/"eager" rows and the 2024 docs (whose
          * configs had compile off) run eager */
         int compiled = has(notes, "compile") && !has(notes, "no compile");
-        return compiled ? "torchtitan" : "torchtitan-eager";
+        if (!compiled) return "torchtitan-eager";
+        /* before 2025-04 only the blocks were compiled: the loss ran eager (software.c) */
+        return !strncmp(source, "torchtitan-2024", 15) ? "torchtitan-2024" : "torchtitan";
     }
     if (!strncmp(source, "nemo-25", 7)) return "nemo-2";
     if (!strncmp(source, "mlperf", 6)) return "mlperf";

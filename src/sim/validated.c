@@ -47,6 +47,7 @@ double sim_validated_mfu(const char *gpu, const char *software, int fp8, const c
     if (exact) *exact = 0;
     if (!fam) return 0;
     if (!strcmp(software, "current")) software = "megatron-core";
+    software = sim_software_class(software);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         if (strcmp(runs[i].family, fam)) continue;
         if (runs[i].mfu > any) { any = runs[i].mfu; arun = runs[i].run; }
